@@ -1,0 +1,32 @@
+// swift-tools-version:6.0
+// rangeget: a segmented, resumable download accelerator on libcurl.
+// The folder layout is the data flow; see README.md ("Design").
+import PackageDescription
+
+let package = Package(
+    name: "rangeget",
+    products: [
+        .library(name: "RangeGet", targets: ["RangeGet"]),
+        .library(name: "RangeServer", targets: ["RangeServer"]),
+        .executable(name: "rangeget", targets: ["rangeget"]),
+    ],
+    targets: [
+        // <curl/curl.h> as a Swift module.
+        .systemLibrary(
+            name: "CCurl",
+            pkgConfig: "libcurl",
+            providers: [.apt(["libcurl4-openssl-dev"])]
+        ),
+        // Typed, non-variadic wrappers for curl_easy_setopt and friends.
+        .target(name: "CCurlShim", dependencies: ["CCurl"]),
+        // The library: probe, plan, engine, store, public API.
+        .target(name: "RangeGet", dependencies: ["CCurl", "CCurlShim"]),
+        // A range-capable HTTP/1.1 test server with injectable faults.
+        .target(name: "RangeServer"),
+        // The command-line tool: wiring only.
+        .executableTarget(name: "rangeget", dependencies: ["RangeGet", "RangeServer"]),
+        .testTarget(name: "RangeGetTests", dependencies: ["RangeGet", "RangeServer"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["RangeGet", "RangeServer", "rangeget"]),
+        .testTarget(name: "RangeServerTests", dependencies: ["RangeServer"]),
+    ]
+)

@@ -1,0 +1,40 @@
+#include "CCurlShim.h"
+
+CURLcode rg_easy_setopt_long(CURL *easy, CURLoption option, long value) {
+    return curl_easy_setopt(easy, option, value);
+}
+CURLcode rg_easy_setopt_off(CURL *easy, CURLoption option, curl_off_t value) {
+    return curl_easy_setopt(easy, option, value);
+}
+CURLcode rg_easy_setopt_string(CURL *easy, CURLoption option, const char *value) {
+    return curl_easy_setopt(easy, option, value);
+}
+CURLcode rg_easy_setopt_pointer(CURL *easy, CURLoption option, void *value) {
+    return curl_easy_setopt(easy, option, value);
+}
+CURLcode rg_easy_setopt_slist(CURL *easy, CURLoption option, struct curl_slist *value) {
+    return curl_easy_setopt(easy, option, value);
+}
+CURLcode rg_easy_setopt_data_callback(CURL *easy, CURLoption option, rg_data_callback value) {
+    return curl_easy_setopt(easy, option, value);
+}
+
+CURLcode rg_easy_getinfo_long(CURL *easy, CURLINFO info, long *value) {
+    return curl_easy_getinfo(easy, info, value);
+}
+CURLcode rg_easy_getinfo_off(CURL *easy, CURLINFO info, curl_off_t *value) {
+    return curl_easy_getinfo(easy, info, value);
+}
+CURLcode rg_easy_getinfo_double(CURL *easy, CURLINFO info, double *value) {
+    return curl_easy_getinfo(easy, info, value);
+}
+CURLcode rg_easy_getinfo_string(CURL *easy, CURLINFO info, char **value) {
+    return curl_easy_getinfo(easy, info, value);
+}
+CURLcode rg_easy_getinfo_pointer(CURL *easy, CURLINFO info, void **value) {
+    return curl_easy_getinfo(easy, info, value);
+}
+
+CURLMcode rg_multi_setopt_long(CURLM *multi, CURLMoption option, long value) {
+    return curl_multi_setopt(multi, option, value);
+}

@@ -1,0 +1,125 @@
+// EasyHandle owns one libcurl easy handle, its error buffer and header list.
+// It is confined to one thread at a time; libcurl handles are not thread-safe.
+import CCurl
+import CCurlShim
+
+/// The C signature of libcurl's write and header callbacks.
+typealias CurlDataCallback = @convention(c) (
+    UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?
+) -> Int
+
+/// A thin owner of a `CURL *`: typed setters, typed getters, cleanup in deinit.
+final class EasyHandle {
+    let raw: UnsafeMutableRawPointer
+    private let errorBuffer: UnsafeMutablePointer<CChar>
+    private var headerList: UnsafeMutablePointer<curl_slist>?
+
+    init() throws(CurlError) {
+        _ = CurlGlobal.initialized
+        guard let raw = curl_easy_init() else { throw CurlError(CURLE_FAILED_INIT) }
+        self.raw = raw
+        errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE))
+        errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE))
+        try check(rg_easy_setopt_pointer(raw, CURLOPT_ERRORBUFFER, errorBuffer))
+    }
+
+    deinit {
+        curl_easy_cleanup(raw)
+        curl_slist_free_all(headerList)
+        errorBuffer.deallocate()
+    }
+
+    /// Sets an option libcurl reads as `long`.
+    func set(_ option: CURLoption, _ value: Int) throws(CurlError) {
+        try check(rg_easy_setopt_long(raw, option, value))
+    }
+
+    /// Sets a boolean option (libcurl's `0L`/`1L`).
+    func set(_ option: CURLoption, _ value: Bool) throws(CurlError) {
+        try set(option, value ? 1 : 0)
+    }
+
+    /// Sets an option libcurl reads as `curl_off_t`.
+    func set(_ option: CURLoption, offset value: Int64) throws(CurlError) {
+        try check(rg_easy_setopt_off(raw, option, curl_off_t(value)))
+    }
+
+    /// Sets a string option; libcurl copies the string.
+    func set(_ option: CURLoption, _ value: String?) throws(CurlError) {
+        try check(value.map { rg_easy_setopt_string(raw, option, $0) }
+            ?? rg_easy_setopt_string(raw, option, nil))
+    }
+
+    /// Sets an opaque pointer option (`CURLOPT_WRITEDATA`, `CURLOPT_PRIVATE`, ...).
+    func set(_ option: CURLoption, pointer value: UnsafeMutableRawPointer?) throws(CurlError) {
+        try check(rg_easy_setopt_pointer(raw, option, value))
+    }
+
+    /// Sets a write or header callback.
+    func set(_ option: CURLoption, callback: CurlDataCallback) throws(CurlError) {
+        try check(rg_easy_setopt_data_callback(raw, option, callback))
+    }
+
+    /// Replaces the request's extra header lines (`Name: value`).
+    func setHeaders(_ lines: [String]) throws(CurlError) {
+        var list: UnsafeMutablePointer<curl_slist>?
+        for line in lines {
+            guard let next = curl_slist_append(list, line) else {
+                curl_slist_free_all(list)
+                throw CurlError(CURLE_OUT_OF_MEMORY)
+            }
+            list = next
+        }
+        try check(rg_easy_setopt_slist(raw, CURLOPT_HTTPHEADER, list))
+        curl_slist_free_all(headerList)
+        headerList = list
+    }
+
+    /// The last response's HTTP status, 0 when none arrived.
+    var responseCode: Int {
+        var code = 0
+        _ = rg_easy_getinfo_long(raw, CURLINFO_RESPONSE_CODE, &code)
+        return code
+    }
+
+    /// The URL the last transfer ended at, after redirects.
+    var effectiveURL: String? {
+        var pointer: UnsafeMutablePointer<CChar>?
+        guard rg_easy_getinfo_string(raw, CURLINFO_EFFECTIVE_URL, &pointer) == CURLE_OK,
+              let pointer else { return nil }
+        return String(cString: pointer)
+    }
+
+    /// The HTTP version libcurl used for the last response, e.g. "1.1" or "2".
+    var httpVersion: String {
+        var version = 0
+        _ = rg_easy_getinfo_long(raw, CURLINFO_HTTP_VERSION, &version)
+        switch version {
+        case Int(CURL_HTTP_VERSION_1_0): return "1.0"
+        case Int(CURL_HTTP_VERSION_1_1): return "1.1"
+        case Int(CURL_HTTP_VERSION_2_0): return "2"
+        case Int(CURL_HTTP_VERSION_3): return "3"
+        default: return "?"
+        }
+    }
+
+    /// Runs the configured transfer to completion on the calling thread.
+    func perform() throws(CurlError) {
+        errorBuffer[0] = 0
+        try check(curl_easy_perform(raw))
+    }
+
+    /// Clears the error buffer before a transfer starts on a multi handle.
+    func clearError() {
+        errorBuffer[0] = 0
+    }
+
+    /// The typed error for `code`, with this handle's error-buffer text.
+    func error(_ code: CURLcode) -> CurlError {
+        CurlError(code, buffer: errorBuffer)
+    }
+
+    private func check(_ code: CURLcode) throws(CurlError) {
+        guard code == CURLE_OK else { throw error(code) }
+    }
+}

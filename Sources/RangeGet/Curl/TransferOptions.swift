@@ -1,0 +1,57 @@
+// TransferOptions: the request settings shared by the probe and every ranged
+// GET (headers, TLS, timeouts, redirects), applied to an easy handle in one place.
+import CCurl
+
+/// How every request of a download is made.
+public struct TransferOptions: Sendable {
+    /// Extra request header lines, `Name: value`. Never stored in a manifest.
+    public var headers: [String] = []
+    /// The `User-Agent` header.
+    public var userAgent = "rangeget/\(RangeGetVersion.current)"
+    /// Seconds to wait for a TCP/TLS connection.
+    public var connectTimeout: Double = 15
+    /// Seconds without a byte before a transfer counts as stalled.
+    public var stallTimeout: Double = 5
+    /// Skip TLS certificate verification (`--insecure`).
+    public var insecure = false
+    /// A CA bundle file to verify servers with (`--cacert`).
+    public var caCertificates: String?
+    /// A proxy URL (`--proxy`), nil for libcurl's default (environment).
+    public var proxy: String?
+    /// The most redirects one request follows.
+    public var maxRedirects = 10
+    /// libcurl's receive buffer per transfer (`CURLOPT_BUFFERSIZE`).
+    public var receiveBufferSize = 512 * 1024
+
+    /// The defaults.
+    public init() {}
+}
+
+extension EasyHandle {
+    /// Applies the shared settings for a request to `url`.
+    func configure(url: String, options: TransferOptions) throws(CurlError) {
+        try set(CURLOPT_URL, url)
+        try set(CURLOPT_NOSIGNAL, true)
+        try set(CURLOPT_FOLLOWLOCATION, true)
+        try set(CURLOPT_MAXREDIRS, options.maxRedirects)
+        try set(CURLOPT_PROTOCOLS_STR, "http,https")
+        // An https download never follows a redirect down to plain http.
+        try set(CURLOPT_REDIR_PROTOCOLS_STR, url.lowercased().hasPrefix("https:") ? "https" : "http,https")
+        try set(CURLOPT_CONNECTTIMEOUT_MS, Int(options.connectTimeout * 1000))
+        try set(CURLOPT_USERAGENT, options.userAgent)
+        try set(CURLOPT_BUFFERSIZE, options.receiveBufferSize)
+        try set(CURLOPT_TCP_KEEPALIVE, true)
+        if options.insecure {
+            try set(CURLOPT_SSL_VERIFYPEER, false)
+            try set(CURLOPT_SSL_VERIFYHOST, 0)
+        }
+        if let caCertificates = options.caCertificates { try set(CURLOPT_CAINFO, caCertificates) }
+        if let proxy = options.proxy { try set(CURLOPT_PROXY, proxy) }
+    }
+}
+
+/// The version printed by `--version` and sent in `User-Agent`.
+public enum RangeGetVersion {
+    /// The release number.
+    public static let current = "0.1.0"
+}

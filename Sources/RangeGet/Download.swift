@@ -1,0 +1,264 @@
+// Download: one file from one URL, end to end. Probe, open and lock the
+// `.part` file, load or start the manifest, run the engine, and on success
+// verify the size, make the data durable and rename it into place. A changed
+// remote file restarts from zero; a server without working ranges gets one
+// plain stream. The public entry point of the library.
+import Foundation
+import Glibc
+import Synchronization
+
+/// Where a download is saved.
+public enum Destination: Sendable, Equatable {
+    /// Exactly this path.
+    case file(String)
+    /// A file in this directory, named from Content-Disposition or the URL.
+    case directory(String)
+}
+
+/// Settings of a download.
+public struct DownloadOptions: Sendable {
+    /// Connections to use at once.
+    public var connections = 8
+    /// No piece is split below this many bytes.
+    public var minimumSplit: Int64 = 1 << 20
+    /// Attempts at one piece that end with no byte written before giving up.
+    public var retries = 5
+    /// First retry delay in seconds; it doubles per failure.
+    public var retryWait = 0.5
+    /// The longest retry delay in seconds.
+    public var retryWaitLimit = 30.0
+    /// Seconds between manifest checkpoints.
+    public var checkpointInterval = 1.0
+    /// Discard any partial download and start over.
+    public var restart = false
+    /// Replace an existing complete file at the destination.
+    public var overwrite = false
+    /// How requests are made.
+    public var transfer = TransferOptions()
+    /// The disk calls used; tests inject faults here.
+    public var systemCalls = SystemCalls.live
+
+    /// The defaults.
+    public init() {}
+}
+
+/// A download of one remote file to a local path, resumable across runs.
+public final class Download: Sendable {
+    /// The URL of the file.
+    public let url: String
+    /// Where it goes.
+    public let destination: Destination
+    /// How it is fetched.
+    public let options: DownloadOptions
+
+    private let running = Mutex<Engine?>(nil)
+    private let stopped = Atomic<Bool>(false)
+
+    /// A download of `url` to `destination`.
+    public init(url: String, destination: Destination, options: DownloadOptions = DownloadOptions()) {
+        self.url = url
+        self.destination = destination
+        self.options = options
+    }
+
+    /// Stops the download soon, saving its resume state; safe from any thread.
+    /// Returns false when no transfer was running (nothing needed saving).
+    @discardableResult
+    public func stop() -> Bool {
+        stopped.store(true, ordering: .sequentiallyConsistent)
+        return running.withLock { engine in
+            engine?.requestStop()
+            return engine != nil
+        }
+    }
+
+    /// Downloads the file on the calling thread, reporting to `onEvent` from
+    /// the transfer thread; returns when the file is complete or throws why not.
+    public func run(onEvent: @escaping @Sendable (DownloadEvent) -> Void = { _ in }) throws(DownloadError) -> DownloadResult {
+        let started = MonotonicClock.now()
+        if case let .file(path) = destination { try checkWritable(output: path) }
+        let prober = Prober(options: options.transfer)
+        var remote = try prober.probe(url)
+        onEvent(.probed(remote))
+        let output = outputPath(for: remote)
+        if case .directory = destination { try checkWritable(output: output) }
+
+        let partPath = output + ".part"
+        let manifestPath = partPath + ".json"
+        let file: OutputFile
+        do {
+            file = try OutputFile(path: partPath, calls: options.systemCalls)
+            guard try file.lockExclusively() else {
+                throw DownloadError.busy("another rangeget is downloading to \(partPath)")
+            }
+        } catch let error as IOError {
+            throw .io(error)
+        } catch {
+            throw error as! DownloadError
+        }
+
+        var manifest = try resumeState(file: file, manifestPath: manifestPath, remote: remote, onEvent: onEvent)
+        let reused = manifest?.done.byteCount ?? 0
+        var fetched: Int64 = 0
+        var retries = 0
+        var restarts = 0
+        while true {
+            if stopped.load(ordering: .sequentiallyConsistent) { throw .interrupted }
+            let plain = !remote.acceptsRanges || remote.size == nil
+            if !plain, manifest == nil, let size = remote.size {
+                let fresh = Manifest(remote: remote, size: size)
+                do {
+                    try file.preallocate(size: size)
+                    try fresh.save(to: manifestPath, calls: options.systemCalls)
+                } catch {
+                    throw .io(error)
+                }
+                manifest = fresh
+            }
+            let engine: Engine
+            do {
+                engine = try Engine(
+                    remote: remote, file: file, manifest: plain ? nil : manifest,
+                    manifestPath: plain ? nil : manifestPath, settings: engineSettings(plain: plain),
+                    options: options.transfer, calls: options.systemCalls, onEvent: onEvent)
+            } catch {
+                throw .network(url: url, message: "\(error)")
+            }
+            running.withLock { $0 = engine }
+            if stopped.load(ordering: .sequentiallyConsistent) { engine.requestStop() }
+            let outcome = engine.run()
+            running.withLock { $0 = nil }
+            fetched += engine.bytesFetched
+            retries += engine.retries
+
+            switch outcome {
+            case let .complete(size):
+                try finish(file: file, size: size, output: output, manifestPath: manifestPath)
+                let result = DownloadResult(
+                    path: output, size: size, seconds: MonotonicClock.now() - started,
+                    bytesFetched: fetched, bytesReused: reused, retries: retries)
+                onEvent(.finished(result))
+                return result
+            case .stopped:
+                throw .interrupted
+            case let .failed(error):
+                throw error
+            case let .remoteChanged(reason):
+                restarts += 1
+                guard restarts <= 2 else {
+                    throw .verification("\(url) keeps changing during the download (\(reason))")
+                }
+                onEvent(.restarting(reason: "the remote file changed (\(reason)); starting over"))
+                remote = try prober.probe(url)
+                manifest = nil
+                try discard(file: file, manifestPath: manifestPath)
+            case let .rangesUnsupported(reason):
+                onEvent(.restarting(reason: "\(reason); downloading as one stream from the start"))
+                remote.acceptsRanges = false
+                manifest = nil
+                try discard(file: file, manifestPath: manifestPath)
+            }
+        }
+    }
+
+    // MARK: - Steps
+
+    private func engineSettings(plain: Bool) -> EngineSettings {
+        EngineSettings(
+            connections: options.connections, minimumSplit: options.minimumSplit, retries: options.retries,
+            retryWait: options.retryWait, retryWaitLimit: options.retryWaitLimit,
+            checkpointInterval: options.checkpointInterval, stallTimeout: options.transfer.stallTimeout,
+            plain: plain)
+    }
+
+    private func outputPath(for remote: RemoteFile) -> String {
+        switch destination {
+        case let .file(path):
+            return path
+        case let .directory(directory):
+            let name = FileName.choose(url: remote.url, contentDisposition: remote.contentDisposition)
+            return directory.hasSuffix("/") ? directory + name : directory + "/" + name
+        }
+    }
+
+    /// Refuses to overwrite a finished file without `overwrite`, and fails early on an unusable directory.
+    private func checkWritable(output: String) throws(DownloadError) {
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: output, isDirectory: &isDirectory) {
+            if isDirectory.boolValue { throw .usage("\(output) is a directory") }
+            if !options.overwrite { throw .usage("\(output) already exists; use --force to overwrite it") }
+        }
+        let directory = (output as NSString).deletingLastPathComponent
+        let folder = directory.isEmpty ? "." : directory
+        guard access(folder, W_OK) == 0 else {
+            throw .usage("cannot write to directory \(folder): \(String(cString: strerror(errno)))")
+        }
+    }
+
+    /// The manifest to resume from, or nil to start from zero (then the data file is emptied).
+    private func resumeState(
+        file: OutputFile, manifestPath: String, remote: RemoteFile,
+        onEvent: @Sendable (DownloadEvent) -> Void
+    ) throws(DownloadError) -> Manifest? {
+        if options.restart {
+            try discard(file: file, manifestPath: manifestPath)
+            return nil
+        }
+        let stored: Manifest?
+        do {
+            stored = try Manifest.load(from: manifestPath)
+        } catch {
+            throw .manifest(error)
+        }
+        guard let stored else {
+            if file.currentSize() > 0 { try discard(file: file, manifestPath: manifestPath) }
+            return nil
+        }
+        if stored.url != Manifest.redacting(url) {
+            throw .manifest(ManifestError(path: manifestPath, problem: "belongs to \(stored.url), not \(Manifest.redacting(url))"))
+        }
+        var reason = stored.mismatch(with: remote).map { "the remote file changed since the last run: \($0)" }
+        if reason == nil, !remote.acceptsRanges { reason = "the server no longer serves byte ranges" }
+        if reason == nil, file.currentSize() < (stored.done.ranges.last?.end ?? 0) {
+            reason = "\(file.path) is shorter than its manifest says"
+        }
+        if let reason {
+            onEvent(.restarting(reason: reason + "; starting over"))
+            try discard(file: file, manifestPath: manifestPath)
+            return nil
+        }
+        onEvent(.resuming(bytesDone: stored.done.byteCount))
+        return stored
+    }
+
+    /// Empties the data file and removes the manifest.
+    private func discard(file: OutputFile, manifestPath: String) throws(DownloadError) {
+        do {
+            try file.truncate(to: 0)
+        } catch {
+            throw .io(error)
+        }
+        if unlink(manifestPath) != 0 && errno != ENOENT {
+            throw .io(IOError("remove", manifestPath))
+        }
+    }
+
+    /// Verifies the length, makes the data durable and moves it into place.
+    private func finish(file: OutputFile, size: Int64, output: String, manifestPath: String) throws(DownloadError) {
+        do {
+            if file.currentSize() > size { try file.truncate(to: size) }
+            let actual = file.currentSize()
+            guard actual == size else {
+                throw DownloadError.verification("\(file.path) has \(actual) bytes, expected \(size)")
+            }
+            try file.synchronize()
+            guard rename(file.path, output) == 0 else { throw IOError("rename", file.path) }
+            if unlink(manifestPath) != 0 && errno != ENOENT { throw IOError("remove", manifestPath) }
+            try Manifest.synchronizeDirectory(of: output, calls: options.systemCalls)
+        } catch let error as IOError {
+            throw .io(error)
+        } catch {
+            throw error as! DownloadError
+        }
+    }
+}

@@ -1,0 +1,35 @@
+// DownloadError: every way a download can fail, typed so the executable can
+// map each to its exit code and the library's users can react to each.
+
+/// Why a download did not complete.
+public enum DownloadError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The request itself is wrong: bad option, bad URL, an output in the way.
+    case usage(String)
+    /// No usable connection to the server (DNS, connect, TLS, timeouts).
+    case network(url: String, message: String)
+    /// The server answered, but not with what was needed.
+    case server(url: String, message: String)
+    /// The bytes could not be verified (size, checksum, a file that kept changing).
+    case verification(String)
+    /// The local disk or file system failed.
+    case io(IOError)
+    /// The resume state beside the output is unusable.
+    case manifest(ManifestError)
+    /// Another process is writing the same output.
+    case busy(String)
+    /// Stopped on request; the partial download is resumable.
+    case interrupted
+
+    public var description: String {
+        switch self {
+        case let .usage(message): return message
+        case let .network(url, message): return "\(url): \(message)"
+        case let .server(url, message): return "\(url): \(message)"
+        case let .verification(message): return message
+        case let .io(error): return error.description
+        case let .manifest(error): return error.description
+        case let .busy(message): return message
+        case .interrupted: return "interrupted; run the same command again to resume"
+        }
+    }
+}

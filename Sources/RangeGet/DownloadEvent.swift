@@ -1,0 +1,56 @@
+// DownloadEvent: what a running download reports, in order, to whoever
+// watches it (the CLI's display, a library user's UI).
+
+/// Live figures of a running download.
+public struct DownloadProgress: Sendable, Equatable {
+    /// Bytes of the file on disk and valid, including those from earlier runs.
+    public var bytesDone: Int64
+    /// The file's length, nil while unknown.
+    public var totalBytes: Int64?
+    /// Recent throughput in bytes per second.
+    public var bytesPerSecond: Double
+    /// Transfers running now.
+    public var activeConnections: Int
+
+    /// Seconds left at the current rate, nil when unknown.
+    public var secondsLeft: Double? {
+        guard let totalBytes, bytesPerSecond > 0 else { return nil }
+        return Double(totalBytes - bytesDone) / bytesPerSecond
+    }
+}
+
+/// One thing that happened during a download.
+public enum DownloadEvent: Sendable {
+    /// The probe learned the file's size, validators and range support.
+    case probed(RemoteFile)
+    /// A previous run's bytes are reused.
+    case resuming(bytesDone: Int64)
+    /// The partial download is discarded and started again, and why.
+    case restarting(reason: String)
+    /// Periodic progress, at most about ten times a second.
+    case progress(DownloadProgress)
+    /// A transfer failed and its remaining bytes will be fetched again after `delay` seconds.
+    case retry(connection: Int, reason: String, delay: Double)
+    /// A free connection took over `range`, the end of connection `from`'s piece.
+    case stolen(from: Int, range: ByteRange)
+    /// The manifest now records this many durable bytes.
+    case checkpoint(bytesDurable: Int64)
+    /// The file is complete and in place.
+    case finished(DownloadResult)
+}
+
+/// What a finished download did.
+public struct DownloadResult: Sendable, Equatable {
+    /// Where the file is.
+    public var path: String
+    /// Its length in bytes.
+    public var size: Int64
+    /// Wall-clock seconds of this run, probe included.
+    public var seconds: Double
+    /// Bytes fetched over the network by this run.
+    public var bytesFetched: Int64
+    /// Bytes kept from earlier runs.
+    public var bytesReused: Int64
+    /// Transfers that failed and were retried.
+    public var retries: Int
+}

@@ -1,0 +1,113 @@
+// ResponseCheck: the one decision made before the first byte of a response is
+// written: is this exactly what was asked for, from the same file? (Invariant
+// 1: no unvalidated byte.) Pure, so every case is a table-driven unit test.
+
+/// What a response must match: the file's size and validators.
+struct Expectation: Sendable, Equatable {
+    /// The complete length, nil when unknown (single stream without length).
+    var size: Int64?
+    /// The entity tag seen by the probe, strong or weak.
+    var etag: String?
+    /// `Last-Modified` seen by the probe.
+    var lastModified: String?
+
+    init(size: Int64?, etag: String?, lastModified: String?) {
+        self.size = size
+        self.etag = etag
+        self.lastModified = lastModified
+    }
+
+    init(_ remote: RemoteFile) {
+        self.init(size: remote.size, etag: remote.etag, lastModified: remote.lastModified)
+    }
+}
+
+/// Why a response's body must not be written.
+enum Rejection: Error, Equatable, Sendable, CustomStringConvertible {
+    /// An error status, with `Retry-After` seconds when given.
+    case status(Int, retryAfter: Double?)
+    /// A 200 with the whole (unchanged) file to a ranged request.
+    case rangeIgnored
+    /// The remote file is not the one being downloaded any more.
+    case changed(String)
+    /// A 206 whose `Content-Range` is missing or not the range asked for.
+    case contentRange(String?)
+    /// A ranged answer with a content coding: its offsets are not file offsets.
+    case encoded(String)
+    /// `multipart/byteranges` to a single-range request.
+    case multipart
+
+    var description: String {
+        switch self {
+        case let .status(code, retryAfter):
+            return "HTTP \(code)" + (retryAfter.map { " (retry after \(Int($0)) s)" } ?? "")
+        case .rangeIgnored: return "the server ignored the Range header (200 with the whole file)"
+        case let .changed(reason): return "the remote file changed: \(reason)"
+        case let .contentRange(value): return "unexpected Content-Range \(value ?? "(none)")"
+        case let .encoded(coding): return "ranged response with Content-Encoding \(coding)"
+        case .multipart: return "multipart/byteranges answer to a single range"
+        }
+    }
+
+    /// True when another attempt at the same request may succeed.
+    var isTransient: Bool {
+        switch self {
+        case let .status(code, _): return code == 408 || code == 429 || code >= 500
+        case .contentRange, .multipart: return true
+        case .rangeIgnored, .changed, .encoded: return false
+        }
+    }
+}
+
+enum ResponseCheck {
+    /// Nil when the body of the response described by `head` may be written for
+    /// `requested` (nil: a plain GET from byte 0); otherwise why not.
+    static func check(_ head: ResponseHead, requested: ByteRange?, expected: Expectation) -> Rejection? {
+        if let changed = validatorChange(head, expected: expected) { return .changed(changed) }
+        guard let requested else {
+            guard head.status == 200 else { return .status(head.status, retryAfter: head.retryAfter) }
+            if let size = expected.size, let length = head.contentLength, length != size, head.contentEncoding == nil {
+                return .changed("its length is now \(length) bytes, not \(size)")
+            }
+            return nil
+        }
+        switch head.status {
+        case 206:
+            if head["content-type"]?.lowercased().hasPrefix("multipart/byteranges") == true { return .multipart }
+            guard let value = head["content-range"], let contentRange = ContentRange(value) else {
+                return .contentRange(head["content-range"])
+            }
+            if let total = contentRange.total, let size = expected.size, total != size {
+                return .changed("its size is now \(total) bytes, not \(size)")
+            }
+            guard contentRange.range == requested, contentRange.total != nil else { return .contentRange(value) }
+            if let coding = head.contentEncoding { return .encoded(coding) }
+            return nil
+        case 200:
+            if let size = expected.size, let length = head.contentLength, length != size, head.contentEncoding == nil {
+                return .changed("its size is now \(length) bytes, not \(size)")
+            }
+            return .rangeIgnored
+        case 416:
+            if let value = head["content-range"], let total = ContentRange(value)?.total, let size = expected.size,
+               total != size {
+                return .changed("its size is now \(total) bytes, not \(size)")
+            }
+            return .status(416, retryAfter: nil)
+        default:
+            return .status(head.status, retryAfter: head.retryAfter)
+        }
+    }
+
+    /// A description of how the response's validators differ from the expected ones.
+    private static func validatorChange(_ head: ResponseHead, expected: Expectation) -> String? {
+        guard (200..<300).contains(head.status) else { return nil }
+        if let was = expected.etag, let now = head.etag, was != now {
+            return "its ETag is now \(now), not \(was)"
+        }
+        if let was = expected.lastModified, let now = head.lastModified, was != now {
+            return "its Last-Modified is now \(now), not \(was)"
+        }
+        return nil
+    }
+}

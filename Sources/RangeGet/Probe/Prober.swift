@@ -1,0 +1,124 @@
+// Prober: learns a remote file's size, validators and range support before
+// any byte is written. HEAD first; when HEAD is refused, hangs or gives no
+// length, `GET Range: bytes=0-0` and the total from Content-Range; a 200 to
+// that means ranges don't work and the download becomes one plain stream.
+import CCurl
+
+struct Prober {
+    let options: TransferOptions
+
+    /// Probes `url`, following redirects.
+    func probe(_ url: String) throws(DownloadError) -> RemoteFile {
+        if let remote = try? head(url), remote.size.map({ $0 > 0 }) == true || !remote.acceptsRanges {
+            return remote
+        }
+        return try rangedGet(url)
+    }
+
+    /// HEAD; nil-free only when the server answered 2xx.
+    private func head(_ url: String) throws -> RemoteFile {
+        let easy = try EasyHandle()
+        try easy.configure(url: url, options: options)
+        try easy.setHeaders(options.headers)
+        try easy.set(CURLOPT_NOBODY, true)
+        // A HEAD that hangs must not hold up the download: the GET probe follows.
+        try easy.set(CURLOPT_TIMEOUT_MS, Int((options.connectTimeout + options.stallTimeout) * 1000))
+        var collector = HeadCollector()
+        try withCollector(&collector, on: easy) { try easy.perform() }
+        let head = collector.head
+        guard (200..<300).contains(head.status) else {
+            throw DownloadError.server(url: url, message: "HEAD answered \(head.status)")
+        }
+        return RemoteFile(
+            url: url, effectiveURL: easy.effectiveURL ?? url, size: head.contentLength,
+            etag: head.etag, lastModified: head.lastModified,
+            acceptsRanges: head["accept-ranges"]?.lowercased() != "none",
+            contentDisposition: head["content-disposition"])
+    }
+
+    /// `GET Range: bytes=0-0`, reading only the response head.
+    private func rangedGet(_ url: String) throws(DownloadError) -> RemoteFile {
+        var collector = HeadCollector()
+        let easy: EasyHandle
+        var failure: CurlError?
+        do {
+            easy = try EasyHandle()
+            try easy.configure(url: url, options: options)
+            try easy.setHeaders(options.headers)
+            try easy.set(CURLOPT_RANGE, "0-0")
+            try easy.set(CURLOPT_LOW_SPEED_LIMIT, 1)
+            try easy.set(CURLOPT_LOW_SPEED_TIME, max(1, Int(options.stallTimeout.rounded(.up))))
+            do {
+                try withCollector(&collector, on: easy) { try easy.perform() }
+            } catch let error as CurlError {
+                failure = error
+            }
+        } catch {
+            throw .network(url: url, message: "\(error)")
+        }
+        let head = collector.head
+        // The collector stops the body on purpose once the head is in.
+        if let failure, !collector.stoppedBody {
+            throw .network(url: url, message: failure.message)
+        }
+        var remote = RemoteFile(
+            url: url, effectiveURL: easy.effectiveURL ?? url, size: nil,
+            etag: head.etag, lastModified: head.lastModified, acceptsRanges: false,
+            contentDisposition: head["content-disposition"])
+        switch head.status {
+        case 206:
+            guard let value = head["content-range"], let contentRange = ContentRange(value),
+                  contentRange.range == ByteRange(0, 1), let total = contentRange.total else {
+                throw .server(url: url, message: "unexpected Content-Range \(head["content-range"] ?? "(none)") in the probe")
+            }
+            remote.size = total
+            remote.acceptsRanges = head.contentEncoding == nil
+        case 416:
+            guard let value = head["content-range"], let total = ContentRange(value)?.total else {
+                throw .server(url: url, message: "416 without a usable Content-Range")
+            }
+            remote.size = total
+            remote.acceptsRanges = true
+        case 200:
+            remote.size = head.contentEncoding == nil ? head.contentLength : nil
+        default:
+            throw .server(url: url, message: "HTTP \(head.status)")
+        }
+        return remote
+    }
+
+    private func withCollector(_ collector: inout HeadCollector, on easy: EasyHandle, _ body: () throws -> Void) throws {
+        try withUnsafeMutablePointer(to: &collector) { pointer in
+            try easy.set(CURLOPT_HEADERDATA, pointer: pointer)
+            try easy.set(CURLOPT_WRITEDATA, pointer: pointer)
+            try easy.set(CURLOPT_HEADERFUNCTION, callback: collectHeader)
+            try easy.set(CURLOPT_WRITEFUNCTION, callback: discardBody)
+            defer {
+                _ = try? easy.set(CURLOPT_HEADERDATA, pointer: nil)
+                _ = try? easy.set(CURLOPT_WRITEDATA, pointer: nil)
+            }
+            try body()
+        }
+    }
+}
+
+/// Collects a probe's response head and refuses bodies beyond one byte.
+private struct HeadCollector {
+    var head = ResponseHead()
+    var stoppedBody = false
+}
+
+private let collectHeader: CurlDataCallback = { data, size, count, user in
+    guard let data, let user else { return 0 }
+    let collector = user.assumingMemoryBound(to: HeadCollector.self)
+    collector.pointee.head.consume(String(decoding: UnsafeRawBufferPointer(start: data, count: size * count), as: UTF8.self))
+    return size * count
+}
+
+private let discardBody: CurlDataCallback = { _, size, count, user in
+    guard let user else { return 0 }
+    let collector = user.assumingMemoryBound(to: HeadCollector.self)
+    if collector.pointee.head.status == 206 && size * count <= 1 { return size * count }
+    collector.pointee.stoppedBody = true
+    return 0
+}

@@ -1,0 +1,150 @@
+// Manifest: the resume state beside the data file, `OUTPUT.part.json`.
+// It lists only bytes that were durable (fdatasync'ed) when it was written,
+// and it is replaced atomically: temp file, fsync, rename, fsync directory.
+import Foundation
+import Glibc
+
+/// What a partial download has finished, and of which remote file.
+public struct Manifest: Codable, Equatable, Sendable {
+    /// The format written by this version.
+    public static let currentVersion = 1
+
+    /// The format version; a newer one is refused rather than misread.
+    public var version: Int
+    /// The URL the user gave, without userinfo (no passwords on disk).
+    public var url: String
+    /// The remote file's complete length.
+    public var size: Int64
+    /// The entity tag (strong or weak) the bytes were validated against.
+    public var etag: String?
+    /// The `Last-Modified` value the bytes were validated against.
+    public var lastModified: String?
+    /// Durable byte ranges, as `[start, end)` pairs.
+    public var done: RangeSet
+
+    /// A manifest with nothing done yet for `remote`.
+    public init(remote: RemoteFile, size: Int64) {
+        version = Self.currentVersion
+        url = Self.redacting(remote.url)
+        self.size = size
+        etag = remote.etag
+        lastModified = remote.lastModified
+        done = RangeSet()
+    }
+
+    /// Why `remote` is not the file these bytes came from, or nil when it is.
+    public func mismatch(with remote: RemoteFile) -> String? {
+        if remote.size != size {
+            return "its size changed from \(size) to \(remote.size.map(String.init) ?? "unknown") bytes"
+        }
+        if etag != remote.etag {
+            return "its ETag changed from \(etag ?? "none") to \(remote.etag ?? "none")"
+        }
+        if let lastModified, let now = remote.lastModified, now != lastModified {
+            return "its Last-Modified changed from \(lastModified) to \(now)"
+        }
+        return nil
+    }
+
+    /// `url` without `user:password@`.
+    public static func redacting(_ url: String) -> String {
+        guard var components = URLComponents(string: url), components.user != nil || components.password != nil else {
+            return url
+        }
+        components.user = nil
+        components.password = nil
+        return components.string ?? url
+    }
+
+    /// Reads the manifest at `path`; nil when there is none.
+    public static func load(from path: String) throws(ManifestError) -> Manifest? {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            if access(path, F_OK) != 0 && errno == ENOENT { return nil }
+            throw ManifestError(path: path, problem: "cannot be read: \(String(cString: strerror(errno)))")
+        }
+        if data.isEmpty { throw ManifestError(path: path, problem: "is empty") }
+        if data.allSatisfy({ $0 == 0 }) { throw ManifestError(path: path, problem: "holds only zero bytes") }
+        struct Header: Decodable { var version: Int }
+        guard let header = try? JSONDecoder().decode(Header.self, from: data) else {
+            throw ManifestError(path: path, problem: "is not a valid manifest (damaged or truncated JSON)")
+        }
+        guard header.version == currentVersion else {
+            throw ManifestError(path: path, problem: "has format version \(header.version), this rangeget reads \(currentVersion)")
+        }
+        let manifest: Manifest
+        do {
+            manifest = try JSONDecoder().decode(Manifest.self, from: data)
+        } catch {
+            throw ManifestError(path: path, problem: "is not a valid manifest (\(error.shortDescription))")
+        }
+        guard manifest.size >= 0, manifest.done.fits(size: manifest.size) else {
+            throw ManifestError(path: path, problem: "lists bytes beyond the file's size")
+        }
+        return manifest
+    }
+
+    /// Replaces the manifest at `path` atomically and durably, mode 0600.
+    public func save(to path: String, calls: SystemCalls = .live) throws(IOError) {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let data: Data
+        do { data = try encoder.encode(self) } catch { throw IOError("encode", path, code: EINVAL) }
+        let temporary = path + ".tmp"
+        let descriptor = retryingOnInterrupt { open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600) }
+        guard descriptor >= 0 else { throw IOError("create", temporary) }
+        do {
+            defer { close(descriptor) }
+            let failed = data.withUnsafeBytes { (buffer: UnsafeRawBufferPointer) -> Bool in
+                var done = 0
+                while done < buffer.count {
+                    let written = retryingOnInterrupt {
+                        Glibc.write(descriptor, buffer.baseAddress! + done, buffer.count - done)
+                    }
+                    guard written > 0 else { return true }
+                    done += written
+                }
+                return false
+            }
+            if failed { throw IOError("write", temporary) }
+            guard retryingOnInterrupt({ calls.fsync(descriptor) }) == 0 else { throw IOError("sync", temporary) }
+        }
+        guard rename(temporary, path) == 0 else { throw IOError("rename", temporary) }
+        try Self.synchronizeDirectory(of: path, calls: calls)
+    }
+
+    /// Makes a rename or unlink in `path`'s directory durable.
+    static func synchronizeDirectory(of path: String, calls: SystemCalls = .live) throws(IOError) {
+        let directory = (path as NSString).deletingLastPathComponent
+        let descriptor = open(directory.isEmpty ? "." : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw IOError("open directory", directory) }
+        defer { close(descriptor) }
+        guard retryingOnInterrupt({ calls.fsync(descriptor) }) == 0 else { throw IOError("sync directory", directory) }
+    }
+}
+
+/// A manifest that exists but cannot be used.
+public struct ManifestError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The manifest's path.
+    public let path: String
+    /// What is wrong with it, as the end of a sentence.
+    public let problem: String
+
+    public var description: String { "manifest \(path) \(problem); run again with --restart to start over" }
+}
+
+extension Error {
+    /// A one-line description of a decoding error without the coding-path noise.
+    var shortDescription: String {
+        if let decoding = self as? DecodingError {
+            switch decoding {
+            case .dataCorrupted(let context), .typeMismatch(_, let context), .valueNotFound(_, let context):
+                return context.debugDescription
+            case .keyNotFound(let key, _):
+                return "missing field \(key.stringValue)"
+            @unknown default:
+                return "\(decoding)"
+            }
+        }
+        return "\(self)"
+    }
+}

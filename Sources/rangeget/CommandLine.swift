@@ -1,0 +1,155 @@
+// A small declarative command-line parser: each command is one table of
+// options, each option declared once with its help text; `--help` is printed
+// from the same table. (swift-argument-parser can't be fetched here.)
+
+/// What went wrong with the command line; printed as one line, exit 2.
+struct UsageError: Error, CustomStringConvertible {
+    let message: String
+    init(_ message: String) { self.message = message }
+    var description: String { message }
+}
+
+/// One option of a command: its names, its value's placeholder (nil for a
+/// flag), its help, and how it changes the command's settings.
+struct Option<Settings> {
+    let short: Character?
+    let long: String
+    let value: String?
+    let help: String
+    let apply: (inout Settings, String) throws(UsageError) -> Void
+
+    /// A flag: `-q`, `--restart`.
+    static func flag(_ short: Character? = nil, _ long: String, _ help: String,
+                     _ apply: @escaping (inout Settings) -> Void) -> Option {
+        Option(short: short, long: long, value: nil, help: help) { settings, _ in apply(&settings) }
+    }
+
+    /// An option with a value: `-n 8`, `--output=FILE`.
+    static func value(_ short: Character? = nil, _ long: String, _ placeholder: String, _ help: String,
+                      _ apply: @escaping (inout Settings, String) throws(UsageError) -> Void) -> Option {
+        Option(short: short, long: long, value: placeholder, help: help, apply: apply)
+    }
+
+    /// `-n, --connections N`
+    var synopsis: String {
+        let names = (short.map { "-\($0), " } ?? "    ") + "--" + long
+        return value.map { names + " " + $0 } ?? names
+    }
+}
+
+/// A command: its name, summary, positional arguments and option table.
+struct Command<Settings> {
+    let name: String
+    let usage: String
+    let summary: String
+    let options: [Option<Settings>]
+    let details: String
+
+    /// Applies `arguments` to `settings`; returns the positional arguments.
+    func parse(_ arguments: [String], into settings: inout Settings) throws(UsageError) -> [String] {
+        var positional: [String] = []
+        var index = 0
+        func nextValue(for option: Option<Settings>, inline: String?) throws(UsageError) -> String {
+            if let inline { return inline }
+            index += 1
+            guard index < arguments.count else { throw UsageError("option --\(option.long) needs a value") }
+            return arguments[index]
+        }
+        while index < arguments.count {
+            let argument = arguments[index]
+            if argument == "--" {
+                positional += arguments[(index + 1)...]
+                break
+            }
+            if argument.hasPrefix("--") {
+                let body = argument.dropFirst(2)
+                let name = body.split(separator: "=", maxSplits: 1).first.map(String.init) ?? ""
+                let inline = body.contains("=") ? String(body.drop(while: { $0 != "=" }).dropFirst()) : nil
+                guard let option = options.first(where: { $0.long == name }) else {
+                    throw UsageError("unknown option --\(name) (see 'rangeget \(helpName) --help')")
+                }
+                if option.value == nil {
+                    if inline != nil { throw UsageError("option --\(name) takes no value") }
+                    try option.apply(&settings, "")
+                } else {
+                    try option.apply(&settings, try nextValue(for: option, inline: inline))
+                }
+            } else if argument.hasPrefix("-") && argument.count > 1 {
+                var letters = Array(argument.dropFirst())
+                while !letters.isEmpty {
+                    let letter = letters.removeFirst()
+                    guard let option = options.first(where: { $0.short == letter }) else {
+                        throw UsageError("unknown option -\(letter) (see 'rangeget \(helpName) --help')")
+                    }
+                    if option.value == nil {
+                        try option.apply(&settings, "")
+                    } else {
+                        let inline = letters.isEmpty ? nil : String(letters)
+                        letters = []
+                        try option.apply(&settings, try nextValue(for: option, inline: inline))
+                    }
+                }
+            } else {
+                positional.append(argument)
+            }
+            index += 1
+        }
+        return positional
+    }
+
+    private var helpName: String { name == "rangeget" ? "" : name }
+
+    /// The `--help` text, generated from the option table.
+    var help: String {
+        let width = min(34, (options.map(\.synopsis.count).max() ?? 0) + 2)
+        var lines = ["Usage: \(usage)", "", summary, "", "Options:"]
+        for option in options {
+            let synopsis = "  " + option.synopsis
+            if synopsis.count + 1 >= width + 2 {
+                lines.append(synopsis)
+                lines.append(String(repeating: " ", count: width + 2) + option.help)
+            } else {
+                lines.append(synopsis.padding(to: width + 2) + option.help)
+            }
+        }
+        if !details.isEmpty { lines += ["", details] }
+        return lines.joined(separator: "\n")
+    }
+}
+
+extension String {
+    func padding(to width: Int) -> String {
+        count >= width ? self + " " : self + String(repeating: " ", count: width - count)
+    }
+}
+
+/// Parsers for option values, each failing with a message that names the option.
+enum Parse {
+    static func positiveInteger(_ text: String, _ option: String, max: Int = 1_000_000) throws(UsageError) -> Int {
+        guard let value = Int(text), value > 0, value <= max else {
+            throw UsageError("--\(option) needs a whole number from 1 to \(max), not '\(text)'")
+        }
+        return value
+    }
+
+    static func count(_ text: String, _ option: String) throws(UsageError) -> Int {
+        guard let value = Int(text), value >= 0 else {
+            throw UsageError("--\(option) needs a whole number of at least 0, not '\(text)'")
+        }
+        return value
+    }
+
+    static func seconds(_ text: String, _ option: String) throws(UsageError) -> Double {
+        guard let value = Double(text), value.isFinite, value > 0 else {
+            throw UsageError("--\(option) needs a positive number of seconds, not '\(text)'")
+        }
+        return value
+    }
+
+    static func bytes(_ text: String, _ option: String) throws(UsageError) -> Int64 {
+        guard let value = ByteCount.parse(text), value > 0 else {
+            throw UsageError("--\(option) needs a size like 512K, 10M or 1.5G, not '\(text)'")
+        }
+        return value
+    }
+}

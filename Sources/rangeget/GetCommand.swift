@@ -1,0 +1,176 @@
+// The main command: `rangeget [OPTIONS] URL`. Parses options into
+// DownloadOptions, runs a Download, shows progress, maps the outcome to an
+// exit code. All the work happens in the RangeGet library.
+import Dispatch
+import Foundation
+import RangeGet
+import Synchronization
+
+struct GetSettings {
+    var options = DownloadOptions()
+    var output: String?
+    var directory: String?
+    var quiet = false
+    var help = false
+    var version = false
+}
+
+enum GetCommand {
+    static var command: Command<GetSettings> { Command(
+        name: "rangeget",
+        usage: "rangeget [OPTIONS] URL\n       rangeget serve DIR [OPTIONS]",
+        summary: "Download a file over many connections at once, resumably: run the same command again after\nCtrl-C, a crash or a reboot and only the missing bytes are fetched.",
+        options: [
+            .value("o", "output", "PATH", "save to PATH (default: name from the server or the URL)") { $0.output = $1 },
+            .value("d", "dir", "DIR", "save into directory DIR (default: current directory)") { $0.directory = $1 },
+            .value("n", "connections", "N", "connections at once (default 8)") { settings, text throws(UsageError) in
+                settings.options.connections = try Parse.positiveInteger(text, "connections", max: 256)
+            },
+            .value("k", "min-split", "SIZE", "never split a piece below SIZE bytes (default 1M)") { settings, text throws(UsageError) in
+                settings.options.minimumSplit = try Parse.bytes(text, "min-split")
+            },
+            .flag("q", "quiet", "no progress display and no summary") { $0.quiet = true },
+            .flag(nil, "restart", "discard a partial download and start over") { $0.options.restart = true },
+            .flag(nil, "force", "overwrite an existing complete file") { $0.options.overwrite = true },
+            .value(nil, "retries", "N", "attempts at a piece that fail without progress before giving up (default 5)") { settings, text throws(UsageError) in
+                settings.options.retries = try Parse.count(text, "retries")
+            },
+            .value(nil, "retry-wait", "SECONDS", "first delay before a retry, doubling each time (default 0.5)") { settings, text throws(UsageError) in
+                settings.options.retryWait = try Parse.seconds(text, "retry-wait")
+            },
+            .value(nil, "stall-timeout", "SECONDS", "hand a connection's range to another after this long without data (default 5)") { settings, text throws(UsageError) in
+                settings.options.transfer.stallTimeout = try Parse.seconds(text, "stall-timeout")
+            },
+            .value(nil, "connect-timeout", "SECONDS", "give up connecting after this long (default 15)") { settings, text throws(UsageError) in
+                settings.options.transfer.connectTimeout = try Parse.seconds(text, "connect-timeout")
+            },
+            .value("H", "header", "'NAME: VALUE'", "send this request header (never stored on disk)") { settings, text throws(UsageError) in
+                guard text.contains(":") else { throw UsageError("--header needs 'Name: value', not '\(text)'") }
+                settings.options.transfer.headers.append(text)
+            },
+            .value(nil, "user-agent", "TEXT", "the User-Agent header") { $0.options.transfer.userAgent = $1 },
+            .value(nil, "proxy", "URL", "use this proxy") { $0.options.transfer.proxy = $1 },
+            .flag(nil, "insecure", "do not verify TLS certificates") { $0.options.transfer.insecure = true },
+            .value(nil, "cacert", "FILE", "verify TLS certificates with the CAs in FILE") { $0.options.transfer.caCertificates = $1 },
+            .flag("h", "help", "show this help") { $0.help = true },
+            .flag(nil, "version", "show the version") { $0.version = true },
+        ],
+        details: """
+        Exit codes: 0 done, 1 network or server failure, 2 usage error, 3 verification failed,
+        4 local I/O error, 130 interrupted (run the same command again to resume).
+        """
+    ) }
+
+    static func run(_ arguments: [String]) -> Int32 {
+        var settings = GetSettings()
+        let urls: [String]
+        do {
+            urls = try command.parse(arguments, into: &settings)
+            if settings.help { print(command.help); return ExitCode.success.rawValue }
+            if settings.version { print("rangeget \(RangeGetVersion.current)"); return ExitCode.success.rawValue }
+            try validate(urls: urls, settings: settings)
+        } catch {
+            return fail(error.description, .usage)
+        }
+        let destination: Destination = settings.output.map { .file(joined(settings.directory, $0)) }
+            ?? .directory(settings.directory ?? ".")
+        let download = Download(url: urls[0], destination: destination, options: settings.options)
+        let display = ProgressDisplay(quiet: settings.quiet)
+        let interrupts = InterruptHandler { if !download.stop() { exit(ExitCode.interrupted.rawValue) } }
+        defer { interrupts.cancel() }
+        do {
+            let quiet = settings.quiet
+            let result = try download.run { event in report(event, display: display, quiet: quiet) }
+            display.clear()
+            if !settings.quiet { print(summary(result)) }
+            return ExitCode.success.rawValue
+        } catch {
+            display.clear()
+            let code = ExitCode(error)
+            if code == .interrupted {
+                if !settings.quiet { display.message(error.description) }
+                return code.rawValue
+            }
+            return fail(error.description, code)
+        }
+    }
+
+    private static func validate(urls: [String], settings: GetSettings) throws(UsageError) {
+        guard !urls.isEmpty else { throw UsageError("no URL given (see 'rangeget --help')") }
+        guard urls.count == 1 else {
+            throw UsageError("one URL per run for now; got \(urls.count)")
+        }
+        for url in urls {
+            guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),
+                  scheme == "http" || scheme == "https", let host = components.host, !host.isEmpty else {
+                throw UsageError("not an http or https URL: '\(url)'")
+            }
+        }
+        if let directory = settings.directory {
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue else {
+                throw UsageError("--dir \(directory) is not a directory")
+            }
+            guard access(directory, W_OK) == 0 else { throw UsageError("cannot write to directory \(directory)") }
+        }
+    }
+
+    private static func joined(_ directory: String?, _ path: String) -> String {
+        guard let directory, !path.hasPrefix("/") else { return path }
+        return directory.hasSuffix("/") ? directory + path : directory + "/" + path
+    }
+
+    private static func report(_ event: DownloadEvent, display: ProgressDisplay, quiet: Bool) {
+        switch event {
+        case let .progress(progress):
+            display.show(progress)
+        case let .restarting(reason):
+            if !quiet { display.message(reason) }
+        case let .resuming(bytes):
+            if !quiet { display.message("resuming: \(ByteCount.format(bytes)) already done") }
+        case .probed, .retry, .stolen, .checkpoint, .finished:
+            break
+        }
+    }
+
+    private static func summary(_ result: DownloadResult) -> String {
+        let rate = result.seconds > 0 ? Double(result.bytesFetched) / result.seconds : 0
+        var line = "saved \(result.path) (\(ByteCount.format(result.size))) in \(String(format1: result.seconds)) s"
+        line += ", \(ByteCount.format(Int64(rate)))/s"
+        if result.bytesReused > 0 { line += ", \(ByteCount.format(result.bytesReused)) reused from an earlier run" }
+        if result.retries > 0 { line += ", \(result.retries) retries" }
+        return line
+    }
+}
+
+/// Prints `rangeget: message` on stderr and returns the exit code.
+func fail(_ message: String, _ code: ExitCode) -> Int32 {
+    FileHandle.standardError.write(Data("rangeget: \(message)\n".utf8))
+    return code.rawValue
+}
+
+/// Turns SIGINT and SIGTERM into a call of `handler` (on a dispatch queue, not
+/// in signal context); a second signal exits at once.
+final class InterruptHandler {
+    private let sources: [DispatchSourceSignal]
+
+    init(_ handler: @escaping @Sendable () -> Void) {
+        let queue = DispatchQueue(label: "rangeget.signals")
+        sources = [SIGINT, SIGTERM].map { signalNumber in
+            signal(signalNumber, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: queue)
+            let count = Mutex(0)
+            source.setEventHandler {
+                let seen = count.withLock { value in value += 1; return value }
+                if seen > 1 { _exit(ExitCode.interrupted.rawValue) }
+                handler()
+            }
+            source.resume()
+            return source
+        }
+    }
+
+    func cancel() {
+        for source in sources { source.cancel() }
+    }
+}

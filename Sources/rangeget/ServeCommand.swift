@@ -1,0 +1,73 @@
+// `rangeget serve DIR`: the project's own range-capable HTTP/1.1 server on
+// loopback, with per-connection rate limits, latency and injected faults, for
+// demos and benchmarks. The server itself is the RangeServer library.
+import Dispatch
+import Foundation
+import RangeServer
+
+struct ServeSettings {
+    var configuration = RangeServer.Configuration()
+    var help = false
+}
+
+enum ServeCommand {
+    static var command: Command<ServeSettings> { Command(
+        name: "serve",
+        usage: "rangeget serve DIR [OPTIONS]",
+        summary: "Serve the files below DIR on 127.0.0.1 with correct Range, HEAD and keep-alive handling.",
+        options: [
+            .value("p", "port", "PORT", "listen on PORT (default: any free port)") { settings, text throws(UsageError) in
+                settings.configuration.port = UInt16(try Parse.positiveInteger(text, "port", max: 65535))
+            },
+            .value(nil, "rate-per-connection", "RATE", "cap each connection at RATE bytes/s, e.g. 20M") { settings, text throws(UsageError) in
+                settings.configuration.ratePerConnection = Int(try Parse.bytes(text, "rate-per-connection"))
+            },
+            .value(nil, "latency", "MS", "wait MS milliseconds before every response") { settings, text throws(UsageError) in
+                guard let milliseconds = Double(text), milliseconds >= 0 else {
+                    throw UsageError("--latency needs milliseconds, not '\(text)'")
+                }
+                settings.configuration.latency = milliseconds / 1000
+            },
+            .value(nil, "fault", "SPEC", "inject a fault, e.g. stall:1048576@request=3 (repeatable)") { settings, text throws(UsageError) in
+                do {
+                    settings.configuration.faults.append(try FaultRule(parsing: text))
+                } catch {
+                    throw UsageError("\(error)")
+                }
+            },
+            .flag("h", "help", "show this help") { $0.help = true },
+        ],
+        details: "Fault specs: FAULT[:ARG...][@TRIGGER]; see Sources/RangeServer/README.md."
+    ) }
+
+    static func run(_ arguments: [String]) -> Int32 {
+        var settings = ServeSettings()
+        let positional: [String]
+        do {
+            positional = try command.parse(arguments, into: &settings)
+            if settings.help { print(command.help); return ExitCode.success.rawValue }
+            guard positional.count == 1 else { throw UsageError("serve needs exactly one directory") }
+        } catch {
+            return fail("\(error)", .usage)
+        }
+        let directory = positional[0]
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue else {
+            return fail("\(directory) is not a directory", .usage)
+        }
+        let server = RangeServer(configuration: settings.configuration)
+        server.serveDirectory(directory)
+        do {
+            try server.start()
+        } catch {
+            return fail("cannot start the server: \(error)", .local)
+        }
+        print("serving \(directory) on http://127.0.0.1:\(server.port)/")
+        fflush(nil)
+        let interrupts = InterruptHandler {
+            server.stop()
+            exit(ExitCode.success.rawValue)
+        }
+        withExtendedLifetime(interrupts) { dispatchMain() }
+    }
+}

@@ -1,0 +1,63 @@
+// Sizes, rates and durations as people write and read them: `10M`, `1.5G`,
+// `45.2 MiB`, `1:05`. K, M, G and T are binary (1024-based), as in curl.
+import Foundation
+
+enum ByteCount {
+    /// Parses `1234`, `10K`, `1.5G`, `20MiB`, `3m`; nil for anything else.
+    static func parse(_ text: String) -> Int64? {
+        var digits = Substring(text.trimmingCharacters(in: .whitespaces))
+        var multiplier: Double = 1
+        for suffix in ["ib", "b"] where digits.lowercased().hasSuffix(suffix) && digits.count > suffix.count {
+            let stripped = digits.dropLast(suffix.count)
+            if suffix == "b" || stripped.last.map({ "kmgt".contains($0.lowercased()) }) == true {
+                digits = stripped
+                break
+            }
+        }
+        if let last = digits.last, let power = ["k": 1, "m": 2, "g": 3, "t": 4][last.lowercased()] {
+            multiplier = pow1024(power)
+            digits = digits.dropLast()
+        }
+        guard !digits.isEmpty, digits.allSatisfy({ $0.isNumber || $0 == "." }),
+              let value = Double(digits), value >= 0 else { return nil }
+        let bytes = value * multiplier
+        guard bytes < 9.2e18 else { return nil }
+        return Int64(bytes.rounded())
+    }
+
+    /// `512 B`, `45.2 MiB`, `1.50 GiB`.
+    static func format(_ bytes: Int64) -> String {
+        let units = ["B", "KiB", "MiB", "GiB", "TiB"]
+        var value = Double(bytes)
+        var unit = 0
+        while value >= 1024 && unit < units.count - 1 {
+            value /= 1024
+            unit += 1
+        }
+        if unit == 0 { return "\(bytes) B" }
+        return value >= 100 ? "\(Int(value.rounded())) \(units[unit])" : String(format1: value) + " " + units[unit]
+    }
+
+    private static func pow1024(_ power: Int) -> Double {
+        (0..<power).reduce(1.0) { value, _ in value * 1024 }
+    }
+}
+
+enum Duration {
+    /// `0:07`, `12:34`, `1:02:03`.
+    static func format(_ seconds: Double) -> String {
+        guard seconds.isFinite, seconds >= 0 else { return "--:--" }
+        let total = Int(seconds.rounded())
+        let (hours, minutes, secs) = (total / 3600, total / 60 % 60, total % 60)
+        let twoDigits = { (value: Int) in value < 10 ? "0\(value)" : "\(value)" }
+        return hours > 0 ? "\(hours):\(twoDigits(minutes)):\(twoDigits(secs))" : "\(minutes):\(twoDigits(secs))"
+    }
+}
+
+extension String {
+    /// One decimal place, without Foundation's formatter.
+    init(format1 value: Double) {
+        let tenths = Int((value * 10).rounded())
+        self = "\(tenths / 10).\(tenths % 10)"
+    }
+}

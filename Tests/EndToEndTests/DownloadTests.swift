@@ -1,0 +1,111 @@
+// Whole downloads through the built binary: byte-identical files for edge
+// sizes and connection counts, fallback when ranges don't work, the CLI's
+// refusals.
+import Foundation
+import RangeServer
+import XCTest
+
+final class DownloadTests: EndToEndTestCase {
+    func testEdgeSizesAreByteIdenticalAcrossConnectionCounts() throws {
+        let mib: Int64 = 1 << 20
+        for connections in [1, 4, 16] {
+            for size in [0, 1, 7, Int64(connections) + 1, mib + 13] {
+                let resource = Resource.generated(size: size, seed: UInt64(size) + 11)
+                server.setResource(resource, at: "f-\(size)")
+                let output = path("out-\(size)-\(connections)")
+                let run = try CLI.run(["-q", "-n", "\(connections)", "--min-split", "1", "-o", output,
+                                       server.url("f-\(size)")], in: directory)
+                XCTAssertEqual(run.status, 0, "size \(size), \(connections) connections: \(run.stderr)")
+                assertSameBytes(output, resource)
+                XCTAssertFalse(FileManager.default.fileExists(atPath: output + ".part"), "the .part is renamed")
+                XCTAssertFalse(FileManager.default.fileExists(atPath: output + ".part.json"), "the manifest is removed")
+            }
+        }
+    }
+
+    func testSixtyFourMebibytesOverSixteenConnections() throws {
+        let resource = Resource.generated(size: 64 << 20, seed: 64)
+        server.setResource(resource, at: "big.bin")
+        let run = try CLI.run(["-n", "16", "-d", directory, server.url("big.bin")], in: directory)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        assertSameBytes(path("big.bin"), resource)
+        XCTAssertTrue(run.stdout.contains("saved"), run.stdout)
+        let ranged = server.statistics.requests.filter { $0.method == "GET" && $0.rangeHeader != nil }
+        XCTAssertGreaterThanOrEqual(ranged.count, 16, "the file came over many ranged requests")
+        XCTAssertLessThanOrEqual(server.statistics.bodyBytesSent, (64 << 20) + 1, "no byte fetched twice")
+    }
+
+    func testServerIgnoringRangesGivesOneCorrectStream() throws {
+        let resource = Resource.generated(size: (3 << 20) + 5, seed: 3)
+        server.setResource(resource, at: "f")
+        server.setFaults([FaultRule(.ignoreRange)])
+        let output = path("f")
+        let run = try CLI.run(["-n", "8", "-o", output, server.url("f")], in: directory)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        assertSameBytes(output, resource)
+        XCTAssertTrue(run.stderr.contains("one stream"), run.stderr)
+    }
+
+    func testNameComesFromContentDispositionSanitised() throws {
+        var resource = Resource.generated(size: 1000, seed: 9)
+        resource.contentDisposition = "attachment; filename=\"../../evil/.report.pdf\""
+        server.setResource(resource, at: "download")
+        let run = try CLI.run(["-q", server.url("download")], in: directory)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        assertSameBytes(path("report.pdf"), resource)
+    }
+
+    func testExistingFileIsNotOverwrittenWithoutForce() throws {
+        let resource = Resource.generated(size: 100, seed: 5)
+        server.setResource(resource, at: "f")
+        let output = path("f")
+        FileManager.default.createFile(atPath: output, contents: Data("keep me".utf8))
+        let refused = try CLI.run(["-q", "-o", output, server.url("f")], in: directory)
+        XCTAssertEqual(refused.status, 2)
+        XCTAssertTrue(refused.stderr.contains("--force"), refused.stderr)
+        XCTAssertEqual(try String(contentsOfFile: output, encoding: .utf8), "keep me")
+        let forced = try CLI.run(["-q", "--force", "-o", output, server.url("f")], in: directory)
+        XCTAssertEqual(forced.status, 0, forced.stderr)
+        assertSameBytes(output, resource)
+    }
+
+    func testBadInputGetsOneLineAndExitTwo() throws {
+        let cases: [[String]] = [
+            ["--no-such-flag", server.url("f")],
+            ["-n", "0", server.url("f")],
+            ["-n", "-3", server.url("f")],
+            ["-n", "many", server.url("f")],
+            ["ftp://127.0.0.1/file"],
+            ["not a url"],
+            [],
+            ["-d", "/proc/no-such-dir", server.url("f")],
+            ["-o"],
+        ]
+        for arguments in cases {
+            let run = try CLI.run(arguments, in: directory)
+            XCTAssertEqual(run.status, 2, "\(arguments): \(run.stderr)")
+            XCTAssertEqual(run.stderr.split(separator: "\n").count, 1, "\(arguments): one line, got \(run.stderr)")
+            XCTAssertTrue(run.stderr.hasPrefix("rangeget: "), run.stderr)
+        }
+        let contents = try FileManager.default.contentsOfDirectory(atPath: directory).filter { !$0.hasPrefix(".std") }
+        XCTAssertEqual(contents, [], "nothing written")
+    }
+
+    func testMissingFileFailsWithExitOne() throws {
+        let run = try CLI.run(["-q", "--retries", "1", "--retry-wait", "0.05", "-o", path("x"), server.url("absent")],
+                              in: directory)
+        XCTAssertEqual(run.status, 1, run.stderr)
+        XCTAssertTrue(run.stderr.contains("404"), run.stderr)
+    }
+
+    func testHelpAndVersion() throws {
+        let help = try CLI.run(["--help"], in: directory)
+        XCTAssertEqual(help.status, 0)
+        for option in ["--output", "--dir", "--connections", "--quiet", "--restart", "--force", "--version"] {
+            XCTAssertTrue(help.stdout.contains(option), "help lists \(option)")
+        }
+        let version = try CLI.run(["--version"], in: directory)
+        XCTAssertEqual(version.status, 0)
+        XCTAssertTrue(version.stdout.hasPrefix("rangeget "), version.stdout)
+    }
+}

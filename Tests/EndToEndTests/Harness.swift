@@ -1,0 +1,120 @@
+// Shared helpers for end-to-end tests: run the built `rangeget` binary
+// against an in-process RangeServer on 127.0.0.1 and compare files.
+import Foundation
+import RangeServer
+import XCTest
+
+/// The result of running the binary to completion.
+struct Run {
+    var status: Int32
+    var stdout: String
+    var stderr: String
+}
+
+enum CLI {
+    /// The `rangeget` executable built next to this test bundle.
+    static let binary: String = {
+        let besideTests = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+            .appendingPathComponent("rangeget").path
+        if FileManager.default.isExecutableFile(atPath: besideTests) { return besideTests }
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        return root.appendingPathComponent(".build/debug/rangeget").path
+    }()
+
+    /// Starts the binary; output goes to files so a killed child never blocks on a pipe.
+    static func start(_ arguments: [String], in directory: String) throws -> (Process, URL, URL) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: binary)
+        process.arguments = arguments
+        process.currentDirectoryURL = URL(fileURLWithPath: directory)
+        let out = URL(fileURLWithPath: directory).appendingPathComponent(".stdout-\(UUID().uuidString)")
+        let err = URL(fileURLWithPath: directory).appendingPathComponent(".stderr-\(UUID().uuidString)")
+        FileManager.default.createFile(atPath: out.path, contents: nil)
+        FileManager.default.createFile(atPath: err.path, contents: nil)
+        process.standardOutput = try FileHandle(forWritingTo: out)
+        process.standardError = try FileHandle(forWritingTo: err)
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        return (process, out, err)
+    }
+
+    /// Runs the binary to completion (killed after `timeout` seconds).
+    static func run(_ arguments: [String], in directory: String, timeout: Double = 120) throws -> Run {
+        let (process, out, err) = try start(arguments, in: directory)
+        let deadline = Date().addingTimeInterval(timeout)
+        while process.isRunning && Date() < deadline { usleep(10_000) }
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            XCTFail("rangeget \(arguments) did not finish within \(timeout) s")
+        }
+        process.waitUntilExit()
+        defer {
+            try? FileManager.default.removeItem(at: out)
+            try? FileManager.default.removeItem(at: err)
+        }
+        return Run(status: process.terminationStatus,
+                   stdout: (try? String(contentsOf: out, encoding: .utf8)) ?? "",
+                   stderr: (try? String(contentsOf: err, encoding: .utf8)) ?? "")
+    }
+}
+
+/// A fresh temporary directory, removed by `tearDown`.
+class EndToEndTestCase: XCTestCase {
+    var directory: String!
+    var server: RangeServer!
+
+    override func setUpWithError() throws {
+        directory = NSTemporaryDirectory() + "rangeget-e2e-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        server = RangeServer()
+        try server.start()
+    }
+
+    override func tearDownWithError() throws {
+        server.stop()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    func path(_ name: String) -> String { directory + "/" + name }
+
+    /// Asserts the file at `path` holds exactly `resource`'s bytes.
+    func assertSameBytes(_ path: String, _ resource: Resource, file: StaticString = #filePath, line: UInt = #line) {
+        guard let handle = FileHandle(forReadingAtPath: path) else {
+            return XCTFail("\(path) does not exist", file: file, line: line)
+        }
+        defer { try? handle.close() }
+        let size = resource.size
+        let actualSize = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int64) ?? -1
+        XCTAssertEqual(actualSize, size, "size of \(path)", file: file, line: line)
+        var offset: Int64 = 0
+        let block: Int64 = 4 << 20
+        while offset < size {
+            let count = min(block, size - offset)
+            let actual = [UInt8](handle.readData(ofLength: Int(count)))
+            if actual != resource.bytes(in: offset..<(offset + count)) {
+                return XCTFail("\(path) differs in bytes \(offset)..<\(offset + count)", file: file, line: line)
+            }
+            offset += count
+        }
+    }
+
+    /// Waits until `condition` holds or `timeout` passes.
+    func wait(timeout: Double, until condition: () -> Bool) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if condition() { return true }
+            usleep(20_000)
+        }
+        return condition()
+    }
+
+    /// Bytes the manifest at `path` records as done, 0 if unreadable.
+    func durableBytes(_ manifestPath: String) -> Int64 {
+        guard let data = FileManager.default.contents(atPath: manifestPath),
+              let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+              let done = object["done"] as? [[Int64]] else { return 0 }
+        return done.reduce(0) { $0 + ($1[1] - $1[0]) }
+    }
+}

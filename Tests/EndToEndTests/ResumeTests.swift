@@ -1,0 +1,95 @@
+// Resume across processes: after SIGKILL, after SIGINT, and when the remote
+// file changed in between (which must restart, never splice).
+import Foundation
+import RangeServer
+import XCTest
+
+final class ResumeTests: EndToEndTestCase {
+    private let size: Int64 = 24 << 20
+    private let rate = 2 << 20          // per connection
+    private let connections = 4
+
+    /// Starts a throttled download and returns it once the manifest records progress.
+    private func startThrottled(_ output: String) throws -> Process {
+        server.setRatePerConnection(rate)
+        let (process, _, _) = try CLI.start(["-q", "-n", "\(connections)", "-o", output, server.url("f")], in: directory)
+        XCTAssertTrue(wait(timeout: 20) { durableBytes(output + ".part.json") >= 4 << 20 }, "a checkpoint recorded progress")
+        return process
+    }
+
+    func testResumeAfterSIGKILLFetchesOnlyWhatIsMissing() throws {
+        let resource = Resource.generated(size: size, seed: 21)
+        server.setResource(resource, at: "f")
+        let output = path("f")
+        let process = try startThrottled(output)
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationReason, .uncaughtSignal)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: output + ".part.json"))
+
+        server.setRatePerConnection(nil)
+        let run = try CLI.run(["-n", "\(connections)", "-o", output, server.url("f")], in: directory)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        assertSameBytes(output, resource)
+        // Refetched bytes are bounded by about one checkpoint interval of transfer.
+        let oneCheckpoint = Int64(connections * rate) * 2
+        XCTAssertLessThanOrEqual(server.statistics.bodyBytesSent, size + oneCheckpoint)
+        let resumed = server.statistics.requests.filter { $0.rangeHeader != nil && $0.ifRangeHeader != nil }
+        XCTAssertFalse(resumed.isEmpty, "resumed requests carry If-Range")
+    }
+
+    func testResumeAfterSIGINTSavesStateAndExits130() throws {
+        let resource = Resource.generated(size: size, seed: 22)
+        server.setResource(resource, at: "f")
+        let output = path("f")
+        let process = try startThrottled(output)
+        kill(process.processIdentifier, SIGINT)
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationStatus, 130)
+        let saved = durableBytes(output + ".part.json")
+        XCTAssertGreaterThan(saved, 0)
+
+        server.setRatePerConnection(nil)
+        let sentBefore = server.statistics.bodyBytesSent
+        let run = try CLI.run(["-n", "\(connections)", "-o", output, server.url("f")], in: directory)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        assertSameBytes(output, resource)
+        XCTAssertTrue(run.stderr.contains("resuming"), run.stderr)
+        let refetched = server.statistics.bodyBytesSent - sentBefore
+        XCTAssertEqual(refetched, size - saved, "after Ctrl-C exactly the missing bytes are fetched")
+    }
+
+    func testChangedRemoteFileRestartsFromZero() throws {
+        let original = Resource.generated(size: size, seed: 23)
+        server.setResource(original, at: "f")
+        let output = path("f")
+        let process = try startThrottled(output)
+        kill(process.processIdentifier, SIGINT)
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationStatus, 130)
+
+        let replacement = Resource.generated(size: size, seed: 24)
+        server.setResource(replacement, at: "f")
+        server.setRatePerConnection(nil)
+        let run = try CLI.run(["-n", "\(connections)", "-o", output, server.url("f")], in: directory)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertTrue(run.stderr.contains("changed"), run.stderr)
+        assertSameBytes(output, replacement)
+    }
+
+    func testRestartOptionDiscardsThePartialDownload() throws {
+        let resource = Resource.generated(size: size, seed: 25)
+        server.setResource(resource, at: "f")
+        let output = path("f")
+        let process = try startThrottled(output)
+        kill(process.processIdentifier, SIGINT)
+        process.waitUntilExit()
+
+        server.setRatePerConnection(nil)
+        server.resetStatistics()
+        let run = try CLI.run(["-q", "--restart", "-n", "\(connections)", "-o", output, server.url("f")], in: directory)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        assertSameBytes(output, resource)
+        XCTAssertEqual(server.statistics.bodyBytesSent, size, "everything fetched again")
+    }
+}

@@ -1,0 +1,75 @@
+import XCTest
+@testable import RangeGet
+
+final class ManifestTests: XCTestCase {
+    private var directory: String!
+
+    override func setUpWithError() throws {
+        directory = NSTemporaryDirectory() + "rangeget-manifest-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    }
+
+    override func tearDownWithError() throws {
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    private func sample() -> Manifest {
+        let remote = RemoteFile(url: "https://user:secret@example.test/f.iso?sig=abc", effectiveURL: "https://example.test/f.iso",
+                                size: 6 << 30, etag: "\"e1\"", lastModified: "Mon, 01 Jan 2024 00:00:00 GMT",
+                                acceptsRanges: true, contentDisposition: nil)
+        var manifest = Manifest(remote: remote, size: 6 << 30)
+        manifest.done = RangeSet([ByteRange(0, 1 << 20), ByteRange(1 << 32, (1 << 32) + 5)])
+        return manifest
+    }
+
+    func testRoundTripsWithoutCredentialsAndWithMode0600() throws {
+        let path = directory + "/f.part.json"
+        let manifest = sample()
+        try manifest.save(to: path)
+        XCTAssertEqual(try Manifest.load(from: path), manifest)
+        let text = try String(contentsOfFile: path, encoding: .utf8)
+        XCTAssertFalse(text.contains("secret"), text)
+        XCTAssertTrue(text.contains("sig=abc"), "query strings stay: signed URLs need them")
+        let mode = try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int
+        XCTAssertEqual(mode, 0o600)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: path + ".tmp"))
+    }
+
+    func testMissingManifestIsNil() throws {
+        XCTAssertNil(try Manifest.load(from: directory + "/absent.json"))
+    }
+
+    func testDamagedManifestsAreReportedNotTrusted() throws {
+        let path = directory + "/f.part.json"
+        let good = String(decoding: try JSONEncoder().encode(sample()), as: UTF8.self)
+        let cases: [(String, Data, String)] = [
+            ("empty", Data(), "is empty"),
+            ("zero-filled", Data(repeating: 0, count: 4096), "holds only zero bytes"),
+            ("truncated", Data(good.utf8.prefix(good.utf8.count / 2)), "not a valid manifest"),
+            ("not JSON", Data("hello".utf8), "not a valid manifest"),
+            ("newer version", Data(good.replacingOccurrences(of: "\"version\":1", with: "\"version\":99").utf8), "format version 99"),
+            ("bytes past the end", Data(good.replacingOccurrences(of: "\"size\":6442450944", with: "\"size\":10").utf8), "beyond the file's size"),
+            ("missing field", Data("{\"version\":1}".utf8), "not a valid manifest"),
+        ]
+        for (name, data, problem) in cases {
+            FileManager.default.createFile(atPath: path, contents: data)
+            XCTAssertThrowsError(try Manifest.load(from: path), name) { error in
+                let description = "\(error)"
+                XCTAssertTrue(description.contains(problem), "\(name): \(description)")
+                XCTAssertTrue(description.contains("--restart"), "\(name): says how to recover")
+            }
+        }
+    }
+
+    func testMismatchNamesWhatChanged() {
+        let manifest = sample()
+        var remote = RemoteFile(url: manifest.url, effectiveURL: manifest.url, size: manifest.size, etag: "\"e1\"",
+                                lastModified: manifest.lastModified, acceptsRanges: true, contentDisposition: nil)
+        XCTAssertNil(manifest.mismatch(with: remote))
+        remote.etag = "\"e2\""
+        XCTAssertEqual(manifest.mismatch(with: remote), "its ETag changed from \"e1\" to \"e2\"")
+        remote.etag = "\"e1\""
+        remote.size = 5
+        XCTAssertEqual(manifest.mismatch(with: remote), "its size changed from 6442450944 to 5 bytes")
+    }
+}

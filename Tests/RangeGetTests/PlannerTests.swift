@@ -1,0 +1,107 @@
+import XCTest
+@testable import RangeGet
+
+final class PlannerTests: XCTestCase {
+    private let mib: Int64 = 1 << 20
+    private let gib: Int64 = 1 << 30
+
+    /// (size, connections, minimum split) -> expected segments
+    func testPlansCoverTheFileWithoutOverlap() {
+        let cases: [(size: Int64, connections: Int, minimum: Int64, segments: Int)] = [
+            (0, 8, 1, 0),
+            (1, 8, 1, 1),
+            (7, 8, 1, 4),           // 7 -> 4+3 -> 2+2+... pieces never below 1 byte... halving stops at 2*min
+            (9, 8, 1, 8),
+            (10 * mib, 8, mib, 8),
+            (mib + 13, 4, mib, 1),  // smaller than two minimum splits: one segment
+            (3 * mib, 16, mib, 2),
+            (5 * gib + 3, 16, mib, 16),
+            (Int64(1) << 40, 256, mib, 256),
+        ]
+        for (size, connections, minimum, expected) in cases {
+            let planner = Planner(connections: connections, minimumSplit: minimum)
+            let plan = planner.plan(RangeSet(size > 0 ? [ByteRange(0, size)] : []))
+            XCTAssertLessThanOrEqual(plan.count, connections, "size \(size)")
+            if expected != 4 || size != 7 { XCTAssertEqual(plan.count, expected, "size \(size) connections \(connections)") }
+            XCTAssertEqual(RangeSet(plan), RangeSet(size > 0 ? [ByteRange(0, size)] : []), "plan covers \(size)")
+            XCTAssertEqual(plan.reduce(0) { $0 + $1.count }, size, "no overlap for \(size)")
+            XCTAssertEqual(plan, plan.sorted(), "sorted by offset")
+            for segment in plan where plan.count > 1 {
+                XCTAssertGreaterThanOrEqual(segment.count, minimum, "no segment below the minimum split")
+            }
+        }
+    }
+
+    func testSevenBytesOnEightConnectionsUsesPiecesOfAtLeastOneByte() {
+        let plan = Planner(connections: 8, minimumSplit: 1).plan(RangeSet([ByteRange(0, 7)]))
+        XCTAssertEqual(RangeSet(plan), RangeSet([ByteRange(0, 7)]))
+        XCTAssertEqual(plan.count, 7)
+    }
+
+    func testPlansOnlyTheMissingBytesAcrossGaps() {
+        let done = RangeSet([ByteRange(0, 4 * mib), ByteRange(6 * mib, 7 * mib)])
+        let missing = done.complement(size: 10 * mib)
+        XCTAssertEqual(missing.ranges, [ByteRange(4 * mib, 6 * mib), ByteRange(7 * mib, 10 * mib)])
+        let plan = Planner(connections: 4, minimumSplit: mib).plan(missing)
+        XCTAssertEqual(plan.count, 4)
+        XCTAssertEqual(RangeSet(plan), missing)
+        XCTAssertTrue(plan.allSatisfy { !done.contains(ByteRange($0.start, $0.start + 1)) })
+    }
+
+    func testStealHalvesWhenTheVictimsRateIsUnknown() {
+        let planner = Planner(connections: 8, minimumSplit: mib)
+        XCTAssertEqual(planner.steal(from: ByteRange(4 * gib, 4 * gib + 4 * mib), rate: nil, setupDelay: 0.1),
+                       ByteRange(4 * gib + 2 * mib, 4 * gib + 4 * mib))
+        XCTAssertEqual(planner.steal(from: ByteRange(0, 2 * mib), rate: nil, setupDelay: 0.1), ByteRange(mib, 2 * mib))
+        XCTAssertNil(planner.steal(from: ByteRange(0, 2 * mib - 1), rate: nil, setupDelay: 0.1))
+    }
+
+    func testStealCutsSoBothFinishTogetherAndSkipsPiecesAboutToFinish() {
+        let planner = Planner(connections: 8, minimumSplit: mib)
+        // 100 MiB left at 10 MiB/s with 1 s to start a request: the victim
+        // keeps (100 + 10) / 2 = 55 MiB, both finish after 5.5 s.
+        XCTAssertEqual(planner.steal(from: ByteRange(0, 100 * mib), rate: Double(10 * mib), setupDelay: 1),
+                       ByteRange(55 * mib, 100 * mib))
+        // 20 MiB left at 200 MiB/s: done in 0.1 s, sooner than a new request helps.
+        XCTAssertNil(planner.steal(from: ByteRange(0, 20 * mib), rate: Double(200 * mib), setupDelay: 0.01))
+        // The thief's share never drops below the minimum split.
+        XCTAssertNil(planner.steal(from: ByteRange(0, 3 * mib), rate: Double(mib), setupDelay: 1.2))
+    }
+}
+
+final class RangeSetTests: XCTestCase {
+    func testInsertMergesOverlappingAndTouchingRanges() {
+        let cases: [([ByteRange], [ByteRange])] = [
+            ([], []),
+            ([ByteRange(0, 10), ByteRange(10, 20)], [ByteRange(0, 20)]),
+            ([ByteRange(10, 20), ByteRange(0, 5)], [ByteRange(0, 5), ByteRange(10, 20)]),
+            ([ByteRange(0, 5), ByteRange(3, 8), ByteRange(20, 30), ByteRange(7, 21)], [ByteRange(0, 30)]),
+            ([ByteRange(5, 5)], []),
+            ([ByteRange(1 << 32, (1 << 32) + 1), ByteRange((1 << 31) - 1, 1 << 32)], [ByteRange((1 << 31) - 1, (1 << 32) + 1)]),
+        ]
+        for (inserted, expected) in cases {
+            XCTAssertEqual(RangeSet(inserted).ranges, expected, "\(inserted)")
+        }
+    }
+
+    func testRemoveAndComplement() {
+        var set = RangeSet([ByteRange(0, 100)])
+        set.remove(ByteRange(10, 20))
+        set.remove(ByteRange(90, 200))
+        XCTAssertEqual(set.ranges, [ByteRange(0, 10), ByteRange(20, 90)])
+        XCTAssertEqual(set.byteCount, 80)
+        XCTAssertEqual(set.complement(size: 100).ranges, [ByteRange(10, 20), ByteRange(90, 100)])
+        XCTAssertEqual(RangeSet().complement(size: 0).ranges, [])
+        XCTAssertTrue(set.contains(ByteRange(20, 90)))
+        XCTAssertFalse(set.contains(ByteRange(5, 15)))
+    }
+
+    func testEncodesAsPairsOfOffsets() throws {
+        let set = RangeSet([ByteRange(0, 1), ByteRange(5 << 30, 6 << 30)])
+        let json = String(decoding: try JSONEncoder().encode(set), as: UTF8.self)
+        XCTAssertEqual(json, "[[0,1],[5368709120,6442450944]]")
+        XCTAssertEqual(try JSONDecoder().decode(RangeSet.self, from: Data(json.utf8)), set)
+        XCTAssertThrowsError(try JSONDecoder().decode(RangeSet.self, from: Data("[[5,1]]".utf8)))
+        XCTAssertThrowsError(try JSONDecoder().decode(RangeSet.self, from: Data("[[-1,1]]".utf8)))
+    }
+}
