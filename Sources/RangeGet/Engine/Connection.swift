@@ -136,13 +136,17 @@ final class Connection {
 
     /// Bytes per second of the current transfer since its first byte, nil until measurable.
     func rate(now: Double) -> Double? {
-        guard let firstByteAt, now - firstByteAt >= 0.2 else { return nil }
+        guard let firstByteAt, now - firstByteAt >= 0.05, transferBytes > 0 else { return nil }
         return Double(transferBytes) / (now - firstByteAt)
     }
 
+    /// The rate of the last transfer that ran long enough to measure.
+    private(set) var lastRate: Double?
+
     /// Decides how the transfer ended and returns the connection to idle.
-    func finish(result: CURLcode) -> (piece: Piece, end: TransferEnd, written: ByteRange) {
+    func finish(result: CURLcode, now: Double) -> (piece: Piece, end: TransferEnd, written: ByteRange) {
         guard let piece else { preconditionFailure("finish without a transfer") }
+        if let measured = rate(now: now) { lastRate = measured }
         let written = ByteRange(piece.range.start, position)
         self.piece = nil
         totalBytes += transferBytes

@@ -142,7 +142,8 @@ final class Engine: @unchecked Sendable {
             while let (easy, result) = multi.nextFinished() {
                 guard let connection = connections.first(where: { $0.easy.raw == easy }) else { continue }
                 multi.remove(connection.easy)
-                if let outcome = settle(connection, connection.finish(result: result), now: MonotonicClock.now()) {
+                let now = MonotonicClock.now()
+                if let outcome = settle(connection, connection.finish(result: result, now: now), now: now) {
                     return outcome
                 }
             }
@@ -165,7 +166,7 @@ final class Engine: @unchecked Sendable {
     private func startIdleConnections(now: Double) -> EngineOutcome? {
         var busy = connections.count(where: \.isBusy)
         for connection in connections where !connection.isBusy && busy < connectionLimit {
-            guard let piece = nextPiece(now: now) else { break }
+            guard let piece = nextPiece(for: connection, now: now) else { break }
             do {
                 try connection.start(piece, plain: settings.plain, ifRange: remote.ifRange, now: now)
                 try multi.add(connection.easy)
@@ -177,21 +178,23 @@ final class Engine: @unchecked Sendable {
         return nil
     }
 
-    private func nextPiece(now: Double) -> Piece? {
+    private func nextPiece(for thief: Connection, now: Double) -> Piece? {
         if let index = queue.firstIndex(where: { $0.notBefore <= now }) {
             return queue.remove(at: index)
         }
         guard queue.isEmpty, !settings.plain else { return nil }
-        return steal(now: now)
+        return steal(for: thief, now: now)
     }
 
-    /// Half (by expected finishing time) of the piece that will take longest to finish.
-    private func steal(now: Double) -> Piece? {
+    /// The end of the piece that will take longest to finish, cut so that
+    /// victim and thief finish together. A victim whose rate is not known yet
+    /// is assumed to run like the thief did on its last piece.
+    private func steal(for thief: Connection, now: Double) -> Piece? {
         let running = connections.compactMap { connection -> (Connection, ByteRange, Double?)? in
             connection.remaining.map { (connection, $0, connection.rate(now: now)) }
         }
         let known = running.compactMap(\.2).sorted()
-        let typicalRate = known.isEmpty ? nil : known[known.count / 2]
+        let typicalRate = known.isEmpty ? thief.lastRate : known[known.count / 2]
         func secondsLeft(_ candidate: (Connection, ByteRange, Double?)) -> Double {
             guard let rate = candidate.2 ?? typicalRate, rate > 0 else { return Double(candidate.1.count) }
             return Double(candidate.1.count) / rate
