@@ -33,6 +33,8 @@ public struct DownloadOptions: Sendable {
     public var restart = false
     /// Replace an existing complete file at the destination.
     public var overwrite = false
+    /// The most connections to one `scheme://host:port` (mirrors on one host share it).
+    public var maxPerHost = 16
     /// How requests are made.
     public var transfer = TransferOptions()
     /// The disk calls used; tests inject faults here.
@@ -42,10 +44,13 @@ public struct DownloadOptions: Sendable {
     public init() {}
 }
 
-/// A download of one remote file to a local path, resumable across runs.
+/// A download of one remote file, from one URL or several mirrors, to a
+/// local path, resumable across runs.
 public final class Download: Sendable {
-    /// The URL of the file.
+    /// The URL of the file; the manifest is tied to it.
     public let url: String
+    /// Every URL of the file: `url` first, then the other mirrors.
+    public let mirrors: [String]
     /// Where it goes.
     public let destination: Destination
     /// How it is fetched.
@@ -55,8 +60,16 @@ public final class Download: Sendable {
     private let stopped = Atomic<Bool>(false)
 
     /// A download of `url` to `destination`.
-    public init(url: String, destination: Destination, options: DownloadOptions = DownloadOptions()) {
-        self.url = url
+    public convenience init(url: String, destination: Destination, options: DownloadOptions = DownloadOptions()) {
+        self.init(mirrors: [url], destination: destination, options: options)
+    }
+
+    /// A download of the file behind `mirrors` (at least one URL; the first
+    /// names the download) to `destination`.
+    public init(mirrors: [String], destination: Destination, options: DownloadOptions = DownloadOptions()) {
+        precondition(!mirrors.isEmpty, "a download needs a URL")
+        url = mirrors[0]
+        self.mirrors = mirrors
         self.destination = destination
         self.options = options
     }
@@ -78,7 +91,8 @@ public final class Download: Sendable {
         let started = MonotonicClock.now()
         if case let .file(path) = destination { try checkWritable(output: path) }
         let prober = Prober(options: options.transfer)
-        var remote = try prober.probe(url)
+        var (sources, probeReports) = try probeMirrors(prober, onEvent: onEvent)
+        var remote = sources[0]
         onEvent(.probed(remote))
         let output = outputPath(for: remote)
         if case .directory = destination { try checkWritable(output: output) }
@@ -102,9 +116,12 @@ public final class Download: Sendable {
         var fetched: Int64 = 0
         var retries = 0
         var restarts = 0
+        var connectionsUsed = 0
+        var mirrorReports = probeReports
         while true {
             if stopped.load(ordering: .sequentiallyConsistent) { throw .interrupted }
             let plain = !remote.acceptsRanges || remote.size == nil
+            if plain { sources = [remote] }
             if !plain, manifest == nil, let size = remote.size {
                 let fresh = Manifest(remote: remote, size: size)
                 do {
@@ -118,7 +135,7 @@ public final class Download: Sendable {
             let engine: Engine
             do {
                 engine = try Engine(
-                    remote: remote, file: file, manifest: plain ? nil : manifest,
+                    mirrors: sources, file: file, manifest: plain ? nil : manifest,
                     manifestPath: plain ? nil : manifestPath, settings: engineSettings(plain: plain),
                     options: options.transfer, calls: options.systemCalls, onEvent: onEvent)
             } catch {
@@ -130,13 +147,16 @@ public final class Download: Sendable {
             running.withLock { $0 = nil }
             fetched += engine.bytesFetched
             retries += engine.retries
+            connectionsUsed = max(connectionsUsed, engine.connectionsUsed)
+            mirrorReports = merge(probeReports, engine.mirrorReports, urls: sources.map(\.url))
 
             switch outcome {
             case let .complete(size):
                 try finish(file: file, size: size, output: output, manifestPath: manifestPath)
                 let result = DownloadResult(
                     path: output, size: size, seconds: MonotonicClock.now() - started,
-                    bytesFetched: fetched, bytesReused: reused, retries: retries)
+                    bytesFetched: fetched, bytesReused: reused, retries: retries, mirrors: mirrorReports,
+                    connectionsUsed: connectionsUsed)
                 onEvent(.finished(result))
                 return result
             case .stopped:
@@ -149,7 +169,8 @@ public final class Download: Sendable {
                     throw .verification("\(url) keeps changing during the download (\(reason))")
                 }
                 onEvent(.restarting(reason: "the remote file changed (\(reason)); starting over"))
-                remote = try prober.probe(url)
+                (sources, probeReports) = try probeMirrors(prober, onEvent: onEvent)
+                remote = sources[0]
                 manifest = nil
                 try discard(file: file, manifestPath: manifestPath)
             case let .rangesUnsupported(reason):
@@ -168,7 +189,72 @@ public final class Download: Sendable {
             connections: options.connections, minimumSplit: options.minimumSplit, retries: options.retries,
             retryWait: options.retryWait, retryWaitLimit: options.retryWaitLimit,
             checkpointInterval: options.checkpointInterval, stallTimeout: options.transfer.stallTimeout,
-            plain: plain)
+            plain: plain, maxPerHost: options.maxPerHost)
+    }
+
+    /// Probes every mirror at once. The first that answers (in the order
+    /// given) sets size and validators; a mirror that disagrees on the size,
+    /// or on a strong ETag where both give one, is left out with a message.
+    private func probeMirrors(
+        _ prober: Prober, onEvent: @Sendable (DownloadEvent) -> Void
+    ) throws(DownloadError) -> ([RemoteFile], [MirrorReport]) {
+        let results = Mutex<[Int: Result<RemoteFile, DownloadError>]>([:])
+        let finished = DispatchGroup()
+        for (index, url) in mirrors.enumerated() {
+            finished.enter()
+            Thread {
+                let result = Result { () throws(DownloadError) in try prober.probe(url) }
+                results.withLock { $0[index] = result }
+                finished.leave()
+            }.start()
+        }
+        finished.wait()
+        let outcomes = results.withLock { $0 }
+        var usable: [RemoteFile] = []
+        var reports: [MirrorReport] = []
+        var firstError: DownloadError?
+        for index in mirrors.indices {
+            var report = MirrorReport(url: mirrors[index], bytes: 0, seconds: 0, errors: 0, dropped: nil)
+            switch outcomes[index]! {
+            case let .failure(error):
+                firstError = firstError ?? error
+                report.errors = 1
+                report.dropped = "probe failed: \(error)"
+            case let .success(remote):
+                if let reference = usable.first, let problem = Self.disagreement(remote, with: reference) {
+                    report.dropped = problem
+                } else {
+                    usable.append(remote)
+                }
+            }
+            if let dropped = report.dropped, mirrors.count > 1 {
+                onEvent(.mirrorDropped(url: mirrors[index], reason: dropped))
+            }
+            reports.append(report)
+        }
+        guard !usable.isEmpty else { throw firstError! }
+        return (usable, reports)
+    }
+
+    /// Why `remote` cannot be a mirror of `reference`, or nil.
+    private static func disagreement(_ remote: RemoteFile, with reference: RemoteFile) -> String? {
+        if remote.size != reference.size {
+            return "its size (\(remote.size.map(String.init) ?? "unknown")) differs from \(reference.url) (\(reference.size.map(String.init) ?? "unknown"))"
+        }
+        if let mine = remote.strongETag, let theirs = reference.strongETag, mine != theirs {
+            return "its ETag \(mine) differs from \(reference.url)'s \(theirs)"
+        }
+        return nil
+    }
+
+    /// Probe-time reports with each used mirror's engine figures added.
+    private func merge(_ probed: [MirrorReport], _ engine: [MirrorReport], urls: [String]) -> [MirrorReport] {
+        var reports = probed
+        for report in engine {
+            guard let index = reports.firstIndex(where: { $0.url == report.url && $0.dropped == nil }) else { continue }
+            reports[index] = report
+        }
+        return reports
     }
 
     private func outputPath(for remote: RemoteFile) -> String {

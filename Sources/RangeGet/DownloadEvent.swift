@@ -33,6 +33,10 @@ public enum DownloadEvent: Sendable {
     case retry(connection: Int, reason: String, delay: Double)
     /// A free connection took over `range`, the end of connection `from`'s piece.
     case stolen(from: Int, range: ByteRange)
+    /// A mirror is no longer used, and why.
+    case mirrorDropped(url: String, reason: String)
+    /// A free connection fetches the rest of a slow connection's piece too; the first to finish wins.
+    case raced(connection: Int, range: ByteRange)
     /// The manifest now records this many durable bytes.
     case checkpoint(bytesDurable: Int64)
     /// The file is complete and in place.
@@ -53,4 +57,25 @@ public struct DownloadResult: Sendable, Equatable {
     public var bytesReused: Int64
     /// Transfers that failed and were retried.
     public var retries: Int
+    /// Figures per mirror, in the order the URLs were given (probe failures included).
+    public var mirrors: [MirrorReport]
+    /// Connections that carried at least one transfer.
+    public var connectionsUsed: Int
+}
+
+/// What one mirror contributed to a download.
+public struct MirrorReport: Sendable, Equatable, Codable {
+    /// The URL as given.
+    public var url: String
+    /// Bytes written from this mirror in this run.
+    public var bytes: Int64
+    /// Connection-seconds spent on it.
+    public var seconds: Double
+    /// Failed transfers.
+    public var errors: Int
+    /// Why it was dropped, nil if it stayed in use.
+    public var dropped: String?
+
+    /// Bytes per second per connection.
+    public var bytesPerSecond: Double { seconds > 0 ? Double(bytes) / seconds : 0 }
 }

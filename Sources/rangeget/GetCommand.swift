@@ -11,6 +11,7 @@ struct GetSettings {
     var output: String?
     var directory: String?
     var quiet = false
+    var json = false
     var help = false
     var version = false
 }
@@ -18,8 +19,12 @@ struct GetSettings {
 enum GetCommand {
     static var command: Command<GetSettings> { Command(
         name: "rangeget",
-        usage: "rangeget [OPTIONS] URL\n       rangeget serve DIR [OPTIONS]",
-        summary: "Download a file over many connections at once, resumably: run the same command again after\nCtrl-C, a crash or a reboot and only the missing bytes are fetched.",
+        usage: "rangeget [OPTIONS] URL [MIRROR-URL...]\n       rangeget serve DIR [OPTIONS]",
+        summary: """
+        Download a file over many connections at once, resumably: run the same command again after
+        Ctrl-C, a crash or a reboot and only the missing bytes are fetched. Several URLs are mirrors
+        of one file: they must agree on its size, and work flows to whichever is faster.
+        """,
         options: [
             .value("o", "output", "PATH", "save to PATH (default: name from the server or the URL)") { $0.output = $1 },
             .value("d", "dir", "DIR", "save into directory DIR (default: current directory)") { $0.directory = $1 },
@@ -29,7 +34,11 @@ enum GetCommand {
             .value("k", "min-split", "SIZE", "never split a piece below SIZE bytes (default 1M)") { settings, text throws(UsageError) in
                 settings.options.minimumSplit = try Parse.bytes(text, "min-split")
             },
+            .value(nil, "max-per-host", "N", "at most N connections to one host:port (default 16)") { settings, text throws(UsageError) in
+                settings.options.maxPerHost = try Parse.positiveInteger(text, "max-per-host", max: 256)
+            },
             .flag("q", "quiet", "no progress display and no summary") { $0.quiet = true },
+            .flag(nil, "json", "print one JSON object with the outcome and per-mirror figures on stdout") { $0.json = true },
             .flag(nil, "restart", "discard a partial download and start over") { $0.options.restart = true },
             .flag(nil, "force", "overwrite an existing complete file") { $0.options.overwrite = true },
             .value(nil, "retries", "N", "attempts at a piece that fail without progress before giving up (default 5)") { settings, text throws(UsageError) in
@@ -74,19 +83,24 @@ enum GetCommand {
         }
         let destination: Destination = settings.output.map { .file(joined(settings.directory, $0)) }
             ?? .directory(settings.directory ?? ".")
-        let download = Download(url: urls[0], destination: destination, options: settings.options)
-        let display = ProgressDisplay(quiet: settings.quiet)
+        let download = Download(mirrors: urls, destination: destination, options: settings.options)
+        let display = ProgressDisplay(quiet: settings.quiet || settings.json)
         let interrupts = InterruptHandler { if !download.stop() { exit(ExitCode.interrupted.rawValue) } }
         defer { interrupts.cancel() }
         do {
             let quiet = settings.quiet
             let result = try download.run { event in report(event, display: display, quiet: quiet) }
             display.clear()
-            if !settings.quiet { print(summary(result)) }
+            if settings.json {
+                print(JSONSummary(result: result).encoded())
+            } else if !settings.quiet {
+                print(summary(result))
+            }
             return ExitCode.success.rawValue
         } catch {
             display.clear()
             let code = ExitCode(error)
+            if settings.json { print(JSONSummary(urls: urls, error: error, code: code).encoded()) }
             if code == .interrupted {
                 if !settings.quiet { display.message(error.description) }
                 return code.rawValue
@@ -97,9 +111,6 @@ enum GetCommand {
 
     private static func validate(urls: [String], settings: GetSettings) throws(UsageError) {
         guard !urls.isEmpty else { throw UsageError("no URL given (see 'rangeget --help')") }
-        guard urls.count == 1 else {
-            throw UsageError("one URL per run for now; got \(urls.count)")
-        }
         for url in urls {
             guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),
                   scheme == "http" || scheme == "https", let host = components.host, !host.isEmpty else {
@@ -128,7 +139,9 @@ enum GetCommand {
             if !quiet { display.message(reason) }
         case let .resuming(bytes):
             if !quiet { display.message("resuming: \(ByteCount.format(bytes)) already done") }
-        case .probed, .retry, .stolen, .checkpoint, .finished:
+        case let .mirrorDropped(url, reason):
+            if !quiet { display.message("dropping mirror \(url): \(reason)") }
+        case .probed, .retry, .stolen, .raced, .checkpoint, .finished:
             break
         }
     }
@@ -139,6 +152,14 @@ enum GetCommand {
         line += ", \(ByteCount.format(Int64(rate)))/s"
         if result.bytesReused > 0 { line += ", \(ByteCount.format(result.bytesReused)) reused from an earlier run" }
         if result.retries > 0 { line += ", \(result.retries) retries" }
+        if result.mirrors.count > 1 {
+            let parts = result.mirrors.map { mirror in
+                let host = URLComponents(string: mirror.url).map { "\($0.host ?? ""):\($0.port.map(String.init) ?? "")" } ?? mirror.url
+                if let dropped = mirror.dropped { return "\(host) dropped (\(dropped))" }
+                return "\(host) \(ByteCount.format(mirror.bytes))"
+            }
+            line += "; mirrors: " + parts.joined(separator: ", ")
+        }
         return line
     }
 }

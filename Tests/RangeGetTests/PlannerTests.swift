@@ -48,24 +48,49 @@ final class PlannerTests: XCTestCase {
         XCTAssertTrue(plan.allSatisfy { !done.contains(ByteRange($0.start, $0.start + 1)) })
     }
 
-    func testStealHalvesWhenTheVictimsRateIsUnknown() {
+    func testStealHalvesWhenNoRateIsKnown() {
         let planner = Planner(connections: 8, minimumSplit: mib)
-        XCTAssertEqual(planner.steal(from: ByteRange(4 * gib, 4 * gib + 4 * mib), rate: nil, setupDelay: 0.1),
+        XCTAssertEqual(planner.steal(from: ByteRange(4 * gib, 4 * gib + 4 * mib), victimRate: nil, thiefRate: nil, setupDelay: 0.1),
                        ByteRange(4 * gib + 2 * mib, 4 * gib + 4 * mib))
-        XCTAssertEqual(planner.steal(from: ByteRange(0, 2 * mib), rate: nil, setupDelay: 0.1), ByteRange(mib, 2 * mib))
-        XCTAssertNil(planner.steal(from: ByteRange(0, 2 * mib - 1), rate: nil, setupDelay: 0.1))
+        XCTAssertNil(planner.steal(from: ByteRange(0, 2 * mib - 1), victimRate: nil, thiefRate: nil, setupDelay: 0.1))
     }
 
-    func testStealCutsSoBothFinishTogetherAndSkipsPiecesAboutToFinish() {
+    /// (remaining MiB, victim MiB/s, thief MiB/s, setup s) -> stolen start MiB or nil
+    func testStealCutsSoBothFinishTogether() {
         let planner = Planner(connections: 8, minimumSplit: mib)
-        // 100 MiB left at 10 MiB/s with 1 s to start a request: the victim
-        // keeps (100 + 10) / 2 = 55 MiB, both finish after 5.5 s.
-        XCTAssertEqual(planner.steal(from: ByteRange(0, 100 * mib), rate: Double(10 * mib), setupDelay: 1),
-                       ByteRange(55 * mib, 100 * mib))
-        // 20 MiB left at 200 MiB/s: done in 0.1 s, sooner than a new request helps.
-        XCTAssertNil(planner.steal(from: ByteRange(0, 20 * mib), rate: Double(200 * mib), setupDelay: 0.01))
-        // The thief's share never drops below the minimum split.
-        XCTAssertNil(planner.steal(from: ByteRange(0, 3 * mib), rate: Double(mib), setupDelay: 1.2))
+        let cases: [(Int64, Double?, Double?, Double, Double?)] = [
+            // Equal rates, 1 s setup: t = (100 + 10) / 20 = 5.5 s, victim keeps 55 MiB.
+            (100, 10, 10, 1, 55),
+            // A victim twice as slow keeps a third (no setup delay).
+            (90, 10, 20, 0, 30),
+            // A silent victim (rate 0) gives everything it has left.
+            (64, 0, 10, 0.1, 0),
+            // Unknown victim rate: assumed like the thief's.
+            (40, nil, 10, 0, 20),
+            // Done in 0.1 s: sooner than a new request helps (bytes are on the wire already).
+            (20, 200, 200, 0.01, nil),
+            // The thief's share would be below the minimum split.
+            (3, 1, 1, 1.2, nil),
+        ]
+        for (remaining, victim, thief, setup, expected) in cases {
+            let stolen = planner.steal(from: ByteRange(0, remaining * mib), victimRate: victim.map { $0 * Double(mib) },
+                                       thiefRate: thief.map { $0 * Double(mib) }, setupDelay: setup)
+            if let expected {
+                XCTAssertEqual(Double(stolen?.start ?? -1) / Double(mib), expected, accuracy: 0.01, "\(remaining) MiB")
+                XCTAssertEqual(stolen?.end, remaining * mib)
+            } else {
+                XCTAssertNil(stolen, "\(remaining) MiB at \(victim ?? -1) MiB/s")
+            }
+        }
+    }
+
+    func testRaceOnlyWhenAFreshRequestIsClearlyFaster() {
+        let planner = Planner(connections: 8, minimumSplit: mib)
+        let tail = ByteRange(0, mib)
+        XCTAssertTrue(planner.shouldRace(tail, victimRate: 0, thiefRate: Double(10 * mib), setupDelay: 0.1))
+        XCTAssertTrue(planner.shouldRace(tail, victimRate: Double(mib) / 10, thiefRate: Double(10 * mib), setupDelay: 0.1))
+        XCTAssertFalse(planner.shouldRace(tail, victimRate: Double(4 * mib), thiefRate: Double(10 * mib), setupDelay: 0.1))
+        XCTAssertFalse(planner.shouldRace(tail, victimRate: 0, thiefRate: nil, setupDelay: 0.1))
     }
 }
 

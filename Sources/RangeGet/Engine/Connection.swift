@@ -14,6 +14,18 @@ struct Piece: Sendable {
     var notBefore: Double = 0
 }
 
+/// Two connections fetching the same tail: each writes only bytes beyond
+/// what either has written, so no byte is written twice; the first to reach
+/// the end wins and the other is cancelled.
+final class Race {
+    /// Everything below this offset (from the race's start) is written.
+    var frontier: Int64
+
+    init(frontier: Int64) {
+        self.frontier = frontier
+    }
+}
+
 /// How a transfer ended, decided when libcurl reports it done.
 enum TransferEnd {
     /// Every byte of the piece was written.
@@ -24,45 +36,61 @@ enum TransferEnd {
     case localFailure(IOError)
 }
 
+/// What a finished transfer did.
+struct FinishedTransfer {
+    var piece: Piece
+    var end: TransferEnd
+    /// The bytes of the piece now on disk (from the piece's start).
+    var written: ByteRange
+    var mirror: Mirror
+    var race: Race?
+}
+
 final class Connection {
     let id: Int
     let easy: EasyHandle
     private let file: OutputFile
-    private let expected: Expectation
     private let baseHeaders: [String]
 
     /// The work in flight; nil when idle.
     private(set) var piece: Piece?
+    /// The mirror of the transfer in flight (or the last one).
+    private(set) var mirror: Mirror?
+    /// Shared with another connection fetching the same tail.
+    private(set) var race: Race?
     /// The range the request asked for; nil for a plain GET from byte 0.
     private(set) var requested: ByteRange?
-    /// Next byte to write.
+    /// Next byte of the response.
     private(set) var position: Int64 = 0
     /// Where to stop: the piece's end, lowered when another connection steals the rest.
     private(set) var end: Int64 = 0
-    /// Bytes written by the current transfer.
+    /// Bytes received by the current transfer.
     private(set) var transferBytes: Int64 = 0
-    /// Bytes written over the connection's life.
+    /// Bytes received over the connection's life.
     private(set) var totalBytes: Int64 = 0
-    /// Monotonic time of the last byte (or of the start).
-    private(set) var lastProgress: Double = 0
+    /// True once the connection carried a transfer.
+    private(set) var wasUsed = false
+    /// The rate of the last transfer that ran long enough to measure.
+    private(set) var lastRate: Double?
+
+    private var expected = Expectation(size: nil, etag: nil, lastModified: nil)
+    private var lastProgress: Double = 0
     private var progressMark: Int64 = 0
     private var startedAt: Double = 0
-    /// When the loop first saw a byte of the current transfer.
-    private(set) var firstByteAt: Double?
-
+    private var firstByteAt: Double?
+    private var recent = RateMeter(window: 1)
     private var head = ResponseHead()
     private var accepted = false
     private var rejection: Rejection?
     private var writeFailure: IOError?
     private var reachedEnd = false
 
-    init(id: Int, file: OutputFile, expected: Expectation, url: String, options: TransferOptions) throws(CurlError) {
+    init(id: Int, file: OutputFile, options: TransferOptions) throws(CurlError) {
         self.id = id
         self.file = file
-        self.expected = expected
         baseHeaders = options.headers
         easy = try EasyHandle()
-        try easy.configure(url: url, options: options)
+        try easy.configure(url: "http://127.0.0.1/", options: options)
         let me = Unmanaged.passUnretained(self).toOpaque()
         try easy.set(CURLOPT_PRIVATE, pointer: me)
         try easy.set(CURLOPT_WRITEDATA, pointer: me)
@@ -82,12 +110,16 @@ final class Connection {
 
     /// The bytes of the current piece written so far.
     var writtenSoFar: ByteRange? {
+        // In a race, bytes this side skipped were written by the other side first.
         piece.map { ByteRange($0.range.start, position) }
     }
 
-    /// Prepares the handle to fetch `piece` (ranged unless `plain`).
-    func start(_ piece: Piece, plain: Bool, ifRange: String?, now: Double) throws(CurlError) {
+    /// Prepares the handle to fetch `piece` from `mirror` (ranged unless `plain`).
+    func start(_ piece: Piece, from mirror: Mirror, plain: Bool, race: Race? = nil, now: Double) throws(CurlError) {
         self.piece = piece
+        self.mirror = mirror
+        self.race = race
+        expected = mirror.expectation
         requested = plain ? nil : piece.range
         position = piece.range.start
         end = piece.range.end
@@ -96,20 +128,25 @@ final class Connection {
         lastProgress = now
         startedAt = now
         firstByteAt = nil
+        recent = RateMeter(window: 1)
+        recent.add(bytes: 0, at: now)
         head = ResponseHead()
         accepted = false
         rejection = nil
         writeFailure = nil
         reachedEnd = false
+        wasUsed = true
         var headers = baseHeaders
+        try easy.set(CURLOPT_URL, mirror.remote.effectiveURL)
         if let requested {
             try easy.set(CURLOPT_RANGE, String(requested.rangeHeaderValue.dropFirst("bytes=".count)))
-            if let ifRange { headers.append("If-Range: \(ifRange)") }
+            if let ifRange = mirror.remote.ifRange { headers.append("If-Range: \(ifRange)") }
         } else {
             try easy.set(CURLOPT_RANGE, nil)
         }
         try easy.setHeaders(headers)
         easy.clearError()
+        mirror.activeConnections += 1
     }
 
     /// Lowers where this transfer stops; the bytes from `newEnd` on were handed to another connection.
@@ -117,6 +154,11 @@ final class Connection {
         precondition(newEnd >= position && newEnd <= end)
         end = newEnd
         piece?.range.end = newEnd
+    }
+
+    /// Joins a race for the rest of the current piece.
+    func join(_ race: Race) {
+        self.race = race
     }
 
     /// Notes progress (for stall detection and rates): seconds since the last
@@ -131,56 +173,61 @@ final class Connection {
                 timeToFirstByte = now - startedAt
             }
         }
+        if now - recent.newest >= 0.05 { recent.add(bytes: transferBytes, at: now) }
         return (now - lastProgress, timeToFirstByte)
     }
 
-    /// Bytes per second of the current transfer since its first byte, nil until measurable.
+    /// Bytes per second of the current transfer over the last second, nil
+    /// until data flowed for a fifth of a second (0 when it went silent).
     func rate(now: Double) -> Double? {
-        guard let firstByteAt, now - firstByteAt >= 0.05, transferBytes > 0 else { return nil }
-        return Double(transferBytes) / (now - firstByteAt)
+        guard let firstByteAt, now - firstByteAt >= 0.2, recent.span >= 0.2 else { return nil }
+        return recent.rate
     }
 
-    /// The rate of the last transfer that ran long enough to measure.
-    private(set) var lastRate: Double?
+    /// Seconds since the request was made, and since its last byte.
+    func age(now: Double) -> (sinceStart: Double, sinceLastByte: Double) {
+        (now - startedAt, now - lastProgress)
+    }
 
     /// Decides how the transfer ended and returns the connection to idle.
-    func finish(result: CURLcode, now: Double) -> (piece: Piece, end: TransferEnd, written: ByteRange) {
-        guard let piece else { preconditionFailure("finish without a transfer") }
-        if let measured = rate(now: now) { lastRate = measured }
-        let written = ByteRange(piece.range.start, position)
-        self.piece = nil
-        totalBytes += transferBytes
-        if let writeFailure { return (piece, .localFailure(writeFailure), written) }
-        if reachedEnd || (result == CURLE_OK && position == end) {
-            return (piece, .complete, written)
+    func finish(result: CURLcode, now: Double) -> FinishedTransfer {
+        if transferBytes > 0 {
+            lastRate = Double(transferBytes) / max(0.01, now - (firstByteAt ?? startedAt))
         }
-        if let rejection {
-            return (piece, .incomplete(reason: rejection.description, rejection: rejection), written)
-        }
+        if let writeFailure { return release(.localFailure(writeFailure), now: now) }
+        if reachedEnd || (result == CURLE_OK && position == end) { return release(.complete, now: now) }
+        if let rejection { return release(.incomplete(reason: rejection.description, rejection: rejection), now: now) }
         if result == CURLE_OK {
-            if end == Int64.max { return (piece, .complete, written) }
-            if !accepted {
-                let check = ResponseCheck.check(head, requested: requested, expected: expected)
-                if let check { return (piece, .incomplete(reason: check.description, rejection: check), written) }
+            if end == Int64.max { return release(.complete, now: now) }
+            if !accepted, let check = ResponseCheck.check(head, requested: requested, expected: expected) {
+                return release(.incomplete(reason: check.description, rejection: check), now: now)
             }
-            return (piece, .incomplete(reason: "short body: got \(transferBytes) bytes", rejection: nil), written)
+            return release(.incomplete(reason: "short body: got \(transferBytes) bytes", rejection: nil), now: now)
         }
-        return (piece, .incomplete(reason: easy.error(result).message, rejection: nil), written)
+        return release(.incomplete(reason: easy.error(result).message, rejection: nil), now: now)
     }
 
-    /// Abandons the transfer (stall, shutdown); the caller removes the handle.
-    func abandon(reason: String) -> (piece: Piece, end: TransferEnd, written: ByteRange) {
-        guard let piece else { preconditionFailure("abandon without a transfer") }
-        self.piece = nil
+    /// Abandons the transfer (stall, lost race, shutdown); the caller removes the handle.
+    func abandon(reason: String, now: Double) -> FinishedTransfer {
+        release(.incomplete(reason: reason, rejection: nil), now: now)
+    }
+
+    private func release(_ end: TransferEnd, now: Double) -> FinishedTransfer {
+        guard let piece, let mirror else { preconditionFailure("no transfer to finish") }
+        let finished = FinishedTransfer(piece: piece, end: end, written: writtenSoFar!, mirror: mirror, race: race)
         totalBytes += transferBytes
-        return (piece, .incomplete(reason: reason, rejection: nil), ByteRange(piece.range.start, position))
+        mirror.bytes += transferBytes
+        mirror.busySeconds += now - startedAt
+        mirror.activeConnections -= 1
+        self.piece = nil
+        self.race = nil
+        return finished
     }
 
     // MARK: - libcurl callbacks (engine thread, inside curl_multi_perform)
 
     fileprivate func receiveHeader(_ line: UnsafeMutablePointer<CChar>, count: Int) -> Int {
-        let text = String(decoding: UnsafeRawBufferPointer(start: line, count: count), as: UTF8.self)
-        head.consume(text)
+        head.consume(String(decoding: UnsafeRawBufferPointer(start: line, count: count), as: UTF8.self))
         return count
     }
 
@@ -195,14 +242,19 @@ final class Connection {
         let room = end - position
         let length = Int64(count) <= room ? count : Int(room)
         if length > 0 {
-            do {
-                try file.write(data, count: length, at: position)
-            } catch {
-                writeFailure = error
-                return 0
+            // In a race, bytes below the frontier are already written by the other side.
+            let skip = race.map { Int(min(Int64(length), max(0, $0.frontier - position))) } ?? 0
+            if skip < length {
+                do {
+                    try file.write(data + skip, count: length - skip, at: position + Int64(skip))
+                } catch {
+                    writeFailure = error
+                    return 0
+                }
             }
             position += Int64(length)
             transferBytes += Int64(length)
+            if let race, position > race.frontier { race.frontier = position }
         }
         if position == end, end < (requested?.end ?? expected.size ?? Int64.max) {
             reachedEnd = true

@@ -2,7 +2,8 @@
 // easy handle (invariant 4); other threads only call `requestStop`, which
 // wakes the loop. Each turn of the loop: top up idle connections with work,
 // let libcurl move bytes (the write callbacks pwrite them), settle finished
-// transfers, catch stalls, publish progress, checkpoint.
+// transfers, catch stalls, publish progress, checkpoint. Who fetches what is
+// decided in Engine+Scheduling.swift.
 import CCurl
 import Synchronization
 
@@ -20,6 +21,8 @@ struct EngineSettings: Sendable {
     var stallTimeout: Double
     /// One plain GET from byte 0 instead of ranged requests.
     var plain: Bool
+    /// The most connections to one `scheme://host:port`.
+    var maxPerHost: Int
 }
 
 /// How an engine run ended.
@@ -39,66 +42,69 @@ enum EngineOutcome: Sendable {
 final class Engine: @unchecked Sendable {
     // Every stored property but `stopRequested` and `multi` (whose wakeup is
     // thread-safe) is touched only by the thread inside `run()`.
-    private let settings: EngineSettings
-    private let remote: RemoteFile
+    let settings: EngineSettings
+    let size: Int64?
+    let mirrors: [Mirror]
+    let planner: Planner
+    let onEvent: @Sendable (DownloadEvent) -> Void
     private let file: OutputFile
     private let multi: MultiHandle
-    private let planner: Planner
     private let checkpointer: Checkpointer?
-    private let onEvent: @Sendable (DownloadEvent) -> Void
     private let stopRequested = Atomic<Bool>(false)
 
-    private var connections: [Connection] = []
-    private var queue: [Piece] = []
-    private var manifest: Manifest?
-    private var written: RangeSet
-    private var connectionLimit: Int
+    var connections: [Connection] = []
+    var queue: [Piece] = []
+    var written: RangeSet
+    var connectionLimit: Int
     /// Typical seconds from a request to its first byte (moving average).
-    private var setupDelay = 0.1
-    private var lastCheckpoint = 0.0
-    private var meter = RateMeter()
-    private var lastReport = 0.0
+    var setupDelay = 0.1
     private(set) var retries = 0
+    private var manifest: Manifest?
+    private var lastCheckpoint = 0.0
+    private var meter = RateMeter(window: 3)
+    private var lastReport = 0.0
 
+    /// An engine for the file behind `mirrors` (the first one's size is the size).
     init(
-        remote: RemoteFile, file: OutputFile, manifest: Manifest?, manifestPath: String?,
+        mirrors remotes: [RemoteFile], file: OutputFile, manifest: Manifest?, manifestPath: String?,
         settings: EngineSettings, options: TransferOptions, calls: SystemCalls,
         onEvent: @escaping @Sendable (DownloadEvent) -> Void
-    ) throws {
+    ) throws(CurlError) {
+        precondition(!remotes.isEmpty)
         self.settings = settings
-        self.remote = remote
         self.file = file
         self.manifest = manifest
         self.onEvent = onEvent
+        size = remotes[0].size
+        mirrors = remotes.enumerated().map { Mirror(index: $0.offset, remote: $0.element) }
         multi = try MultiHandle()
         planner = Planner(connections: settings.connections, minimumSplit: settings.minimumSplit)
         written = manifest?.done ?? RangeSet()
         connectionLimit = settings.plain ? 1 : settings.connections
-        if let manifestPath, manifest != nil {
+        if let manifestPath, manifest != nil, !settings.plain {
             checkpointer = Checkpointer(file: file, manifestPath: manifestPath, calls: calls)
         } else {
             checkpointer = nil
         }
-        let expected = Expectation(remote)
         for id in 0..<connectionLimit {
-            connections.append(try Connection(
-                id: id, file: file, expected: expected, url: remote.effectiveURL, options: options))
+            connections.append(try Connection(id: id, file: file, options: options))
         }
         try multi.set(CURLMOPT_MAXCONNECTS, max(16, settings.connections * 2))
     }
 
-    /// Asks the loop to stop soon, keeping resume state; safe from any thread or signal handler queue.
+    /// Asks the loop to stop soon, keeping resume state; safe from any thread.
     func requestStop() {
         stopRequested.store(true, ordering: .relaxed)
         multi.wakeup()
     }
+
+    var isStopping: Bool { stopRequested.load(ordering: .relaxed) }
 
     /// Bytes received and written by this run.
     var bytesFetched: Int64 { connections.reduce(0) { $0 + $1.totalBytes } }
 
     /// Runs the download until it completes, fails or is stopped.
     func run() -> EngineOutcome {
-        let size = remote.size
         if settings.plain {
             queue = [Piece(range: ByteRange(0, size ?? Int64.max))]
             written = RangeSet()
@@ -110,8 +116,7 @@ final class Engine: @unchecked Sendable {
         meter.add(bytes: currentlyDone, at: started)
         let outcome = loop()
         for connection in connections where connection.isBusy {
-            multi.remove(connection.easy)
-            settle(connection, connection.abandon(reason: "stopped"), now: MonotonicClock.now())
+            cancel(connection, reason: "stopped", requeue: true, now: MonotonicClock.now())
         }
         switch outcome {
         case .complete, .remoteChanged, .rangesUnsupported:
@@ -129,15 +134,15 @@ final class Engine: @unchecked Sendable {
     private func loop() -> EngineOutcome {
         while true {
             let now = MonotonicClock.now()
-            if stopRequested.load(ordering: .relaxed) { return .stopped }
+            if isStopping { return .stopped }
             if let outcome = startIdleConnections(now: now) { return outcome }
             if queue.isEmpty && !connections.contains(where: \.isBusy) {
-                return .complete(size: remote.size ?? written.ranges.last?.end ?? 0)
+                return .complete(size: size ?? written.ranges.last?.end ?? 0)
             }
             do {
                 _ = try multi.perform()
             } catch {
-                return .failed(.network(url: remote.effectiveURL, message: error.message))
+                return .failed(.network(url: mirrors[0].remote.url, message: error.message))
             }
             while let (easy, result) = multi.nextFinished() {
                 guard let connection = connections.first(where: { $0.easy.raw == easy }) else { continue }
@@ -147,113 +152,130 @@ final class Engine: @unchecked Sendable {
                     return outcome
                 }
             }
-            if let outcome = abandonStalledTransfers(now: now) { return outcome }
+            if let outcome = watchTransfers(now: now) { return outcome }
             report(now: now, force: false)
             if let failure = checkpointer?.failure { return .failed(.io(failure)) }
             checkpointIfDue(now: now)
             do {
                 try multi.poll(timeoutMilliseconds: pollTimeout(now: now))
             } catch {
-                return .failed(.network(url: remote.effectiveURL, message: error.message))
+                return .failed(.network(url: mirrors[0].remote.url, message: error.message))
             }
         }
     }
 
-    // MARK: - Handing out work
-
-    /// Gives every idle connection within the limit a piece: the first ready
-    /// piece of the queue, else half of the largest piece in flight.
-    private func startIdleConnections(now: Double) -> EngineOutcome? {
-        var busy = connections.count(where: \.isBusy)
-        for connection in connections where !connection.isBusy && busy < connectionLimit {
-            guard let piece = nextPiece(for: connection, now: now) else { break }
-            do {
-                try connection.start(piece, plain: settings.plain, ifRange: remote.ifRange, now: now)
-                try multi.add(connection.easy)
-            } catch {
-                return .failed(.network(url: remote.effectiveURL, message: "\(error)"))
-            }
-            busy += 1
-        }
-        return nil
+    /// Starts `piece` on `connection`.
+    func launch(_ connection: Connection, _ piece: Piece, from mirror: Mirror, race: Race?, now: Double) throws(CurlError) {
+        try connection.start(piece, from: mirror, plain: settings.plain, race: race, now: now)
+        try multi.add(connection.easy)
     }
 
-    private func nextPiece(for thief: Connection, now: Double) -> Piece? {
-        if let index = queue.firstIndex(where: { $0.notBefore <= now }) {
-            return queue.remove(at: index)
+    /// Ends a running transfer early; what it wrote is kept, the rest is queued again if `requeue`.
+    func cancel(_ connection: Connection, reason: String, requeue: Bool, now: Double) {
+        multi.remove(connection.easy)
+        let finished = connection.abandon(reason: reason, now: now)
+        written.insert(finished.written)
+        if requeue, !partnerIsBusy(connection, in: finished.race) {
+            self.requeue(finished.piece, from: max(finished.written.end, finished.race?.frontier ?? 0),
+                         failures: 0, notBefore: now)
         }
-        guard queue.isEmpty, !settings.plain else { return nil }
-        return steal(for: thief, now: now)
-    }
-
-    /// The end of the piece that will take longest to finish, cut so that
-    /// victim and thief finish together. A victim whose rate is not known yet
-    /// is assumed to run like the thief did on its last piece.
-    private func steal(for thief: Connection, now: Double) -> Piece? {
-        let running = connections.compactMap { connection -> (Connection, ByteRange, Double?)? in
-            connection.remaining.map { (connection, $0, connection.rate(now: now)) }
-        }
-        let known = running.compactMap(\.2).sorted()
-        let typicalRate = known.isEmpty ? thief.lastRate : known[known.count / 2]
-        func secondsLeft(_ candidate: (Connection, ByteRange, Double?)) -> Double {
-            guard let rate = candidate.2 ?? typicalRate, rate > 0 else { return Double(candidate.1.count) }
-            return Double(candidate.1.count) / rate
-        }
-        guard let (victim, remaining, rate) = running.max(by: { secondsLeft($0) < secondsLeft($1) }),
-              let stolen = planner.steal(from: remaining, rate: rate ?? typicalRate, setupDelay: setupDelay)
-        else { return nil }
-        victim.stop(at: stolen.start)
-        onEvent(.stolen(from: victim.id, range: stolen))
-        return Piece(range: stolen)
     }
 
     // MARK: - Finished transfers
 
-    /// Records what a finished transfer wrote and requeues what it did not.
-    @discardableResult
-    private func settle(
-        _ connection: Connection, _ finished: (piece: Piece, end: TransferEnd, written: ByteRange), now: Double
-    ) -> EngineOutcome? {
-        let (piece, end, writtenRange) = finished
-        written.insert(writtenRange)
-        switch end {
+    /// Records what a finished transfer wrote and decides what happens to the rest.
+    func settle(_ connection: Connection, _ finished: FinishedTransfer, now: Double) -> EngineOutcome? {
+        written.insert(finished.written)
+        let mirror = finished.mirror
+        switch finished.end {
         case .complete:
+            mirror.consecutiveFailures = 0
+            if let race = finished.race {
+                for other in connections where other !== connection && other.race === race && other.isBusy {
+                    cancel(other, reason: "lost the race", requeue: false, now: now)
+                }
+            }
             return nil
         case let .localFailure(error):
             return .failed(.io(error))
         case let .incomplete(reason, rejection):
-            switch rejection {
-            case let .changed(detail)?:
-                return .remoteChanged(detail)
-            case .rangeIgnored?, .encoded?:
-                return .rangesUnsupported(rejection!.description)
-            case let .status(code, _)? where code == 429 || code == 503:
-                connectionLimit = max(1, connections.count(where: \.isBusy))
-            default:
-                break
-            }
-            if stopRequested.load(ordering: .relaxed) {
-                requeue(piece, from: writtenRange.end, failures: 0, notBefore: now)
+            if isStopping {
+                if !partnerIsBusy(connection, in: finished.race) {
+                    requeue(finished.piece, from: finished.written.end, failures: 0, notBefore: now)
+                }
                 return nil
             }
-            retries += 1
-            let failures = writtenRange.isEmpty ? piece.failures + 1 : 1
-            let retryable = rejection?.isTransient ?? true
-            if failures > settings.retries || (!retryable && failures > settings.retries / 2) {
-                return .failed(.server(url: remote.effectiveURL,
-                                       message: "giving up after \(failures) attempts: \(reason)"))
-            }
-            var delay = min(settings.retryWait * Double(1 << min(failures - 1, 16)), settings.retryWaitLimit)
-            if case let .status(_, retryAfter?)? = rejection { delay = max(delay, min(retryAfter, 300)) }
-            onEvent(.retry(connection: connection.id, reason: reason, delay: delay))
-            if settings.plain { written = RangeSet() }
-            requeue(piece, from: settings.plain ? piece.range.start : writtenRange.end,
-                    failures: failures, notBefore: now + delay)
-            return nil
+            return retry(finished, reason: reason, rejection: rejection, now: now,
+                         partnerBusy: partnerIsBusy(connection, in: finished.race))
         }
     }
 
-    private func requeue(_ piece: Piece, from start: Int64, failures: Int, notBefore: Double) {
+    private func retry(
+        _ finished: FinishedTransfer, reason: String, rejection: Rejection?, now: Double, partnerBusy: Bool
+    ) -> EngineOutcome? {
+        let mirror = finished.mirror
+        let piece = finished.piece
+        let progressed = !finished.written.isEmpty && finished.written.end > piece.range.start
+        mirror.errors += 1
+        mirror.consecutiveFailures = progressed ? 0 : mirror.consecutiveFailures + 1
+        retries += 1
+        let others = mirrors.filter { $0.isUsable && $0 !== mirror }.count
+        switch rejection {
+        case let .changed(detail)?:
+            if others == 0 { return .remoteChanged(detail) }
+            if let outcome = drop(mirror, because: "it serves another version of the file (\(detail))", now: now) {
+                return outcome
+            }
+        case .rangeIgnored?, .encoded?:
+            if others == 0 { return .rangesUnsupported(rejection!.description) }
+            if let outcome = drop(mirror, because: rejection!.description, now: now) { return outcome }
+        case let .status(code, _)? where code == 429 || code == 503:
+            connectionLimit = max(1, connections.count(where: \.isBusy))
+        default:
+            break
+        }
+        let retryable = rejection?.isTransient ?? true
+        if mirror.isUsable, others > 0, !retryable || mirror.consecutiveFailures >= Self.mirrorFailureLimit {
+            if let outcome = drop(mirror, because: reason, now: now) { return outcome }
+        }
+        if partnerBusy { return nil }
+        let failures = progressed ? 1 : piece.failures + 1
+        if failures > settings.retries || (!retryable && failures > settings.retries / 2) {
+            return .failed(.server(url: mirror.remote.url, message: "giving up after \(failures) attempts: \(reason)"))
+        }
+        var delay = min(settings.retryWait * Double(1 << min(failures - 1, 16)), settings.retryWaitLimit)
+        if case let .status(_, retryAfter?)? = rejection { delay = max(delay, min(retryAfter, 300)) }
+        if !mirror.isUsable { delay = 0 }
+        onEvent(.retry(connection: -1, reason: reason, delay: delay))
+        if settings.plain { written = RangeSet() }
+        requeue(piece, from: settings.plain ? piece.range.start : max(finished.written.end, finished.race?.frontier ?? 0),
+                failures: mirror.isUsable ? failures : 0, notBefore: now + delay)
+        return nil
+    }
+
+    /// Failures in a row without progress before a mirror is dropped (while others remain).
+    static let mirrorFailureLimit = 3
+
+    /// Stops using `mirror`; its transfers' ranges go back to the queue.
+    private func drop(_ mirror: Mirror, because reason: String, now: Double) -> EngineOutcome? {
+        mirror.droppedBecause = reason
+        onEvent(.mirrorDropped(url: mirror.remote.url, reason: reason))
+        for connection in connections where connection.isBusy && connection.mirror === mirror {
+            cancel(connection, reason: "mirror dropped", requeue: true, now: now)
+        }
+        for index in queue.indices { queue[index].failures = 0 }
+        guard mirrors.contains(where: \.isUsable) else {
+            return .failed(.server(url: mirror.remote.url, message: "no mirror left: \(reason)"))
+        }
+        return nil
+    }
+
+    private func partnerIsBusy(_ connection: Connection, in race: Race?) -> Bool {
+        guard let race else { return false }
+        return connections.contains { $0 !== connection && $0.race === race && $0.isBusy }
+    }
+
+    func requeue(_ piece: Piece, from start: Int64, failures: Int, notBefore: Double) {
         guard start < piece.range.end else { return }
         let rest = Piece(range: ByteRange(start, piece.range.end), failures: failures, notBefore: notBefore)
         let index = queue.firstIndex(where: { $0.range.start > start }) ?? queue.endIndex
@@ -262,23 +284,24 @@ final class Engine: @unchecked Sendable {
 
     // MARK: - Stalls, progress, checkpoints
 
-    private func abandonStalledTransfers(now: Double) -> EngineOutcome? {
+    /// Samples every transfer's progress; abandons those silent for the stall timeout.
+    private func watchTransfers(now: Double) -> EngineOutcome? {
         for connection in connections where connection.isBusy {
             let (idle, timeToFirstByte) = connection.sample(now: now)
             if let timeToFirstByte { setupDelay = 0.8 * setupDelay + 0.2 * timeToFirstByte }
             guard idle > settings.stallTimeout else { continue }
-            multi.remove(connection.easy)
             let reason = "no data for \(Int(settings.stallTimeout)) s (stalled)"
-            if let outcome = settle(connection, connection.abandon(reason: reason), now: now) { return outcome }
+            multi.remove(connection.easy)
+            if let outcome = settle(connection, connection.abandon(reason: reason, now: now), now: now) {
+                return outcome
+            }
         }
         return nil
     }
 
     /// Bytes done: durable before this run plus everything written since.
     private var currentlyDone: Int64 {
-        var total = written.byteCount
-        for connection in connections where connection.isBusy { total += connection.transferBytes }
-        return total
+        writtenSnapshot().byteCount
     }
 
     private func report(now: Double, force: Bool) {
@@ -287,7 +310,7 @@ final class Engine: @unchecked Sendable {
         let done = currentlyDone
         meter.add(bytes: done, at: now)
         onEvent(.progress(DownloadProgress(
-            bytesDone: done, totalBytes: remote.size, bytesPerSecond: meter.rate,
+            bytesDone: done, totalBytes: size, bytesPerSecond: meter.rate,
             activeConnections: connections.count(where: \.isBusy))))
     }
 
@@ -301,8 +324,7 @@ final class Engine: @unchecked Sendable {
     }
 
     private func checkpointIfDue(now: Double) {
-        guard let checkpointer, var manifest, now - lastCheckpoint >= settings.checkpointInterval,
-              !settings.plain else { return }
+        guard let checkpointer, var manifest, now - lastCheckpoint >= settings.checkpointInterval else { return }
         lastCheckpoint = now
         manifest.done = writtenSnapshot()
         let onEvent = self.onEvent
@@ -312,7 +334,7 @@ final class Engine: @unchecked Sendable {
 
     /// Saves the manifest on the way out; the error if the disk refused.
     private func saveFinalCheckpoint() -> IOError? {
-        guard let checkpointer, var manifest, !settings.plain else { return nil }
+        guard let checkpointer, var manifest else { return nil }
         manifest.done = written
         do {
             try checkpointer.saveNow(manifest)
@@ -328,17 +350,35 @@ final class Engine: @unchecked Sendable {
         if let wake = queue.map(\.notBefore).min(), wake > now { timeout = min(timeout, (wake - now) * 1000) }
         return max(1, Int(timeout))
     }
+
+    /// Per-mirror figures for the report.
+    var mirrorReports: [MirrorReport] { mirrors.map(\.report) }
+
+    /// Connections that carried at least one transfer.
+    var connectionsUsed: Int { connections.count(where: \.wasUsed) }
 }
 
-/// Throughput over the last few seconds, from (time, bytes) samples.
+/// Throughput over the last `window` seconds, from (time, bytes) samples.
 struct RateMeter {
     private var samples: [(time: Double, bytes: Int64)] = []
-    private let window = 3.0
+    private let window: Double
+
+    init(window: Double) {
+        self.window = window
+    }
 
     mutating func add(bytes: Int64, at time: Double) {
         samples.append((time, bytes))
-        while let first = samples.first, time - first.time > window, samples.count > 2 { samples.removeFirst() }
+        while samples.count > 2, let second = samples.dropFirst().first, time - second.time >= window {
+            samples.removeFirst()
+        }
     }
+
+    /// The time of the latest sample.
+    var newest: Double { samples.last?.time ?? -.infinity }
+
+    /// Seconds the samples span.
+    var span: Double { (samples.last?.time ?? 0) - (samples.first?.time ?? 0) }
 
     /// Bytes per second across the window, 0 until two samples exist.
     var rate: Double {

@@ -35,25 +35,40 @@ public struct Planner: Sendable {
     }
 
     /// Where to cut a piece still being fetched so a free connection can take
-    /// its end: `remaining` is the part not yet received, `rate` the victim's
-    /// bytes per second (nil while unknown), `setupDelay` how long a new
-    /// request takes to deliver its first byte.
+    /// its end: `remaining` is the part not yet received, the rates are bytes
+    /// per second (nil while unknown), `setupDelay` how long a new request
+    /// takes to deliver its first byte.
     ///
-    /// The cut is placed so that both finish together if the thief runs as
-    /// fast as the victim. Returns nil when the piece would be cut below the
-    /// minimum split, or when the victim finishes sooner than a new request
-    /// could help: bytes already in flight to the victim would be fetched twice.
-    public func steal(from remaining: ByteRange, rate: Double?, setupDelay: Double) -> ByteRange? {
-        guard remaining.count >= 2 * minimumSplit else { return nil }
-        guard let rate, rate > 0 else {
+    /// The cut is placed so that both finish together. Returns nil when the
+    /// thief's share would be below the minimum split, or when the victim
+    /// finishes sooner than a new request could help (its bytes are already
+    /// on the wire and would be fetched twice).
+    public func steal(from remaining: ByteRange, victimRate: Double?, thiefRate: Double?,
+                      setupDelay: Double) -> ByteRange? {
+        guard remaining.count >= minimumSplit else { return nil }
+        guard let victim = victimRate ?? thiefRate, let thief = thiefRate ?? victimRate else {
+            guard remaining.count >= 2 * minimumSplit else { return nil }
             return ByteRange(remaining.start + remaining.count / 2, remaining.end)
         }
-        let secondsLeft = Double(remaining.count) / rate
-        guard secondsLeft > 2 * setupDelay + Self.minimumGain else { return nil }
-        let victimKeeps = Int64((Double(remaining.count) + rate * setupDelay) / 2)
-        let cut = remaining.start + max(minimumSplit, victimKeeps)
+        let bytes = Double(remaining.count)
+        guard victim * (setupDelay + Self.minimumGain) < bytes, thief > 0 else { return nil }
+        // Victim at `victim` B/s from now, thief at `thief` B/s after setupDelay:
+        // both are done at t = (bytes + thief * setupDelay) / (victim + thief).
+        let together = (bytes + thief * setupDelay) / (victim + thief)
+        let keep = Int64(min(bytes, victim * together))
+        let cut = remaining.start + keep
         guard remaining.end - cut >= minimumSplit else { return nil }
         return ByteRange(cut, remaining.end)
+    }
+
+    /// True when a free connection should fetch the rest of a piece too
+    /// (the end game): the victim is so slow that a new request would finish
+    /// `remaining` clearly sooner, and the piece is too small to cut.
+    public func shouldRace(_ remaining: ByteRange, victimRate: Double, thiefRate: Double?, setupDelay: Double) -> Bool {
+        guard let thief = thiefRate, thief > 0 else { return false }
+        let bytes = Double(remaining.count)
+        let fresh = setupDelay + bytes / thief
+        return victimRate * (fresh + Self.minimumGain) < bytes
     }
 
     /// Seconds a steal must save at least to be worth a new request.

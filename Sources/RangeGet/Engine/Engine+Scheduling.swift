@@ -1,0 +1,95 @@
+// Who fetches what: an idle connection takes the first ready piece of the
+// queue; when none is left it steals the end of the piece that will finish
+// last; when no piece can be cut any more, it races a very slow connection
+// for its tail (first to finish wins). Mirrors are filled evenly within the
+// per-host cap; stealing then hands more work to whatever runs faster.
+
+extension Engine {
+    /// Gives every idle connection within the limits a piece.
+    func startIdleConnections(now: Double) -> EngineOutcome? {
+        var busy = connections.count(where: \.isBusy)
+        for connection in connections where !connection.isBusy && busy < connectionLimit {
+            guard let mirror = chooseMirror(),
+                  let (piece, race) = nextPiece(for: connection, now: now) else { break }
+            do {
+                try launch(connection, piece, from: mirror, race: race, now: now)
+            } catch {
+                return .failed(.network(url: mirror.remote.url, message: error.message))
+            }
+            busy += 1
+        }
+        return nil
+    }
+
+    /// The usable mirror with the fewest connections whose host is below its cap;
+    /// ties go to the faster mirror.
+    private func chooseMirror() -> Mirror? {
+        var perHost: [String: Int] = [:]
+        for mirror in mirrors { perHost[mirror.host, default: 0] += mirror.activeConnections }
+        let open = mirrors.filter { $0.isUsable && perHost[$0.host, default: 0] < settings.maxPerHost }
+        return open.min { lhs, rhs in
+            if lhs.activeConnections != rhs.activeConnections { return lhs.activeConnections < rhs.activeConnections }
+            return (lhs.ratePerConnection ?? 0) > (rhs.ratePerConnection ?? 0)
+        }
+    }
+
+    private func nextPiece(for thief: Connection, now: Double) -> (Piece, Race?)? {
+        if let index = queue.firstIndex(where: { $0.notBefore <= now }) {
+            return (queue.remove(at: index), nil)
+        }
+        guard queue.isEmpty, !settings.plain else { return nil }
+        if let stolen = steal(for: thief, now: now) { return (stolen, nil) }
+        return race(for: thief, now: now)
+    }
+
+    /// Running transfers that may be cut or raced, with the rate to plan with:
+    /// measured over the last second, 0 when silent that long, nil while unknown.
+    private func candidates(now: Double) -> [(connection: Connection, remaining: ByteRange, rate: Double?)] {
+        connections.compactMap { connection in
+            guard connection.race == nil, let remaining = connection.remaining else { return nil }
+            return (connection, remaining, connection.rate(now: now))
+        }
+    }
+
+    /// The end of the piece that will take longest to finish, cut so that
+    /// victim and thief finish together. A victim whose rate is not known yet
+    /// is assumed to run like the thief did on its last piece.
+    private func steal(for thief: Connection, now: Double) -> Piece? {
+        let running = candidates(now: now)
+        let known = running.compactMap(\.rate).filter { $0 > 0 }.sorted()
+        let thiefRate = thief.lastRate ?? (known.isEmpty ? nil : known[known.count / 2])
+        func secondsLeft(_ candidate: (connection: Connection, remaining: ByteRange, rate: Double?)) -> Double {
+            guard let rate = candidate.rate ?? thiefRate else { return Double(candidate.remaining.count) }
+            return rate > 0 ? Double(candidate.remaining.count) / rate : .infinity
+        }
+        guard let victim = running.max(by: { secondsLeft($0) < secondsLeft($1) }),
+              let stolen = planner.steal(from: victim.remaining, victimRate: victim.rate, thiefRate: thiefRate,
+                                         setupDelay: setupDelay)
+        else { return nil }
+        victim.connection.stop(at: stolen.start)
+        onEvent(.stolen(from: victim.connection.id, range: stolen))
+        if victim.connection.remaining == nil {
+            cancel(victim.connection, reason: "its whole remainder was taken over", requeue: false, now: now)
+        }
+        return Piece(range: stolen)
+    }
+
+    /// The end game: a piece too small to cut whose connection is far slower
+    /// than a fresh request would be is fetched by `thief` as well.
+    private func race(for thief: Connection, now: Double) -> (Piece, Race)? {
+        let running = candidates(now: now)
+        let known = running.compactMap(\.rate).filter { $0 > 0 }.sorted()
+        guard let thiefRate = thief.lastRate ?? (known.isEmpty ? nil : known[known.count / 2]) else { return nil }
+        let slow = running.compactMap { candidate -> (Connection, ByteRange, Double)? in
+            let rate = candidate.rate ?? (candidate.connection.age(now: now).sinceLastByte > max(1, 4 * setupDelay) ? 0 : nil)
+            guard let rate, planner.shouldRace(candidate.remaining, victimRate: rate, thiefRate: thiefRate,
+                                               setupDelay: setupDelay) else { return nil }
+            return (candidate.connection, candidate.remaining, rate)
+        }
+        guard let (victim, remaining, _) = slow.max(by: { $0.1.count < $1.1.count }) else { return nil }
+        let race = Race(frontier: remaining.start)
+        victim.join(race)
+        onEvent(.raced(connection: thief.id, range: remaining))
+        return (Piece(range: remaining), race)
+    }
+}

@@ -1,0 +1,48 @@
+// Mirror: one URL of the file and how it is doing. The engine spreads
+// connections over the mirrors still in use, and drops a mirror that keeps
+// failing or serves something else; its ranges go to the others.
+import Foundation
+
+/// A source of the file and its running figures.
+final class Mirror {
+    let index: Int
+    let remote: RemoteFile
+    let expectation: Expectation
+    /// `scheme://host:port`, the key of `--max-per-host`.
+    let host: String
+    /// Why it was dropped; nil while in use.
+    var droppedBecause: String?
+    /// Failures in a row without a byte of progress.
+    var consecutiveFailures = 0
+    var errors = 0
+    var bytes: Int64 = 0
+    var activeConnections = 0
+    /// Seconds a transfer of this mirror was running, summed over its connections.
+    var busySeconds = 0.0
+
+    init(index: Int, remote: RemoteFile) {
+        self.index = index
+        self.remote = remote
+        expectation = Expectation(remote)
+        host = Mirror.hostKey(remote.effectiveURL)
+    }
+
+    var isUsable: Bool { droppedBecause == nil }
+
+    /// Throughput per connection so far, nil before any byte.
+    var ratePerConnection: Double? {
+        busySeconds > 0.2 && bytes > 0 ? Double(bytes) / busySeconds : nil
+    }
+
+    static func hostKey(_ url: String) -> String {
+        guard let components = URLComponents(string: url) else { return url }
+        let scheme = components.scheme?.lowercased() ?? "http"
+        let port = components.port ?? (scheme == "https" ? 443 : 80)
+        return "\(scheme)://\(components.host?.lowercased() ?? ""):\(port)"
+    }
+
+    /// The figures for the final report.
+    var report: MirrorReport {
+        MirrorReport(url: remote.url, bytes: bytes, seconds: busySeconds, errors: errors, dropped: droppedBecause)
+    }
+}

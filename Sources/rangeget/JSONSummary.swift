@@ -1,0 +1,57 @@
+// `--json`: one object on stdout when the run ends, for scripts and
+// benchmarks. Field names are stable; see README.md ("Machine-readable output").
+import Foundation
+import RangeGet
+
+struct JSONSummary: Encodable {
+    var outcome: String
+    var exitCode: Int32
+    var error: String?
+    var file: String?
+    var size: Int64?
+    var seconds: Double?
+    var averageBytesPerSecond: Double?
+    var bytesFetched: Int64?
+    var bytesReused: Int64?
+    var retries: Int?
+    var connectionsUsed: Int?
+    var mirrors: [Mirror]
+
+    struct Mirror: Encodable {
+        var url: String
+        var bytes: Int64
+        var bytesPerSecondPerConnection: Double
+        var errors: Int
+        var dropped: String?
+    }
+
+    init(result: DownloadResult) {
+        outcome = "complete"
+        exitCode = ExitCode.success.rawValue
+        file = result.path
+        size = result.size
+        seconds = result.seconds
+        averageBytesPerSecond = result.seconds > 0 ? Double(result.bytesFetched) / result.seconds : 0
+        bytesFetched = result.bytesFetched
+        bytesReused = result.bytesReused
+        retries = result.retries
+        connectionsUsed = result.connectionsUsed
+        mirrors = result.mirrors.map {
+            Mirror(url: $0.url, bytes: $0.bytes, bytesPerSecondPerConnection: $0.bytesPerSecond,
+                   errors: $0.errors, dropped: $0.dropped)
+        }
+    }
+
+    init(urls: [String], error: DownloadError, code: ExitCode) {
+        outcome = code == .interrupted ? "interrupted" : "failed"
+        exitCode = code.rawValue
+        self.error = error.description
+        mirrors = urls.map { Mirror(url: $0, bytes: 0, bytesPerSecondPerConnection: 0, errors: 0, dropped: nil) }
+    }
+
+    func encoded() -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return (try? encoder.encode(self)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+    }
+}
