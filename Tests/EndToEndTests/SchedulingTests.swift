@@ -1,0 +1,155 @@
+// Adaptive scheduling: stalls recovered without waiting for the timeout,
+// mirrors that fail or disagree are dropped, work stealing keeps every
+// connection busy while work remains (checked from the engine's own events).
+import Foundation
+import RangeGet
+import RangeServer
+import Synchronization
+import XCTest
+
+final class SchedulingTests: EndToEndTestCase {
+    private var extraServers: [RangeServer] = []
+
+    override func tearDownWithError() throws {
+        for server in extraServers { server.stop() }
+        try super.tearDownWithError()
+    }
+
+    private func anotherServer() throws -> RangeServer {
+        let server = RangeServer()
+        try server.start()
+        extraServers.append(server)
+        return server
+    }
+
+    private func json(_ run: Run) throws -> [String: Any] {
+        let object = try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any]
+        return try XCTUnwrap(object, run.stdout)
+    }
+
+    /// axel and aria2 "stuck at 99%": one request stalls forever after 256 KiB.
+    /// The stall timeout is far away (60 s); the range must be handed over long before.
+    func testStalledConnectionIsOvertakenLongBeforeTheStallTimeout() throws {
+        let resource = Resource.generated(size: 8 << 20, seed: 71)
+        server.setResource(resource, at: "f")
+        server.setRatePerConnection(4 << 20)
+        server.setFaults([FaultRule(.stallAfter(256 << 10), when: .nthRequest(3))])
+        let output = path("f")
+        let started = Date()
+        let run = try CLI.run(["-q", "--json", "-n", "4", "--min-split", "256K", "--stall-timeout", "60", "-o", output,
+                               server.url("f")], in: directory, timeout: 50)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertLessThan(Date().timeIntervalSince(started), 30, "did not wait for the 60 s stall timeout")
+        assertSameBytes(output, resource)
+        XCTAssertTrue(server.statistics.requests.contains { $0.fault != nil }, "the stall was injected")
+    }
+
+    func testStallTimeoutAbandonsASilentConnection() throws {
+        let resource = Resource.generated(size: 2 << 20, seed: 72)
+        server.setResource(resource, at: "f")
+        server.setFaults([FaultRule(.stallAfter(1000), when: .nthRequest(2))])
+        let output = path("f")
+        // One connection: nobody can steal, so only the stall timeout can rescue it.
+        let run = try CLI.run(["-q", "--json", "-n", "1", "--stall-timeout", "1", "-o", output, server.url("f")],
+                              in: directory, timeout: 30)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        assertSameBytes(output, resource)
+        XCTAssertGreaterThanOrEqual(try json(run)["retries"] as? Int ?? 0, 1)
+    }
+
+    func testMirrorThatFailsRepeatedlyIsDroppedAndTheRestComplete() throws {
+        let resource = Resource.generated(size: 6 << 20, seed: 73)
+        let healthy = try anotherServer()
+        server.setResource(resource, at: "f")
+        healthy.setResource(resource, at: "f")
+        // The broken mirror answers the probe, then 503s every ranged GET.
+        server.setFaults([FaultRule(.status(503, retryAfter: nil), when: .fromRequest(2))])
+        server.setRatePerConnection(1 << 20)
+        healthy.setRatePerConnection(2 << 20)
+        let output = path("f")
+        let run = try CLI.run(["-q", "--json", "-n", "4", "--min-split", "256K", "--retry-wait", "0.05", "-o", output,
+                               server.url("f"), healthy.url("f")], in: directory, timeout: 60)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        assertSameBytes(output, resource)
+        let mirrors = try XCTUnwrap(try json(run)["mirrors"] as? [[String: Any]])
+        XCTAssertEqual(mirrors.count, 2)
+        XCTAssertNotNil(mirrors[0]["dropped"], "the failing mirror was dropped: \(mirrors)")
+        XCTAssertNil(mirrors[1]["dropped"])
+        XCTAssertEqual(mirrors[1]["bytes"] as? Int64, 6 << 20, "every byte came from the healthy mirror")
+    }
+
+    func testMirrorThatDisagreesOnSizeIsRefused() throws {
+        let resource = Resource.generated(size: 3 << 20, seed: 74)
+        let other = try anotherServer()
+        server.setResource(resource, at: "f")
+        other.setResource(Resource.generated(size: (3 << 20) + 1, seed: 74), at: "f")
+        let output = path("f")
+        let run = try CLI.run(["--json", "-n", "4", "-o", output, server.url("f"), other.url("f")], in: directory)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        assertSameBytes(output, resource)
+        XCTAssertTrue(run.stderr.contains("dropping mirror"), run.stderr)
+        let mirrors = try XCTUnwrap(try json(run)["mirrors"] as? [[String: Any]])
+        XCTAssertTrue((mirrors[1]["dropped"] as? String)?.contains("size") == true, "\(mirrors)")
+        XCTAssertEqual(other.statistics.requests.filter { $0.method == "GET" && $0.rangeHeader != "bytes=0-0" }.count, 0,
+                       "no data was taken from the disagreeing mirror")
+    }
+
+    func testAllMirrorsDeadFailsWithExitOne() throws {
+        let run = try CLI.run(["-q", "--retries", "1", "-o", path("f"), server.url("absent"), server.url("gone")],
+                              in: directory)
+        XCTAssertEqual(run.status, 1, run.stderr)
+    }
+
+    func testUnevenMirrorsAllContributeAndFasterOnesCarryMore() throws {
+        let resource = Resource.generated(size: 12 << 20, seed: 75)
+        let medium = try anotherServer()
+        let fast = try anotherServer()
+        for (mirror, rate) in [(server!, 512 << 10), (medium, 1 << 20), (fast, 4 << 20)] {
+            mirror.setResource(resource, at: "f")
+            mirror.setRatePerConnection(rate)
+        }
+        let output = path("f")
+        let run = try CLI.run(["-q", "--json", "-n", "6", "--min-split", "128K", "-o", output,
+                               server.url("f"), medium.url("f"), fast.url("f")], in: directory, timeout: 60)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        assertSameBytes(output, resource)
+        let bytes = try XCTUnwrap(try json(run)["mirrors"] as? [[String: Any]]).map { $0["bytes"] as? Int64 ?? 0 }
+        XCTAssertEqual(bytes.reduce(0, +), 12 << 20, "\(bytes)")
+        XCTAssertTrue(bytes.allSatisfy { $0 > 0 }, "every mirror contributed: \(bytes)")
+        XCTAssertGreaterThan(bytes[2], bytes[0], "the fast mirror carried more than the slow one: \(bytes)")
+    }
+
+    /// While more than a split's worth of work is left per connection, every
+    /// connection is busy: read from the engine's own progress events.
+    func testWorkStealingLeavesNoConnectionIdleWhileWorkRemains() throws {
+        let size: Int64 = 6 << 20
+        let rate = 1 << 20
+        let connections = 4
+        let minimumSplit: Int64 = 64 << 10
+        let resource = Resource.generated(size: size, seed: 76)
+        server.setResource(resource, at: "f")
+        server.setRatePerConnection(rate)
+        var options = DownloadOptions()
+        options.connections = connections
+        options.minimumSplit = minimumSplit
+        let download = Download(url: server.url("f"), destination: .file(path("f")), options: options)
+        let events = Mutex<[DownloadEvent]>([])
+        let result = try download.run { event in events.withLock { $0.append(event) } }
+        assertSameBytes(result.path, resource)
+
+        let recorded = events.withLock { $0 }
+        let progress = recorded.compactMap { event -> DownloadProgress? in
+            if case let .progress(value) = event { return value }
+            return nil
+        }
+        // A piece with more than half a second (plus two splits) left is always worth cutting.
+        let enough = Int64(connections) * (Int64(rate) / 2 + 2 * minimumSplit)
+        let checked = progress.filter { size - $0.bytesDone > enough }
+        XCTAssertGreaterThan(checked.count, 5, "enough samples while work remained")
+        for sample in checked {
+            XCTAssertEqual(sample.activeConnections, connections, "idle connection with \(size - sample.bytesDone) bytes left")
+        }
+        XCTAssertEqual(progress.last?.bytesDone, size)
+        XCTAssertLessThanOrEqual(server.statistics.bodyBytesSent, size + size / 20, "stealing refetched little")
+    }
+}
