@@ -22,7 +22,7 @@ let package = Package(
         // The library: probe, plan, engine, store, public API.
         .target(name: "RangeGet", dependencies: ["CCurl", "CCurlShim"]),
         // A range-capable HTTP/1.1 test server with injectable faults.
-        .target(name: "RangeServer"),
+        .target(name: "RangeServer", exclude: ["README.md"]),
         // The command-line tool: wiring only.
         .executableTarget(name: "rangeget", dependencies: ["RangeGet", "RangeServer"]),
         .testTarget(name: "RangeGetTests", dependencies: ["RangeGet", "RangeServer"]),

@@ -1,0 +1,126 @@
+// The public face of the test server: configuration, lifecycle, content,
+// faults and statistics. See README.md in this folder.
+import Foundation
+
+/// A range-capable HTTP/1.1 server on 127.0.0.1 with per-connection rate
+/// limits, latency and injectable faults, for tests, demos and benchmarks.
+///
+/// One thread accepts connections and one thread serves each connection.
+/// Every method is thread-safe; settings changed while running apply to the
+/// next response (the rate to the next slice of a body).
+public final class RangeServer: Sendable {
+    /// How a server starts out; everything but the port can change later.
+    public struct Configuration: Sendable {
+        /// The port to listen on; 0 picks a free one.
+        public var port: UInt16
+        /// Bytes per second per connection (a smooth token bucket over the
+        /// connection's lifetime); nil for no limit.
+        public var ratePerConnection: Int?
+        /// Seconds to wait before sending each response's headers.
+        public var latency: Double
+        /// Fault rules; the first matching rule wins.
+        public var faults: [FaultRule]
+        /// Seconds a keep-alive connection may sit idle before it is closed.
+        public var idleTimeout: Double
+        /// The most requests ``Statistics/requests`` keeps, so a long-running
+        /// server stays small; later ones are only counted.
+        public var maxRecordedRequests: Int
+
+        /// A configuration; the defaults give an ephemeral port, no limit,
+        /// no latency, no faults, a 30 s idle timeout and 100,000 records.
+        public init(
+            port: UInt16 = 0, ratePerConnection: Int? = nil, latency: Double = 0, faults: [FaultRule] = [],
+            idleTimeout: Double = 30, maxRecordedRequests: Int = 100_000
+        ) {
+            self.port = port
+            self.ratePerConnection = ratePerConnection
+            self.latency = latency
+            self.faults = faults
+            self.idleTimeout = idleTimeout
+            self.maxRecordedRequests = maxRecordedRequests
+        }
+    }
+
+    private let core: ServerCore
+
+    /// A server that does nothing until ``start()``.
+    public init(configuration: Configuration = .init()) {
+        core = ServerCore(configuration: configuration)
+    }
+
+    deinit { core.stop() }
+
+    /// Binds 127.0.0.1 and starts accepting connections on a thread of its
+    /// own. After ``stop()`` it may start again, on the same port.
+    /// Ignores SIGPIPE in the whole process (a closed peer then gives EPIPE).
+    public func start() throws(RangeServerError) {
+        try core.start()
+    }
+
+    /// The bound port (the configured one before ``start()``).
+    public var port: UInt16 { core.port }
+
+    /// `http://127.0.0.1:PORT/` followed by `path` without its leading `/`.
+    public func url(_ path: String) -> String {
+        "http://127.0.0.1:\(port)/" + path.drop { $0 == "/" }
+    }
+
+    /// Closes the listener and every connection (stalled ones included) and
+    /// waits for the threads to end. Idempotent; also done on deinit.
+    public func stop() {
+        core.stop()
+    }
+
+    /// Serves the regular files below `path` at `/NAME`; paths with a `..`
+    /// segment (percent-encoded too) or leading out of the directory get
+    /// 404. Resources set with ``setResource(_:at:)`` take precedence.
+    public func serveDirectory(_ path: String) {
+        core.state.withLock { $0.directory = path }
+    }
+
+    /// Serves `resource` at `path` (with or without leading `/`), replacing
+    /// any; a replacement that would have the same automatic ETag gets a new
+    /// generation, hence a new ETag.
+    public func setResource(_ resource: Resource, at path: String) {
+        core.setResource(resource, at: path)
+    }
+
+    /// Stops serving the resource at `path` (a directory file there shows again).
+    public func removeResource(at path: String) {
+        _ = core.state.withLock { $0.resources.removeValue(forKey: ServerCore.key(path)) }
+    }
+
+    /// What is served at `path` now, after any change faults; nil if nothing.
+    public func resource(at path: String) -> Resource? {
+        core.resource(at: path)
+    }
+
+    /// Replaces the fault rules and restarts the per-path request counts
+    /// that `nthRequest` and `fromRequest` triggers use.
+    public func setFaults(_ rules: [FaultRule]) {
+        core.state.withLock {
+            $0.faults = rules
+            $0.requestCounts = [:]
+        }
+    }
+
+    /// Sets the per-connection rate in bytes per second; nil for no limit.
+    public func setRatePerConnection(_ bytesPerSecond: Int?) {
+        core.state.withLock { $0.rate = bytesPerSecond.map { max(1, $0) } }
+    }
+
+    /// Sets the delay before each response's headers, in seconds.
+    public func setLatency(_ seconds: Double) {
+        core.state.withLock { $0.latency = max(0, seconds) }
+    }
+
+    /// A snapshot of the requests and byte counts so far.
+    public var statistics: Statistics {
+        core.state.withLock { $0.statistics }
+    }
+
+    /// Clears the statistics (not the request counts of fault triggers).
+    public func resetStatistics() {
+        core.resetStatistics()
+    }
+}

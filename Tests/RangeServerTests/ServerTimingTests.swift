@@ -1,0 +1,76 @@
+import Foundation
+import RangeServer
+import XCTest
+
+/// Rate limits, latency and shutdown: timed with loose bounds.
+final class ServerTimingTests: XCTestCase {
+    func testRateLimitIsRoughlyHonouredAcrossAConnection() throws {
+        let file = Resource.generated(size: 256 << 10, seed: 3)
+        let server = try startServer(["f.bin": file], configuration: .init(ratePerConnection: 1 << 20), on: self)
+        let connection = try TestConnection(port: server.port)
+        let started = Date()
+        // Two requests on one connection share one bucket: 512 KiB at 1 MiB/s.
+        for _ in 0..<2 {
+            connection.sendRequest("GET", "/f.bin")
+            XCTAssertEqual(try connection.readResponse().body.count, 256 << 10)
+        }
+        let seconds = Date().timeIntervalSince(started)
+        XCTAssertGreaterThan(seconds, 0.35)
+        XCTAssertLessThan(seconds, 3)
+
+        server.setRatePerConnection(nil)
+        let fast = Date()
+        _ = try fetch(server, "/f.bin")
+        XCTAssertLessThan(Date().timeIntervalSince(fast), 0.3)
+    }
+
+    func testLatencyComesBeforeEveryResponse() throws {
+        let server = try startServer(["f.bin": .data([1, 2, 3])], configuration: .init(latency: 0.15), on: self)
+        let connection = try TestConnection(port: server.port)
+        let started = Date()
+        for _ in 0..<2 {
+            connection.sendRequest("HEAD", "/f.bin")
+            XCTAssertEqual(try connection.readResponse(bodyless: true).status, 200)
+        }
+        XCTAssertGreaterThan(Date().timeIntervalSince(started), 0.29)
+        server.setLatency(0)
+        let quick = Date()
+        _ = try fetch(server, "/f.bin")
+        XCTAssertLessThan(Date().timeIntervalSince(quick), 0.1)
+    }
+
+    func testStopEndsSleepingHangingAndBlockedConnectionsPromptly() throws {
+        let server = try startServer(
+            ["f.bin": .generated(size: 1 << 20), "big.bin": .generated(size: 64 << 20)],
+            configuration: .init(faults: [FaultRule(.headHang)]), on: self)
+        // Never reads: the server blocks in send() once the socket buffers fill.
+        let blocked = try TestConnection(port: server.port)
+        blocked.sendRequest("GET", "/big.bin")
+        let hanging = try TestConnection(port: server.port)
+        hanging.sendRequest("HEAD", "/f.bin")
+        Thread.sleep(forTimeInterval: 0.1)
+        server.setRatePerConnection(1000)
+        let slow = try TestConnection(port: server.port)
+        slow.sendRequest("GET", "/f.bin")
+        Thread.sleep(forTimeInterval: 0.2)
+        let started = Date()
+        server.stop()
+        XCTAssertLessThan(Date().timeIntervalSince(started), 1)
+        XCTAssertTrue(slow.closesWithin(1))
+        XCTAssertTrue(hanging.closesWithin(1))
+        XCTAssertLessThan(server.statistics.bodyBytesSent, 64 << 20)
+    }
+
+    func testDeinitStopsTheServer() throws {
+        var port: UInt16 = 0
+        do {
+            let server = RangeServer()
+            try server.start()
+            port = server.port
+            let connection = try TestConnection(port: port)
+            connection.sendRequest("GET", "/missing")
+            XCTAssertEqual(try connection.readResponse().status, 404)
+        }
+        XCTAssertThrowsError(try TestConnection(port: port))
+    }
+}
