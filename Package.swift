@@ -17,10 +17,16 @@ let package = Package(
             pkgConfig: "libcurl",
             providers: [.apt(["libcurl4-openssl-dev"])]
         ),
+        // OpenSSL's libcrypto, for checksums (SHA-256, SHA-1, MD5).
+        .systemLibrary(
+            name: "CCrypto",
+            pkgConfig: "libcrypto",
+            providers: [.apt(["libssl-dev"])]
+        ),
         // Typed, non-variadic wrappers for curl_easy_setopt and friends.
         .target(name: "CCurlShim", dependencies: ["CCurl"]),
         // The library: probe, plan, engine, store, public API.
-        .target(name: "RangeGet", dependencies: ["CCurl", "CCurlShim"]),
+        .target(name: "RangeGet", dependencies: ["CCurl", "CCurlShim", "CCrypto"]),
         // A range-capable HTTP/1.1 test server with injectable faults.
         .target(name: "RangeServer", exclude: ["README.md"]),
         // The command-line tool: wiring only.
