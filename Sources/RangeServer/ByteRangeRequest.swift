@@ -1,6 +1,6 @@
 // Range and If-Range (RFC 9110 14.2, 13.1.5): parsing and the decision of
 // what part of a representation a GET gets.
-import Foundation
+import FoundationEssentials
 
 /// One range-spec of a `Range: bytes=...` header.
 enum RangeSpec: Equatable {
@@ -37,14 +37,14 @@ enum RangeSpec: Equatable {
     /// The specs of a Range header value, or nil when it is malformed or in
     /// another unit (the header is then ignored).
     static func parseHeader(_ value: String) -> [RangeSpec]? {
-        let trimmed = value.trimmingCharacters(in: .whitespaces)
+        let trimmed = value.trimmingSpaces()
         guard let equals = trimmed.firstIndex(of: "="),
-            trimmed[..<equals].trimmingCharacters(in: .whitespaces).lowercased() == "bytes"
+            trimmed[..<equals].trimmingSpaces().lowercased() == "bytes"
         else { return nil }
         var specs: [RangeSpec] = []
         for element in trimmed[trimmed.index(after: equals)...].split(separator: ",", omittingEmptySubsequences: false)
         {
-            let text = element.trimmingCharacters(in: .whitespaces)
+            let text = element.trimmingSpaces()
             if text.isEmpty { continue }  // the list syntax allows empty elements
             guard let dash = text.firstIndex(of: "-") else { return nil }
             let firstText = text[..<dash]
@@ -106,7 +106,7 @@ enum RangeDecision: Equatable {
     /// ETag, or an HTTP date equal to Last-Modified. A weak ETag on either
     /// side never matches (RFC 9110 13.1.5).
     static func ifRangeMatches(_ value: String, etag: String?, lastModified: Date?) -> Bool {
-        let value = value.trimmingCharacters(in: .whitespaces)
+        let value = value.trimmingSpaces()
         if value.hasPrefix("W/") { return false }
         if value.hasPrefix("\"") {
             guard let etag, !etag.hasPrefix("W/") else { return false }

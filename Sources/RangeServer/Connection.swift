@@ -1,7 +1,7 @@
 // One client connection, on its own thread: read requests (pipelined ones
 // too), plan each response, and carry the plan out with latency, pacing,
 // cuts and stalls, counting every body byte written.
-import Foundation
+import FoundationEssentials
 import Glibc
 
 final class Connection {

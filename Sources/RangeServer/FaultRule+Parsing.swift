@@ -1,5 +1,5 @@
 // The compact text form of fault rules, for the command line and benchmarks.
-import Foundation
+import FoundationEssentials
 
 /// A fault rule spec that could not be read, and why.
 public struct FaultSpecError: Error, Equatable, CustomStringConvertible {
@@ -46,7 +46,7 @@ extension FaultRule {
     /// Examples: `stall:1048576@request=3`, `cut-random:7@p=0.3,seed=1`,
     /// `status:503:2@from=2`, `head-status:405`, `redirect:/other@request=1`.
     public init(parsing spec: String) throws(FaultSpecError) {
-        let text = spec.trimmingCharacters(in: .whitespaces)
+        let text = spec.trimmingSpaces()
         // The trigger follows the last '@', unless what follows does not look
         // like a trigger (an '@' inside a redirect URL).
         var faultText = Substring(text)

@@ -1,6 +1,6 @@
 // HTTP dates (RFC 9110 5.6.7): IMF-fixdate out; IMF-fixdate, RFC 850 and
 // asctime in, as recipients must accept all three.
-import Foundation
+import FoundationEssentials
 
 /// Formats and parses HTTP dates, in UTC, to the second.
 enum HTTPDate {

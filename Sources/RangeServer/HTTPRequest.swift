@@ -1,5 +1,5 @@
 // Reading one HTTP/1.1 request head (RFC 9112) from received bytes.
-import Foundation
+import FoundationEssentials
 
 /// A request head: request line and header fields.
 struct HTTPRequest: Equatable {
@@ -47,7 +47,7 @@ struct HTTPRequest: Equatable {
     /// Whether the client lets the connection stay open after this request.
     var keepAlive: Bool {
         let options = (header("connection") ?? "").lowercased().split(separator: ",").map {
-            $0.trimmingCharacters(in: .whitespaces)
+            $0.trimmingSpaces()
         }
         return minorVersion >= 1 ? !options.contains("close") : options.contains("keep-alive")
     }
@@ -55,7 +55,7 @@ struct HTTPRequest: Equatable {
     /// The length of the request body, from Content-Length (0 without one).
     var contentLength: Int64 {
         header("content-length").flatMap { $0.split(separator: ",").first }.flatMap {
-            Int64($0.trimmingCharacters(in: .whitespaces))
+            Int64($0.trimmingSpaces())
         } ?? 0
     }
 
@@ -131,7 +131,7 @@ struct HTTPRequest: Equatable {
             // Folded lines (obs-fold) and whitespace before the colon are
             // rejected (RFC 9112 5.1, 5.2).
             guard let colon = line.firstIndex(of: ":"), isToken(line[..<colon]) else { throw .badRequest }
-            let value = line[line.index(after: colon)...].trimmingCharacters(in: CharacterSet(charactersIn: " \t"))
+            let value = line[line.index(after: colon)...].trimmingSpaces()
             guard !value.unicodeScalars.contains(where: { $0.value < 0x20 && $0 != "\t" || $0.value == 0x7F }) else {
                 throw .badRequest
             }
@@ -144,7 +144,7 @@ struct HTTPRequest: Equatable {
         // Request bodies other than a plain Content-Length cannot be skipped.
         if request.header("transfer-encoding") != nil { throw Rejection(status: 501) }
         if let length = request.header("content-length") {
-            let values = Set(length.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) })
+            let values = Set(length.split(separator: ",").map { $0.trimmingSpaces() })
             guard values.count == 1, let value = values.first, !value.isEmpty, value.allSatisfy(\.isASCIIDigit),
                 Int64(value) != nil
             else { throw .badRequest }
@@ -157,7 +157,7 @@ struct HTTPRequest: Equatable {
         !text.isEmpty
             && text.unicodeScalars.allSatisfy { scalar in
                 scalar.isASCII
-                    && (CharacterSet.alphanumerics.contains(scalar)
+                    && (scalar.properties.isAlphabetic || ("0"..."9").contains(scalar)
                         || "!#$%&'*+-.^_`|~".unicodeScalars.contains(scalar))
             }
     }

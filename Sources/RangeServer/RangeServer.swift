@@ -1,6 +1,6 @@
 // The public face of the test server: configuration, lifecycle, content,
 // faults and statistics. See README.md in this folder.
-import Foundation
+import FoundationEssentials
 
 /// A range-capable HTTP/1.1 server on 127.0.0.1 with per-connection rate
 /// limits, latency and injectable faults, for tests, demos and benchmarks.

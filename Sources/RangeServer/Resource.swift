@@ -1,6 +1,6 @@
 // What the server can serve: generated (deterministic, no storage),
 // in-memory bytes, or a file; plus the validators and headers sent with it.
-import Foundation
+import FoundationEssentials
 import Glibc
 import Synchronization
 

@@ -1,7 +1,7 @@
 // Deciding a response: status, headers, body pieces and how it ends, from
 // the request, the resource and the fault. Pure, so it is tested directly;
 // the connection only carries the plan out.
-import Foundation
+import FoundationEssentials
 
 /// A part of a response body: literal bytes or a range of the resource.
 enum BodyPiece: Equatable {

@@ -3,7 +3,7 @@
 // hold this core, not the public RangeServer, so dropping the last
 // reference to the server still stops it.
 import Dispatch
-import Foundation
+import FoundationEssentials
 import Glibc
 import Synchronization
 
@@ -99,10 +99,10 @@ final class ServerCore: Sendable {
             throw .alreadyRunning
         }
         run.threads.enter()
-        Thread { [self] in
+        detachThread { [self] in
             acceptConnections(run)
             run.threads.leave()
-        }.start()
+        }
     }
 
     /// Closes the listener and every client socket and waits (up to ten
@@ -190,7 +190,7 @@ final class ServerCore: Sendable {
                 return
             }
             run.threads.enter()
-            Thread { [self] in
+            detachThread { [self] in
                 Connection(core: self, socket: ClientSocket(fd: client), number: number, stop: run.stop).run()
                 state.withLock { state in
                     // Closed under the lock, so stop() never shuts down a
@@ -199,7 +199,7 @@ final class ServerCore: Sendable {
                     close(client)
                 }
                 run.threads.leave()
-            }.start()
+            }
         }
     }
 

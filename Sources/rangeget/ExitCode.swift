@@ -1,5 +1,6 @@
 // The exit codes of rangeget, as documented in README.md. Errors are mapped
 // to codes only here, in the executable.
+import Glibc
 import RangeGet
 
 enum ExitCode: Int32 {
@@ -19,4 +20,21 @@ enum ExitCode: Int32 {
         case .interrupted: self = .interrupted
         }
     }
+}
+
+/// Writes `text` to stderr unbuffered (progress lines and messages).
+func writeToStandardError(_ text: String) {
+    var bytes = Array(text.utf8)
+    var offset = 0
+    while offset < bytes.count {
+        let written = bytes.withUnsafeMutableBytes { Glibc.write(STDERR_FILENO, $0.baseAddress! + offset, $0.count - offset) }
+        if written <= 0 { return }
+        offset += written
+    }
+}
+
+/// True when `path` names a directory.
+func isDirectory(_ path: String) -> Bool {
+    var info = stat()
+    return stat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR
 }

@@ -1,8 +1,9 @@
 // The main command: `rangeget [OPTIONS] URL`. Parses options into
 // DownloadOptions, runs a Download, shows progress, maps the outcome to an
 // exit code. All the work happens in the RangeGet library.
+import Glibc
 import Dispatch
-import Foundation
+import FoundationEssentials
 import RangeGet
 import Synchronization
 
@@ -118,8 +119,7 @@ enum GetCommand {
             }
         }
         if let directory = settings.directory {
-            var isDirectory: ObjCBool = false
-            guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue else {
+            guard isDirectory(directory) else {
                 throw UsageError("--dir \(directory) is not a directory")
             }
             guard access(directory, W_OK) == 0 else { throw UsageError("cannot write to directory \(directory)") }
@@ -166,7 +166,7 @@ enum GetCommand {
 
 /// Prints `rangeget: message` on stderr and returns the exit code.
 func fail(_ message: String, _ code: ExitCode) -> Int32 {
-    FileHandle.standardError.write(Data("rangeget: \(message)\n".utf8))
+    writeToStandardError("rangeget: \(message)\n")
     return code.rawValue
 }
 

@@ -1,6 +1,7 @@
 // `--json`: one object on stdout when the run ends, for scripts and
 // benchmarks. Field names are stable; see README.md ("Machine-readable output").
-import Foundation
+import Glibc
+import FoundationEssentials
 import RangeGet
 
 struct JSONSummary: Encodable {

@@ -1,6 +1,7 @@
 // ProgressDisplay: one line on a terminal, redrawn in place from the
 // download's progress events: bytes, percent, rate, ETA, connections.
-import Foundation
+import Glibc
+import FoundationEssentials
 import RangeGet
 import Synchronization
 
@@ -41,6 +42,6 @@ final class ProgressDisplay: Sendable {
     }
 
     private func write(_ text: String) {
-        FileHandle.standardError.write(Data(text.utf8))
+        writeToStandardError(text)
     }
 }

@@ -1,8 +1,9 @@
 // `rangeget serve DIR`: the project's own range-capable HTTP/1.1 server on
 // loopback, with per-connection rate limits, latency and injected faults, for
 // demos and benchmarks. The server itself is the RangeServer library.
+import Glibc
 import Dispatch
-import Foundation
+import FoundationEssentials
 import RangeServer
 
 struct ServeSettings {
@@ -51,8 +52,7 @@ enum ServeCommand {
             return fail("\(error)", .usage)
         }
         let directory = positional[0]
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue else {
+        guard isDirectory(directory) else {
             return fail("\(directory) is not a directory", .usage)
         }
         let server = RangeServer(configuration: settings.configuration)

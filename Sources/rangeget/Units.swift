@@ -1,6 +1,7 @@
 // Sizes, rates and durations as people write and read them: `10M`, `1.5G`,
 // `45.2 MiB`, `1:05`. K, M, G and T are binary (1024-based), as in curl.
-import Foundation
+import Glibc
+import FoundationEssentials
 
 enum ByteCount {
     /// Parses `1234`, `10K`, `1.5G`, `20MiB`, `3m`; nil for anything else.

@@ -1,7 +1,7 @@
 // Mirror: one URL of the file and how it is doing. The engine spreads
 // connections over the mirrors still in use, and drops a mirror that keeps
 // failing or serves something else; its ranges go to the others.
-import Foundation
+import FoundationEssentials
 
 /// A source of the file and its running figures.
 final class Mirror {

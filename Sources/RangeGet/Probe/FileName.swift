@@ -2,7 +2,7 @@
 // input (Content-Disposition, URL path) is reduced to a safe base name: no
 // directories, no leading dot, no control characters (curl CVE-2020-8177,
 // aria2 CVE-2010-1512).
-import Foundation
+import FoundationEssentials
 
 /// Chooses and sanitises output file names.
 public enum FileName {

@@ -1,7 +1,7 @@
 // Manifest: the resume state beside the data file, `OUTPUT.part.json`.
 // It lists only bytes that were durable (fdatasync'ed) when it was written,
 // and it is replaced atomically: temp file, fsync, rename, fsync directory.
-import Foundation
+import FoundationEssentials
 import Glibc
 
 /// What a partial download has finished, and of which remote file.
@@ -112,10 +112,16 @@ public struct Manifest: Codable, Equatable, Sendable {
         try Self.synchronizeDirectory(of: path, calls: calls)
     }
 
+    /// The directory part of `path`, "." for a bare name.
+    static func directory(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        return slash == path.startIndex ? "/" : String(path[..<slash])
+    }
+
     /// Makes a rename or unlink in `path`'s directory durable.
     static func synchronizeDirectory(of path: String, calls: SystemCalls = .live) throws(IOError) {
-        let directory = (path as NSString).deletingLastPathComponent
-        let descriptor = open(directory.isEmpty ? "." : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        let directory = Self.directory(of: path)
+        let descriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard descriptor >= 0 else { throw IOError("open directory", directory) }
         defer { close(descriptor) }
         guard retryingOnInterrupt({ calls.fsync(descriptor) }) == 0 else { throw IOError("sync directory", directory) }
