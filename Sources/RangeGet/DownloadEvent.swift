@@ -12,6 +12,14 @@ public struct DownloadProgress: Sendable, Equatable {
     /// Transfers running now.
     public var activeConnections: Int
 
+    /// Figures as given.
+    public init(bytesDone: Int64, totalBytes: Int64?, bytesPerSecond: Double, activeConnections: Int) {
+        self.bytesDone = bytesDone
+        self.totalBytes = totalBytes
+        self.bytesPerSecond = bytesPerSecond
+        self.activeConnections = activeConnections
+    }
+
     /// Seconds left at the current rate, nil when unknown.
     public var secondsLeft: Double? {
         guard let totalBytes, bytesPerSecond > 0 else { return nil }

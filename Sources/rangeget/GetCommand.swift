@@ -11,6 +11,9 @@ struct GetSettings {
     var options = DownloadOptions()
     var output: String?
     var directory: String?
+    var inputFile: String?
+    var jobs: Int?
+    var maxSpeed: Int64?
     var quiet = false
     var json = false
     var help = false
@@ -29,7 +32,13 @@ enum GetCommand {
         options: [
             .value("o", "output", "PATH", "save to PATH (default: name from the server or the URL)") { $0.output = $1 },
             .value("d", "dir", "DIR", "save into directory DIR (default: current directory)") { $0.directory = $1 },
-            .value("n", "connections", "N", "connections at once (default 8)") { settings, text throws(UsageError) in
+            .value("i", "input-file", "FILE", "download every file listed in FILE (one per line; '-' reads stdin)") {
+                $0.inputFile = $1
+            },
+            .value("j", "jobs", "N", "with -i: at most N files at once (default: one per connection)") { settings, text throws(UsageError) in
+                settings.jobs = try Parse.positiveInteger(text, "jobs", max: 1000)
+            },
+            .value("n", "connections", "N", "connections at once, for the whole run (default 8)") { settings, text throws(UsageError) in
                 settings.options.connections = try Parse.positiveInteger(text, "connections", max: 256)
             },
             .value("k", "min-split", "SIZE", "never split a piece below SIZE bytes (default 1M)") { settings, text throws(UsageError) in
@@ -54,6 +63,10 @@ enum GetCommand {
             .value(nil, "connect-timeout", "SECONDS", "give up connecting after this long (default 15)") { settings, text throws(UsageError) in
                 settings.options.transfer.connectTimeout = try Parse.seconds(text, "connect-timeout")
             },
+            .value(nil, "max-speed", "RATE", "cap the whole run at RATE bytes/s, e.g. 10M") { settings, text throws(UsageError) in
+                settings.maxSpeed = try Parse.bytes(text, "max-speed")
+            },
+            .flag(nil, "netrc", "read credentials from ~/.netrc") { $0.options.transfer.useNetrc = true },
             .value("H", "header", "'NAME: VALUE'", "send this request header (never stored on disk)") { settings, text throws(UsageError) in
                 guard text.contains(":") else { throw UsageError("--header needs 'Name: value', not '\(text)'") }
                 settings.options.transfer.headers.append(text)
@@ -78,9 +91,21 @@ enum GetCommand {
             urls = try command.parse(arguments, into: &settings)
             if settings.help { print(command.help); return ExitCode.success.rawValue }
             if settings.version { print("rangeget \(RangeGetVersion.current)"); return ExitCode.success.rawValue }
+            if let list = settings.inputFile {
+                guard urls.isEmpty else { throw UsageError("give URLs either on the command line or with -i, not both") }
+                guard settings.output == nil else { throw UsageError("-o names one file; with -i use out=NAME in the list") }
+                try validate(urls: ["http://list/"], settings: settings)
+                let entries = try InputList.parse(try readList(list))
+                guard !entries.isEmpty else { throw UsageError("\(list) lists no URL") }
+                return BatchRun(entries: entries, settings: settings)
+                    .run(jobs: settings.jobs ?? settings.options.connections)
+            }
             try validate(urls: urls, settings: settings)
         } catch {
-            return fail(error.description, .usage)
+            return fail("\(error)", .usage)
+        }
+        if let total = settings.maxSpeed {
+            settings.options.transfer.maxBytesPerSecondPerTransfer = max(1, total / Int64(settings.options.connections))
         }
         let destination: Destination = settings.output.map { .file(joined(settings.directory, $0)) }
             ?? .directory(settings.directory ?? ".")
@@ -110,14 +135,21 @@ enum GetCommand {
         }
     }
 
+    private static func readList(_ path: String) throws(UsageError) -> String {
+        if path == "-" {
+            var text = ""
+            while let line = readLine(strippingNewline: false) { text += line }
+            return text
+        }
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw UsageError("cannot read input file \(path)")
+        }
+        return String(decoding: data, as: UTF8.self)
+    }
+
     private static func validate(urls: [String], settings: GetSettings) throws(UsageError) {
         guard !urls.isEmpty else { throw UsageError("no URL given (see 'rangeget --help')") }
-        for url in urls {
-            guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),
-                  scheme == "http" || scheme == "https", let host = components.host, !host.isEmpty else {
-                throw UsageError("not an http or https URL: '\(url)'")
-            }
-        }
+        for url in urls { try InputList.check(url: url) }
         if let directory = settings.directory {
             guard isDirectory(directory) else {
                 throw UsageError("--dir \(directory) is not a directory")
@@ -126,12 +158,12 @@ enum GetCommand {
         }
     }
 
-    private static func joined(_ directory: String?, _ path: String) -> String {
+    static func joined(_ directory: String?, _ path: String) -> String {
         guard let directory, !path.hasPrefix("/") else { return path }
         return directory.hasSuffix("/") ? directory + path : directory + "/" + path
     }
 
-    private static func report(_ event: DownloadEvent, display: ProgressDisplay, quiet: Bool) {
+    static func report(_ event: DownloadEvent, display: ProgressDisplay, quiet: Bool) {
         switch event {
         case let .progress(progress):
             display.show(progress)

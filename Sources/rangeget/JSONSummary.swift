@@ -50,9 +50,12 @@ struct JSONSummary: Encodable {
         mirrors = urls.map { Mirror(url: $0, bytes: 0, bytesPerSecondPerConnection: 0, errors: 0, dropped: nil) }
     }
 
-    func encoded() -> String {
+    func encoded() -> String { Self.encode(self) }
+
+    /// One line of JSON with sorted keys.
+    static func encode(_ value: some Encodable) -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return (try? encoder.encode(self)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+        return (try? encoder.encode(value)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
     }
 }

@@ -14,9 +14,9 @@ final class ProgressDisplay: Sendable {
         enabled = !quiet && isatty(STDERR_FILENO) == 1
     }
 
-    func show(_ progress: DownloadProgress) {
+    func show(_ progress: DownloadProgress, prefix: String = "") {
         guard enabled else { return }
-        var line = "  " + ByteCount.format(progress.bytesDone)
+        var line = (prefix.isEmpty ? "" : prefix + " ") + "  " + ByteCount.format(progress.bytesDone)
         if let total = progress.totalBytes {
             line += " / " + ByteCount.format(total)
             let percent = total > 0 ? Int(Double(progress.bytesDone) * 100 / Double(total)) : 100

@@ -10,6 +10,8 @@ let code: Int32
 switch arguments.first {
 case "serve":
     code = ServeCommand.run(Array(arguments.dropFirst()))
+case "status":
+    code = StatusCommand.run(Array(arguments.dropFirst()))
 default:
     code = GetCommand.run(arguments)
 }

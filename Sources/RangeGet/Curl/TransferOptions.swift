@@ -20,6 +20,10 @@ public struct TransferOptions: Sendable {
     public var proxy: String?
     /// The most redirects one request follows.
     public var maxRedirects = 10
+    /// Read credentials from `~/.netrc` when the URL has none (`--netrc`).
+    public var useNetrc = false
+    /// Cap on each transfer's receive rate in bytes per second, nil for none.
+    public var maxBytesPerSecondPerTransfer: Int64?
     /// libcurl's receive buffer per transfer (`CURLOPT_BUFFERSIZE`).
     public var receiveBufferSize = 512 * 1024
 
@@ -47,6 +51,10 @@ extension EasyHandle {
         }
         if let caCertificates = options.caCertificates { try set(CURLOPT_CAINFO, caCertificates) }
         if let proxy = options.proxy { try set(CURLOPT_PROXY, proxy) }
+        if options.useNetrc { try set(CURLOPT_NETRC, Int(CURL_NETRC_OPTIONAL.rawValue)) }
+        if let rate = options.maxBytesPerSecondPerTransfer {
+            try set(CURLOPT_MAX_RECV_SPEED_LARGE, offset: rate)
+        }
     }
 }
 

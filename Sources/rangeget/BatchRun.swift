@@ -1,0 +1,149 @@
+// Several files in one run (`-i LIST`): at most `--jobs` files in flight,
+// the `-n` connection budget shared among them (small files use one
+// connection each, large ones are split). A failed file does not stop the
+// others; the summary and the exit code say which failed.
+import Dispatch
+import FoundationEssentials
+import Glibc
+import RangeGet
+import Synchronization
+
+final class BatchRun: Sendable {
+    private let entries: [ListEntry]
+    private let settings: GetSettings
+    private let display: ProgressDisplay
+    private let state = Mutex(State())
+
+    private struct State {
+        var next = 0
+        var running: [Int: Download] = [:]
+        var progress: [Int: DownloadProgress] = [:]
+        var results: [Int: Result<DownloadResult, DownloadError>] = [:]
+        var stopping = false
+    }
+
+    init(entries: [ListEntry], settings: GetSettings) {
+        self.entries = entries
+        self.settings = settings
+        display = ProgressDisplay(quiet: settings.quiet || settings.json)
+    }
+
+    /// Downloads every entry; returns the exit code.
+    func run(jobs: Int) -> Int32 {
+        let lanes = max(1, min(jobs, entries.count))
+        let interrupts = InterruptHandler { [self] in
+            let downloads = state.withLock { state in
+                state.stopping = true
+                return Array(state.running.values)
+            }
+            downloads.forEach { $0.stop() }
+        }
+        defer { interrupts.cancel() }
+        let group = DispatchGroup()
+        for _ in 0..<lanes {
+            group.enter()
+            DispatchQueue.global().async { [self] in
+                work(lanes: lanes)
+                group.leave()
+            }
+        }
+        group.wait()
+        display.clear()
+        return finish()
+    }
+
+    /// One lane: takes the next entry until none is left.
+    private func work(lanes: Int) {
+        while true {
+            let taken: (index: Int, download: Download)? = state.withLock { state in
+                guard !state.stopping, state.next < entries.count else { return nil }
+                let index = state.next
+                state.next += 1
+                let download = makeDownload(entries[index], lanes: lanes)
+                state.running[index] = download
+                return (index, download)
+            }
+            guard let (index, download) = taken else { return }
+            let result = Result { () throws(DownloadError) in
+                try download.run { [self] event in observe(event, of: index) }
+            }
+            state.withLock { state in
+                state.running[index] = nil
+                state.progress[index] = nil
+                state.results[index] = result
+            }
+            if !settings.quiet && !settings.json {
+                switch result {
+                case let .success(done): display.message("saved \(done.path) (\(ByteCount.format(done.size)))")
+                case let .failure(error): display.message("failed: \(error)")
+                }
+            }
+        }
+    }
+
+    private func makeDownload(_ entry: ListEntry, lanes: Int) -> Download {
+        var options = settings.options
+        options.connections = max(1, settings.options.connections / lanes)
+        if let total = settings.maxSpeed {
+            options.transfer.maxBytesPerSecondPerTransfer = max(1, total / Int64(lanes * options.connections))
+        }
+        let directory = settings.directory ?? "."
+        let destination: Destination = entry.output.map { .file(GetCommand.joined(directory, $0)) }
+            ?? .directory(directory)
+        return Download(mirrors: entry.urls, destination: destination, options: options)
+    }
+
+    private func observe(_ event: DownloadEvent, of index: Int) {
+        guard case let .progress(progress) = event else {
+            GetCommand.report(event, display: display, quiet: settings.quiet)
+            return
+        }
+        let total = state.withLock { state -> DownloadProgress in
+            state.progress[index] = progress
+            var sum = DownloadProgress(bytesDone: 0, totalBytes: 0, bytesPerSecond: 0, activeConnections: 0)
+            for value in state.progress.values {
+                sum.bytesDone += value.bytesDone
+                sum.totalBytes = value.totalBytes.flatMap { known in sum.totalBytes.map { $0 + known } }
+                sum.bytesPerSecond += value.bytesPerSecond
+                sum.activeConnections += value.activeConnections
+            }
+            return sum
+        }
+        let finished = state.withLock { $0.results.count }
+        display.show(total, prefix: "[\(finished)/\(entries.count) files]")
+    }
+
+    /// Prints the summary and picks the exit code: the first failure's, else 0.
+    private func finish() -> Int32 {
+        let results = state.withLock { $0.results }
+        let failed = entries.indices.filter { index in
+            if case .success = results[index] { return false }
+            return true
+        }
+        if settings.json {
+            let files = entries.indices.map { index -> JSONSummary in
+                switch results[index] {
+                case let .success(result)?: return JSONSummary(result: result)
+                case let .failure(error)?: return JSONSummary(urls: entries[index].urls, error: error, code: ExitCode(error))
+                case nil: return JSONSummary(urls: entries[index].urls, error: .interrupted, code: .interrupted)
+                }
+            }
+            print(JSONSummary.encode(BatchSummary(outcome: failed.isEmpty ? "complete" : "failed", files: files)))
+        } else if !settings.quiet {
+            print("\(entries.count - failed.count) of \(entries.count) files downloaded"
+                  + (failed.isEmpty ? "" : "; failed: " + failed.map { entries[$0].urls[0] }.joined(separator: ", ")))
+        }
+        for index in failed {
+            switch results[index] {
+            case let .failure(error)?: return ExitCode(error).rawValue
+            default: return ExitCode.interrupted.rawValue
+            }
+        }
+        return ExitCode.success.rawValue
+    }
+}
+
+struct BatchSummary: Encodable {
+    var outcome: String
+    var files: [JSONSummary]
+}

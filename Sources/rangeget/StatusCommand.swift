@@ -1,0 +1,150 @@
+// `rangeget status [PATH...]`: the partial downloads in the current directory
+// (or the given files and directories): URL, size, how much is done, when the
+// manifest was last written, and whether it can be resumed as it is.
+import FoundationEssentials
+import Glibc
+import RangeGet
+
+struct StatusSettings {
+    var json = false
+    var help = false
+}
+
+enum StatusCommand {
+    static var command: Command<StatusSettings> { Command(
+        name: "status",
+        usage: "rangeget status [OPTIONS] [PATH...]",
+        summary: "Show the partial downloads in the current directory, or in the given directories and files\n(an output name, its .part or its .part.json).",
+        options: [
+            .flag(nil, "json", "print a JSON array instead of a table") { $0.json = true },
+            .flag("h", "help", "show this help") { $0.help = true },
+        ],
+        details: "A download is healthy when its manifest reads back and its .part file holds every byte listed."
+    ) }
+
+    /// One partial download as `status` reports it.
+    struct Entry: Encodable {
+        var manifest: String
+        var output: String
+        var url: String?
+        var size: Int64?
+        var bytesDone: Int64?
+        var bytesLeft: Int64?
+        var percentDone: Double?
+        var lastUpdated: String?
+        var healthy: Bool
+        var problem: String?
+    }
+
+    static func run(_ arguments: [String]) -> Int32 {
+        var settings = StatusSettings()
+        let paths: [String]
+        do {
+            paths = try command.parse(arguments, into: &settings)
+        } catch {
+            return fail(error.description, .usage)
+        }
+        if settings.help { print(command.help); return ExitCode.success.rawValue }
+        var manifests: [String] = []
+        for path in paths.isEmpty ? ["."] : paths {
+            if isDirectory(path) {
+                let names = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
+                manifests += names.filter { $0.hasSuffix(".part.json") }.sorted().map { join(path, $0) }
+            } else if path.hasSuffix(".part.json") {
+                manifests.append(path)
+            } else if path.hasSuffix(".part") {
+                manifests.append(path + ".json")
+            } else {
+                manifests.append(path + ".part.json")
+            }
+        }
+        let entries = manifests.map(entry)
+        if settings.json {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes, .prettyPrinted]
+            print((try? encoder.encode(entries)).map { String(decoding: $0, as: UTF8.self) } ?? "[]")
+        } else if entries.isEmpty {
+            print("no partial downloads")
+        } else {
+            print(table(entries))
+        }
+        return entries.allSatisfy(\.healthy) ? ExitCode.success.rawValue : ExitCode.local.rawValue
+    }
+
+    static func entry(_ manifestPath: String) -> Entry {
+        let part = String(manifestPath.dropLast(".json".count))
+        var entry = Entry(manifest: manifestPath, output: String(part.dropLast(".part".count)), healthy: false)
+        var info = stat()
+        if stat(manifestPath, &info) == 0 {
+            entry.lastUpdated = Timestamp.iso8601(seconds: Int(info.st_mtim.tv_sec))
+        }
+        do {
+            guard let manifest = try Manifest.load(from: manifestPath) else {
+                entry.problem = "no manifest at \(manifestPath)"
+                return entry
+            }
+            entry.url = manifest.url
+            entry.size = manifest.size
+            entry.bytesDone = manifest.done.byteCount
+            entry.bytesLeft = manifest.size - manifest.done.byteCount
+            entry.percentDone = manifest.size > 0 ? Double(manifest.done.byteCount) * 100 / Double(manifest.size) : 100
+            var data = stat()
+            let needed = manifest.done.ranges.last?.end ?? 0
+            if stat(part, &data) != 0 {
+                entry.problem = "\(part) is missing"
+            } else if Int64(data.st_size) < needed {
+                entry.problem = "\(part) is shorter than the manifest says"
+            } else {
+                entry.healthy = true
+            }
+        } catch {
+            entry.problem = error.description
+        }
+        return entry
+    }
+
+    private static func table(_ entries: [Entry]) -> String {
+        var rows = [["OUTPUT", "DONE", "SIZE", "LEFT", "UPDATED", "STATE", "URL"]]
+        for entry in entries {
+            rows.append([
+                entry.output,
+                entry.percentDone.map { String(format1: $0) + "%" } ?? "-",
+                entry.size.map(ByteCount.format) ?? "-",
+                entry.bytesLeft.map(ByteCount.format) ?? "-",
+                entry.lastUpdated ?? "-",
+                entry.healthy ? "ok" : "damaged: " + (entry.problem ?? "?"),
+                entry.url ?? "-",
+            ])
+        }
+        let widths = (0..<rows[0].count).map { column in rows.map { $0[column].count }.max() ?? 0 }
+        return rows.map { row in
+            zip(row, widths).enumerated().map { index, cell in
+                index == row.count - 1 ? cell.0 : cell.0.padding(to: cell.1)
+            }.joined(separator: " ").trimmingTrailingSpaces()
+        }.joined(separator: "\n")
+    }
+
+    private static func join(_ directory: String, _ name: String) -> String {
+        directory == "." ? name : (directory.hasSuffix("/") ? directory + name : directory + "/" + name)
+    }
+}
+
+enum Timestamp {
+    /// `2026-11-29T13:27:45Z` for seconds since the epoch.
+    static func iso8601(seconds: Int) -> String {
+        var time = time_t(seconds)
+        var parts = tm()
+        gmtime_r(&time, &parts)
+        func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
+        return "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday))T"
+            + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec))Z"
+    }
+}
+
+extension String {
+    func trimmingTrailingSpaces() -> String {
+        var text = self
+        while text.last == " " { text.removeLast() }
+        return text
+    }
+}
