@@ -11,13 +11,20 @@ public struct DownloadProgress: Sendable, Equatable {
     public var bytesPerSecond: Double
     /// Transfers running now.
     public var activeConnections: Int
+    /// The bytes on disk, for a map of the file.
+    public var completed: RangeSet
+    /// The bytes the running transfers are still fetching.
+    public var inFlight: [ByteRange]
 
     /// Figures as given.
-    public init(bytesDone: Int64, totalBytes: Int64?, bytesPerSecond: Double, activeConnections: Int) {
+    public init(bytesDone: Int64, totalBytes: Int64?, bytesPerSecond: Double, activeConnections: Int,
+                completed: RangeSet = RangeSet(), inFlight: [ByteRange] = []) {
         self.bytesDone = bytesDone
         self.totalBytes = totalBytes
         self.bytesPerSecond = bytesPerSecond
         self.activeConnections = activeConnections
+        self.completed = completed
+        self.inFlight = inFlight
     }
 
     /// Seconds left at the current rate, nil when unknown.

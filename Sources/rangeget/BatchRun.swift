@@ -24,6 +24,8 @@ final class BatchRun: Sendable {
 
     init(entries: [ListEntry], settings: GetSettings) {
         self.entries = entries
+        var settings = settings
+        if let total = settings.maxSpeed { settings.options.transfer.rateLimit = RateLimit(bytesPerSecond: total) }
         self.settings = settings
         display = ProgressDisplay(quiet: settings.quiet || settings.json)
     }
@@ -84,9 +86,6 @@ final class BatchRun: Sendable {
     private func makeDownload(_ entry: ListEntry, lanes: Int) -> Download {
         var options = settings.options
         options.connections = max(1, settings.options.connections / lanes)
-        if let total = settings.maxSpeed {
-            options.transfer.maxBytesPerSecondPerTransfer = max(1, total / Int64(lanes * options.connections))
-        }
         let directory = settings.directory ?? "."
         let destination: Destination = entry.output.map { .file(GetCommand.joined(directory, $0)) }
             ?? .directory(directory)

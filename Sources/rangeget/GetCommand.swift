@@ -104,9 +104,7 @@ enum GetCommand {
         } catch {
             return fail("\(error)", .usage)
         }
-        if let total = settings.maxSpeed {
-            settings.options.transfer.maxBytesPerSecondPerTransfer = max(1, total / Int64(settings.options.connections))
-        }
+        if let total = settings.maxSpeed { settings.options.transfer.rateLimit = RateLimit(bytesPerSecond: total) }
         let destination: Destination = settings.output.map { .file(joined(settings.directory, $0)) }
             ?? .directory(settings.directory ?? ".")
         let download = Download(mirrors: urls, destination: destination, options: settings.options)

@@ -1,44 +1,120 @@
-// ProgressDisplay: one line on a terminal, redrawn in place from the
-// download's progress events: bytes, percent, rate, ETA, connections.
-import Glibc
+// ProgressDisplay: what a running download looks like. On a terminal, one
+// line redrawn in place at most ten times a second: a map of the file (done,
+// in flight, missing), percent, bytes, rate, ETA, connections; trimmed to the
+// terminal's width on every draw, so a resize never wraps it. When stderr is
+// not a terminal: a plain line every few seconds. Nothing with -q.
 import FoundationEssentials
+import Glibc
 import RangeGet
 import Synchronization
 
 final class ProgressDisplay: Sendable {
-    private let enabled: Bool
-    private let drawn = Mutex<Bool>(false)
+    private enum Mode { case off, terminal, lines }
+    private let mode: Mode
+    private let unicode: Bool
+    private let state = Mutex(State())
 
-    /// Draws on stderr only when it is a terminal and output is not quiet.
+    private struct State {
+        var drawn = false
+        var lastDraw = -Double.infinity
+    }
+
+    /// Draws on stderr unless `quiet`: in place on a terminal, else as plain lines.
     init(quiet: Bool) {
-        enabled = !quiet && isatty(STDERR_FILENO) == 1
+        if quiet {
+            mode = .off
+        } else {
+            mode = isatty(STDERR_FILENO) == 1 ? .terminal : .lines
+        }
+        let names: [String] = ["LC_ALL", "LC_CTYPE", "LANG"]
+        let locale = names.compactMap { name in getenv(name).map { String(cString: $0) } }.first { !$0.isEmpty } ?? ""
+        unicode = locale.uppercased().contains("UTF-8") || locale.uppercased().contains("UTF8")
     }
 
     func show(_ progress: DownloadProgress, prefix: String = "") {
-        guard enabled else { return }
-        var line = (prefix.isEmpty ? "" : prefix + " ") + "  " + ByteCount.format(progress.bytesDone)
-        if let total = progress.totalBytes {
-            line += " / " + ByteCount.format(total)
-            let percent = total > 0 ? Int(Double(progress.bytesDone) * 100 / Double(total)) : 100
-            line += "  \(percent)%"
+        let now = Self.now()
+        let interval = mode == .terminal ? 0.1 : 5.0
+        let due = state.withLock { state in
+            guard mode != .off, now - state.lastDraw >= interval else { return false }
+            state.lastDraw = now
+            state.drawn = mode == .terminal
+            return true
         }
-        line += "  " + ByteCount.format(Int64(progress.bytesPerSecond)) + "/s"
-        if let left = progress.secondsLeft { line += "  ETA " + Duration.format(left) }
-        line += "  [\(progress.activeConnections) conn]"
-        write("\r" + line + "\u{1B}[K")
-        drawn.withLock { $0 = true }
+        guard due else { return }
+        var figures = prefix.isEmpty ? "" : prefix + " "
+        if let total = progress.totalBytes, total > 0 {
+            figures += String(format1: Double(progress.bytesDone) * 100 / Double(total)) + "%  "
+            figures += ByteCount.format(progress.bytesDone) + " / " + ByteCount.format(total)
+        } else {
+            figures += ByteCount.format(progress.bytesDone)
+        }
+        figures += "  " + ByteCount.format(Int64(progress.bytesPerSecond)) + "/s"
+        if let left = progress.secondsLeft { figures += "  ETA " + Duration.format(left) }
+        figures += "  \(progress.activeConnections) conn"
+        switch mode {
+        case .off:
+            break
+        case .lines:
+            write("rangeget: " + figures + "\n")
+        case .terminal:
+            let width = Self.terminalWidth()
+            let cells = min(60, width - figures.count - 4)
+            var line = figures
+            if cells >= 10, let total = progress.totalBytes, total > 0 {
+                line = "[" + map(progress, total: total, cells: cells) + "] " + figures
+            }
+            if line.count >= width { line = String(line.prefix(max(0, width - 1))) }
+            write("\r" + line + "\u{1B}[K")
+        }
     }
 
-    /// Prints a message on its own line, keeping the progress line intact below it.
+    /// Prints a message on its own line; the progress line is redrawn below it later.
     func message(_ text: String) {
-        let wasDrawn = drawn.withLock { value in defer { value = false }; return value }
+        let wasDrawn = state.withLock { state in
+            defer { state.drawn = false; state.lastDraw = -Double.infinity }
+            return state.drawn
+        }
         write((wasDrawn ? "\r\u{1B}[K" : "") + "rangeget: " + text + "\n")
     }
 
     /// Removes the progress line.
     func clear() {
-        let wasDrawn = drawn.withLock { value in defer { value = false }; return value }
+        let wasDrawn = state.withLock { state in
+            defer { state.drawn = false }
+            return state.drawn
+        }
         if wasDrawn { write("\r\u{1B}[K") }
+    }
+
+    /// One cell per slice of the file: done, being fetched, or missing.
+    private func map(_ progress: DownloadProgress, total: Int64, cells: Int) -> String {
+        let (done, active, missing): (Character, Character, Character) = unicode ? ("█", "▒", "·") : ("#", "=", ".")
+        var text = ""
+        for cell in 0..<cells {
+            let start = total * Int64(cell) / Int64(cells)
+            let end = max(start + 1, total * Int64(cell + 1) / Int64(cells))
+            let slice = ByteRange(start, min(end, total))
+            if progress.completed.contains(slice) {
+                text.append(done)
+            } else if progress.inFlight.contains(where: { $0.start < slice.end && slice.start < $0.end }) {
+                text.append(active)
+            } else {
+                text.append(missing)
+            }
+        }
+        return text
+    }
+
+    private static func terminalWidth() -> Int {
+        var size = winsize()
+        guard ioctl(STDERR_FILENO, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 else { return 80 }
+        return Int(size.ws_col)
+    }
+
+    private static func now() -> Double {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
     }
 
     private func write(_ text: String) {

@@ -23,9 +23,9 @@ enum CLI {
     }()
 
     /// Starts the binary; output goes to files so a killed child never blocks on a pipe.
-    static func start(_ arguments: [String], in directory: String) throws -> (Process, URL, URL) {
+    static func start(_ arguments: [String], in directory: String, executable: String? = nil) throws -> (Process, URL, URL) {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: binary)
+        process.executableURL = URL(fileURLWithPath: executable ?? binary)
         process.arguments = arguments
         process.currentDirectoryURL = URL(fileURLWithPath: directory)
         let out = URL(fileURLWithPath: directory).appendingPathComponent(".stdout-\(UUID().uuidString)")
@@ -40,8 +40,9 @@ enum CLI {
     }
 
     /// Runs the binary to completion (killed after `timeout` seconds).
-    static func run(_ arguments: [String], in directory: String, timeout: Double = 120) throws -> Run {
-        let (process, out, err) = try start(arguments, in: directory)
+    static func run(_ arguments: [String], in directory: String, timeout: Double = 120,
+                    executable: String? = nil) throws -> Run {
+        let (process, out, err) = try start(arguments, in: directory, executable: executable)
         let deadline = Date().addingTimeInterval(timeout)
         while process.isRunning && Date() < deadline { usleep(10_000) }
         if process.isRunning {

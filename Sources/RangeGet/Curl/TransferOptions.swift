@@ -22,8 +22,8 @@ public struct TransferOptions: Sendable {
     public var maxRedirects = 10
     /// Read credentials from `~/.netrc` when the URL has none (`--netrc`).
     public var useNetrc = false
-    /// Cap on each transfer's receive rate in bytes per second, nil for none.
-    public var maxBytesPerSecondPerTransfer: Int64?
+    /// A cap shared by every transfer that holds the same value (`--max-speed`).
+    public var rateLimit: RateLimit?
     /// libcurl's receive buffer per transfer (`CURLOPT_BUFFERSIZE`).
     public var receiveBufferSize = 512 * 1024
 
@@ -52,9 +52,7 @@ extension EasyHandle {
         if let caCertificates = options.caCertificates { try set(CURLOPT_CAINFO, caCertificates) }
         if let proxy = options.proxy { try set(CURLOPT_PROXY, proxy) }
         if options.useNetrc { try set(CURLOPT_NETRC, Int(CURL_NETRC_OPTIONAL.rawValue)) }
-        if let rate = options.maxBytesPerSecondPerTransfer {
-            try set(CURLOPT_MAX_RECV_SPEED_LARGE, offset: rate)
-        }
+
     }
 }
 

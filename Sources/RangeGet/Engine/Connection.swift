@@ -51,6 +51,9 @@ final class Connection {
     let easy: EasyHandle
     private let file: OutputFile
     private let baseHeaders: [String]
+    private let rateLimit: RateLimit?
+    /// True while the transfer waits for the rate limit's tokens.
+    private(set) var isPaused = false
 
     /// The work in flight; nil when idle.
     private(set) var piece: Piece?
@@ -89,6 +92,7 @@ final class Connection {
         self.id = id
         self.file = file
         baseHeaders = options.headers
+        rateLimit = options.rateLimit
         easy = try EasyHandle()
         try easy.configure(url: "http://127.0.0.1/", options: options)
         let me = Unmanaged.passUnretained(self).toOpaque()
@@ -135,6 +139,7 @@ final class Connection {
         rejection = nil
         writeFailure = nil
         reachedEnd = false
+        isPaused = false
         wasUsed = true
         var headers = baseHeaders
         try easy.set(CURLOPT_URL, mirror.remote.effectiveURL)
@@ -154,6 +159,13 @@ final class Connection {
         precondition(newEnd >= position && newEnd <= end)
         end = newEnd
         piece?.range.end = newEnd
+    }
+
+    /// Resumes a transfer paused by the rate limit once tokens are back.
+    func resumeIfAllowed() {
+        guard isPaused, rateLimit?.hasTokens == true else { return }
+        isPaused = false
+        curl_easy_pause(easy.raw, CURLPAUSE_CONT)
     }
 
     /// Joins a race for the rest of the current piece.
@@ -238,6 +250,10 @@ final class Connection {
                 return 0
             }
             accepted = true
+        }
+        if let rateLimit, !rateLimit.take(count) {
+            isPaused = true
+            return Int(CURL_WRITEFUNC_PAUSE)
         }
         let room = end - position
         let length = Int64(count) <= room ? count : Int(room)

@@ -287,6 +287,8 @@ final class Engine: @unchecked Sendable {
     /// Samples every transfer's progress; abandons those silent for the stall timeout.
     private func watchTransfers(now: Double) -> EngineOutcome? {
         for connection in connections where connection.isBusy {
+            connection.resumeIfAllowed()
+            if connection.isPaused { continue }
             let (idle, timeToFirstByte) = connection.sample(now: now)
             if let timeToFirstByte { setupDelay = 0.8 * setupDelay + 0.2 * timeToFirstByte }
             guard idle > settings.stallTimeout else { continue }
@@ -307,11 +309,13 @@ final class Engine: @unchecked Sendable {
     private func report(now: Double, force: Bool) {
         guard force || now - lastReport >= 0.1 else { return }
         lastReport = now
-        let done = currentlyDone
+        let completed = writtenSnapshot()
+        let done = completed.byteCount
         meter.add(bytes: done, at: now)
         onEvent(.progress(DownloadProgress(
             bytesDone: done, totalBytes: size, bytesPerSecond: meter.rate,
-            activeConnections: connections.count(where: \.isBusy))))
+            activeConnections: connections.count(where: \.isBusy),
+            completed: completed, inFlight: connections.compactMap(\.remaining))))
     }
 
     /// What is written now: finished ranges plus each running transfer's prefix.
@@ -346,7 +350,7 @@ final class Engine: @unchecked Sendable {
     }
 
     private func pollTimeout(now: Double) -> Int {
-        var timeout = 100.0
+        var timeout = connections.contains(where: \.isPaused) ? 10.0 : 100.0
         if let wake = queue.map(\.notBefore).min(), wake > now { timeout = min(timeout, (wake - now) * 1000) }
         return max(1, Int(timeout))
     }

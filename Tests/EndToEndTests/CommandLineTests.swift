@@ -1,0 +1,166 @@
+// The command line people use: progress on a pseudo-terminal, --json, input
+// lists, status, headers, speed caps, and help, man page and completions
+// generated from the same option tables.
+import Foundation
+import RangeServer
+import XCTest
+
+final class CommandLineTests: EndToEndTestCase {
+    private var repositoryRoot: URL {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    }
+
+    func testProgressIsDrawnInPlaceOnATerminalAndNotElsewhere() throws {
+        let resource = Resource.generated(size: 3 << 20, seed: 81)
+        server.setResource(resource, at: "f")
+        server.setRatePerConnection(1 << 20)
+        let output = path("f")
+        // script(1) gives the child a pseudo-terminal.
+        let command = "LANG=C.UTF-8 COLUMNS=100 \(CLI.binary) -n 4 -o \(output) \(server.url("f"))"
+        let run = try CLI.run(["-c", "/usr/bin/script -qfec '\(command)' /dev/null"], in: directory, executable: "/bin/sh")
+        XCTAssertEqual(run.status, 0, run.stdout + run.stderr)
+        assertSameBytes(output, resource)
+        let screen = run.stdout
+        XCTAssertTrue(screen.contains("\r["), "redrawn in place: \(screen.debugDescription.prefix(300))")
+        XCTAssertTrue(screen.contains("█"), "segment map has done cells")
+        XCTAssertTrue(screen.contains("conn"), "live connections shown")
+        XCTAssertTrue(screen.contains("ETA"), "ETA shown")
+        XCTAssertTrue(screen.contains("\u{1B}[K"), "each redraw clears the rest of the line")
+        XCTAssertTrue(screen.contains("saved"), "summary printed")
+
+        // Not a terminal: no carriage-return redraws; -q: nothing at all.
+        try FileManager.default.removeItem(atPath: output)
+        let piped = try CLI.run(["-n", "4", "-o", output, server.url("f")], in: directory)
+        XCTAssertEqual(piped.status, 0)
+        XCTAssertFalse(piped.stderr.contains("\r"), piped.stderr)
+        try FileManager.default.removeItem(atPath: output)
+        let quiet = try CLI.run(["-q", "-n", "4", "-o", output, server.url("f")], in: directory)
+        XCTAssertEqual(quiet.status, 0)
+        XCTAssertEqual(quiet.stdout + quiet.stderr, "")
+    }
+
+    func testJSONSummaryParsesAndHasTheDocumentedFields() throws {
+        let resource = Resource.generated(size: 1 << 20, seed: 82)
+        server.setResource(resource, at: "f")
+        let run = try CLI.run(["--json", "-n", "2", "-o", path("f"), server.url("f")], in: directory)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        let object = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any])
+        for key in ["outcome", "exitCode", "file", "size", "seconds", "averageBytesPerSecond", "bytesFetched",
+                    "bytesReused", "retries", "connectionsUsed", "mirrors"] {
+            XCTAssertNotNil(object[key], "field \(key) in \(run.stdout)")
+        }
+        XCTAssertEqual(object["outcome"] as? String, "complete")
+        XCTAssertEqual(object["size"] as? Int, 1 << 20)
+
+        let failed = try CLI.run(["--json", "--retries", "0", "-o", path("g"), server.url("missing")], in: directory)
+        XCTAssertEqual(failed.status, 1)
+        let failure = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(failed.stdout.utf8)) as? [String: Any])
+        XCTAssertEqual(failure["outcome"] as? String, "failed")
+        XCTAssertEqual(failure["exitCode"] as? Int, 1)
+    }
+
+    func testInputListDownloadsEveryFileAndReportsFailures() throws {
+        var lines = ["# a comment", ""]
+        var resources: [String: Resource] = [:]
+        for index in 1...6 {
+            let resource = Resource.generated(size: Int64(index) * 300_000, seed: UInt64(90 + index))
+            server.setResource(resource, at: "file\(index)")
+            resources["file\(index)"] = resource
+            lines.append(server.url("file\(index)"))
+        }
+        lines.append(server.url("missing") + "   # broken")
+        lines.append(server.url("file1") + " " + server.url("file1"))
+        lines.append("  out=renamed.bin")
+        try lines.joined(separator: "\n").write(toFile: path("list.txt"), atomically: true, encoding: .utf8)
+        try FileManager.default.createDirectory(atPath: path("out"), withIntermediateDirectories: true)
+        let run = try CLI.run(["-n", "4", "-j", "3", "--retries", "0", "-d", path("out"), "-i", path("list.txt")],
+                              in: directory)
+        XCTAssertEqual(run.status, 1, "one file failed: \(run.stderr)")
+        XCTAssertTrue(run.stdout.contains("7 of 8 files downloaded"), run.stdout)
+        XCTAssertTrue(run.stdout.contains("missing"), run.stdout)
+        for (name, resource) in resources { assertSameBytes(path("out/\(name)"), resource) }
+        assertSameBytes(path("out/renamed.bin"), resources["file1"]!)
+
+        try "http://ok.test/a\nftp://bad/b\n".write(toFile: path("bad.txt"), atomically: true, encoding: .utf8)
+        let bad = try CLI.run(["-i", path("bad.txt")], in: directory)
+        XCTAssertEqual(bad.status, 2)
+        XCTAssertTrue(bad.stderr.contains("line 2"), bad.stderr)
+    }
+
+    func testStatusShowsPartialDownloadsAndDamage() throws {
+        let resource = Resource.generated(size: 8 << 20, seed: 83)
+        server.setResource(resource, at: "f")
+        server.setRatePerConnection(1 << 20)
+        let output = path("f")
+        let (process, _, _) = try CLI.start(["-q", "-n", "2", "-o", output, server.url("f")], in: directory)
+        XCTAssertTrue(wait(timeout: 20) { durableBytes(output + ".part.json") > 0 })
+        kill(process.processIdentifier, SIGINT)
+        process.waitUntilExit()
+
+        let status = try CLI.run(["status", "--json", directory], in: directory)
+        XCTAssertEqual(status.status, 0, status.stderr)
+        let entries = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [[String: Any]])
+        XCTAssertEqual(entries.count, 1)
+        XCTAssertEqual(entries[0]["url"] as? String, server.url("f"))
+        XCTAssertEqual(entries[0]["healthy"] as? Bool, true)
+        XCTAssertEqual(entries[0]["size"] as? Int, 8 << 20)
+        XCTAssertGreaterThan(entries[0]["bytesDone"] as? Int ?? 0, 0)
+        let table = try CLI.run(["status"], in: directory)
+        XCTAssertTrue(table.stdout.contains("ok") && table.stdout.contains("%"), table.stdout)
+
+        try Data("{broken".utf8).write(to: URL(fileURLWithPath: output + ".part.json"))
+        let damaged = try CLI.run(["status", output], in: directory)
+        XCTAssertEqual(damaged.status, 4)
+        XCTAssertTrue(damaged.stdout.contains("damaged"), damaged.stdout)
+    }
+
+    func testHeadersAreSentButNeverStored() throws {
+        server.setResource(Resource.generated(size: 4 << 20, seed: 84), at: "f")
+        server.setRatePerConnection(1 << 20)
+        let output = path("f")
+        let (process, _, _) = try CLI.start(["-q", "-n", "2", "-H", "Authorization: Bearer s3cret", "-o", output,
+                                             server.url("f")], in: directory)
+        XCTAssertTrue(wait(timeout: 20) { durableBytes(output + ".part.json") > 0 })
+        let manifest = try String(contentsOfFile: output + ".part.json", encoding: .utf8)
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        XCTAssertFalse(manifest.contains("s3cret"), manifest)
+        let sent = server.statistics.requests.filter { $0.method == "GET" }
+        XCTAssertFalse(sent.isEmpty)
+        XCTAssertTrue(sent.allSatisfy { $0.headers["authorization"] == "Bearer s3cret" })
+    }
+
+    func testMaxSpeedCapsTheWholeRun() throws {
+        let resource = Resource.generated(size: 6 << 20, seed: 85)
+        server.setResource(resource, at: "f")
+        let started = Date()
+        let run = try CLI.run(["-q", "-n", "4", "--max-speed", "4M", "-o", path("f"), server.url("f")], in: directory)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertGreaterThan(Date().timeIntervalSince(started), 1.2, "6 MiB at 4 MiB/s takes about 1.5 s")
+        assertSameBytes(path("f"), resource)
+    }
+
+    func testManPageAndCompletionsAreGeneratedFromTheOptionTables() throws {
+        let help = try CLI.run(["--help"], in: directory).stdout
+        let options = help.split(separator: "\n").compactMap { line -> String? in
+            guard let range = line.range(of: "--") else { return nil }
+            return String(line[range.lowerBound...].prefix { $0 != " " && $0 != "," })
+        }
+        XCTAssertGreaterThan(options.count, 15)
+        for (file, arguments) in [("docs/rangeget.1", ["help", "--man"]),
+                                  ("docs/completion/rangeget.bash", ["help", "--completion", "bash"]),
+                                  ("docs/completion/_rangeget", ["help", "--completion", "zsh"])] {
+            let committed = try String(contentsOf: repositoryRoot.appendingPathComponent(file), encoding: .utf8)
+            let generated = try CLI.run(arguments, in: directory).stdout
+            XCTAssertEqual(committed, generated, "\(file) is stale: regenerate with rangeget \(arguments.joined(separator: " "))")
+            for option in options {
+                let spelled = file.hasSuffix(".1") ? option.replacingOccurrences(of: "-", with: "\\-") : option
+                XCTAssertTrue(committed.contains(spelled), "\(file) lists \(option)")
+            }
+        }
+        let serveHelp = try CLI.run(["help", "serve"], in: directory)
+        XCTAssertEqual(serveHelp.status, 0)
+        XCTAssertTrue(serveHelp.stdout.contains("--rate-per-connection"))
+        XCTAssertEqual(try CLI.run(["help", "nonsense"], in: directory).status, 2)
+    }
+}
