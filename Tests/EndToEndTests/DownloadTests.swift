@@ -2,6 +2,7 @@
 // sizes and connection counts, fallback when ranges don't work, the CLI's
 // refusals.
 import Foundation
+import RangeGet
 import RangeServer
 import XCTest
 
@@ -107,5 +108,31 @@ final class DownloadTests: EndToEndTestCase {
         let version = try CLI.run(["--version"], in: directory)
         XCTAssertEqual(version.status, 0)
         XCTAssertTrue(version.stdout.hasPrefix("rangeget "), version.stdout)
+    }
+}
+
+/// A background checkpoint still running when the last byte arrives must not
+/// bring the manifest back after the file was renamed into place.
+final class CheckpointRaceTests: EndToEndTestCase {
+    func testNoManifestIsLeftBehindWhenACheckpointIsInFlightAtTheEnd() throws {
+        let resource = Resource.generated(size: 2 << 20, seed: 31)
+        server.setResource(resource, at: "f")
+        server.setRatePerConnection(2 << 20)
+        var options = DownloadOptions()
+        options.connections = 2
+        options.checkpointInterval = 0.02
+        let live = SystemCalls.live
+        // Slow manifest saves: one is nearly always in flight.
+        options.systemCalls = SystemCalls(pwrite: live.pwrite, fdatasync: live.fdatasync, fsync: { descriptor in
+            usleep(200_000)
+            return live.fsync(descriptor)
+        })
+        let output = path("f")
+        let result = try Download(url: server.url("f"), destination: .file(output), options: options).run(onEvent: { _ in })
+        XCTAssertEqual(result.path, output)
+        assertSameBytes(output, resource)
+        usleep(300_000)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: output + ".part.json"), "stale manifest after completion")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: output + ".part.json.tmp"))
     }
 }

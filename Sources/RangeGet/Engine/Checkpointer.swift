@@ -28,6 +28,12 @@ final class Checkpointer: Sendable {
         }
     }
 
+    /// Waits until no background save is running (before the manifest is
+    /// deleted or replaced, so a late save cannot bring it back).
+    func waitForBackgroundSave() {
+        queue.sync {}
+    }
+
     /// Waits for a background save, then saves `manifest` on this thread.
     func saveNow(_ manifest: Manifest) throws(IOError) {
         queue.sync {}

@@ -120,7 +120,7 @@ final class Engine: @unchecked Sendable {
         }
         switch outcome {
         case .complete, .remoteChanged, .rangesUnsupported:
-            break
+            checkpointer?.waitForBackgroundSave()
         case .stopped, .failed:
             if let failure = saveFinalCheckpoint() {
                 if case .failed = outcome { return outcome }
