@@ -28,6 +28,17 @@ final class Checkpointer: Sendable {
         }
     }
 
+    /// Asks the kernel to start writing dirty data to disk now, in the
+    /// background, so that the next fdatasync (and the final one) finds little
+    /// left to do: disk writes overlap the download instead of following it.
+    func startWriteback() {
+        guard busy.compareExchange(expected: false, desired: true, ordering: .acquiring).exchanged else { return }
+        queue.async { [self] in
+            file.startWriteback()
+            busy.store(false, ordering: .releasing)
+        }
+    }
+
     /// Waits until no background save is running (before the manifest is
     /// deleted or replaced, so a late save cannot bring it back).
     func waitForBackgroundSave() {

@@ -61,6 +61,9 @@ final class Engine: @unchecked Sendable {
     private(set) var retries = 0
     private var manifest: Manifest?
     private var lastCheckpoint = 0.0
+    private var lastWriteback = 0.0
+    /// Seconds between requests to start writing dirty data to disk.
+    static let writebackInterval = 0.2
     private var meter = RateMeter(window: 3)
     private var lastReport = 0.0
 
@@ -328,7 +331,12 @@ final class Engine: @unchecked Sendable {
     }
 
     private func checkpointIfDue(now: Double) {
-        guard let checkpointer, var manifest, now - lastCheckpoint >= settings.checkpointInterval else { return }
+        guard let checkpointer, var manifest else { return }
+        if now - lastWriteback >= Self.writebackInterval {
+            lastWriteback = now
+            checkpointer.startWriteback()
+        }
+        guard now - lastCheckpoint >= settings.checkpointInterval else { return }
         lastCheckpoint = now
         manifest.done = writtenSnapshot()
         let onEvent = self.onEvent

@@ -47,6 +47,14 @@ final class OutputFile: Sendable {
         guard retryingOnInterrupt({ calls.fdatasync(descriptor) }) == 0 else { throw IOError("sync", path) }
     }
 
+    /// Starts writeback of the file's dirty pages without waiting for it, and
+    /// lets the kernel drop pages already on disk: on Linux
+    /// `posix_fadvise(POSIX_FADV_DONTNEED)` does both. Durability still comes
+    /// only from `synchronize`.
+    func startWriteback() {
+        _ = posix_fadvise(descriptor, 0, 0, POSIX_FADV_DONTNEED)
+    }
+
     /// Sets the length, dropping or zero-extending the end.
     func truncate(to size: Int64) throws(IOError) {
         guard retryingOnInterrupt({ ftruncate(descriptor, off_t(size)) }) == 0 else { throw IOError("truncate", path) }
