@@ -15,6 +15,8 @@ enum HelpCommand {
              ServeCommand.command.options.map { ($0.synopsis, $0.help) }),
             ("status", StatusCommand.command.usage, StatusCommand.command.summary,
              StatusCommand.command.options.map { ($0.synopsis, $0.help) }),
+            ("bench", BenchCommand.command.usage, BenchCommand.command.summary,
+             BenchCommand.command.options.map { ($0.synopsis, $0.help) }),
         ]
     }
 
@@ -26,6 +28,8 @@ enum HelpCommand {
             print(ServeCommand.command.help)
         case "status":
             print(StatusCommand.command.help)
+        case "bench":
+            print(BenchCommand.command.help)
         case "--man":
             print(manPage(), terminator: "")
         case "--completion":
@@ -35,7 +39,7 @@ enum HelpCommand {
             default: return fail("--completion needs bash or zsh", .usage)
             }
         case let other?:
-            return fail("no help for '\(other)'; commands: serve, status (and the download itself: rangeget help)", .usage)
+            return fail("no help for '\(other)'; commands: serve, status, bench (and the download itself: rangeget help)", .usage)
         }
         return ExitCode.success.rawValue
     }
@@ -65,6 +69,9 @@ enum HelpCommand {
         .br
         .B rangeget status
         [\\fIPATH\\fR...]
+        .br
+        .B rangeget bench
+        \\fIURL\\fR...
         .br
         .B rangeget help
         [\\fICOMMAND\\fR]
@@ -99,7 +106,8 @@ enum HelpCommand {
             case "$sub" in
                 serve) words="\(longOptions(ServeCommand.command).joined(separator: " "))" ;;
                 status) words="\(longOptions(StatusCommand.command).joined(separator: " "))" ;;
-                *) words="serve status help \(longOptions(GetCommand.command).joined(separator: " "))" ;;
+                bench) words="\(longOptions(BenchCommand.command).joined(separator: " "))" ;;
+                *) words="serve status bench help \(longOptions(GetCommand.command).joined(separator: " "))" ;;
             esac
             if [[ $cur == -* || $COMP_CWORD -eq 1 ]]; then
                 COMPREPLY=($(compgen -W "$words" -- "$cur"))
@@ -130,9 +138,11 @@ enum HelpCommand {
         \(specs(ServeCommand.command)) ;;
             status) _arguments \\
         \(specs(StatusCommand.command)) ;;
+            bench) _arguments \\
+        \(specs(BenchCommand.command)) ;;
             *) _arguments \\
         \(specs(GetCommand.command)) \\
-                '*:url or subcommand:(serve status help)' ;;
+                '*:url or subcommand:(serve status bench help)' ;;
             esac
         }
         _rangeget "$@"

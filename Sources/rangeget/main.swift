@@ -12,6 +12,8 @@ case "serve":
     code = ServeCommand.run(Array(arguments.dropFirst()))
 case "status":
     code = StatusCommand.run(Array(arguments.dropFirst()))
+case "bench":
+    code = BenchCommand.run(Array(arguments.dropFirst()))
 case "help":
     code = HelpCommand.run(Array(arguments.dropFirst()))
 default:

@@ -163,4 +163,33 @@ final class CommandLineTests: EndToEndTestCase {
         XCTAssertTrue(serveHelp.stdout.contains("--rate-per-connection"))
         XCTAssertEqual(try CLI.run(["help", "nonsense"], in: directory).status, 2)
     }
+
+    func testBenchRanksMirrorsAndFlagsOneServingOtherBytes() throws {
+        let good = Resource.generated(size: 4 << 20, seed: 86)
+        let other = RangeServer()
+        try other.start()
+        defer { other.stop() }
+        server.setResource(good, at: "f")
+        server.setResource(Resource.generated(size: 4 << 20, seed: 87), at: "wrong")
+        other.setResource(good, at: "f")
+        other.setRatePerConnection(1 << 20)
+        let run = try CLI.run(["bench", "--json", "--seconds", "0.5", "-n", "2",
+                               server.url("f"), other.url("f"), server.url("wrong")], in: directory, timeout: 60)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        let report = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any])
+        let mirrors = try XCTUnwrap(report["mirrors"] as? [[String: Any]])
+        XCTAssertEqual(mirrors.count, 3)
+        XCTAssertEqual(mirrors[0]["sameBytes"] as? Bool, true)
+        XCTAssertEqual(mirrors[1]["sameBytes"] as? Bool, true)
+        XCTAssertEqual(mirrors[2]["sameBytes"] as? Bool, false, "the mirror with other content is flagged")
+        XCTAssertEqual(mirrors[1]["server"] as? String, "RangeServer")
+        XCTAssertGreaterThan(mirrors[0]["manyConnections"] as? Double ?? 0, mirrors[1]["manyConnections"] as? Double ?? 0)
+        let recommended = try XCTUnwrap((report["recommendation"] as? [String: Any])?["mirrors"] as? [String])
+        XCTAssertFalse(recommended.contains(server.url("wrong")))
+        XCTAssertEqual(recommended.first, server.url("f"))
+        let table = try CLI.run(["bench", "--seconds", "0.3", server.url("f"), other.url("f")], in: directory)
+        XCTAssertTrue(table.stdout.contains("recommendation: rangeget"), table.stdout)
+        let split = try CLI.run(["bench", "--seconds", "0.3", server.url("f"), server.url("wrong")], in: directory)
+        XCTAssertTrue(split.stdout.contains("no majority"), split.stdout)
+    }
 }

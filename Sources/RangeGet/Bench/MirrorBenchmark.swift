@@ -1,0 +1,210 @@
+// MirrorBenchmark: `rangeget bench URL...`. For each mirror of one file: the
+// probe time, time to first byte, HTTP version and server, throughput on one
+// connection and on N (each for a few seconds, through the real engine), and
+// digests of a few small ranges at the same random offsets on every mirror,
+// so a mirror serving other bytes is caught before anyone splices from it.
+import CCrypto
+import CCurl
+import CCurlShim
+import FoundationEssentials
+import Glibc
+import Synchronization
+
+/// Figures for one mirror.
+public struct MirrorMeasurement: Sendable, Codable, Equatable {
+    /// The URL measured.
+    public var url: String
+    /// Why it could not be measured, nil when it could.
+    public var error: String?
+    /// Seconds the probe took (HEAD, or the GET fallback).
+    public var probeSeconds: Double?
+    /// Seconds from a one-byte ranged GET to its first byte.
+    public var timeToFirstByte: Double?
+    /// "1.1", "2", ...
+    public var httpVersion: String?
+    /// The `Server` header.
+    public var server: String?
+    /// The file's size as this mirror reports it.
+    public var size: Int64?
+    /// Bytes per second on one connection.
+    public var oneConnection: Double?
+    /// Bytes per second on `connections` connections.
+    public var manyConnections: Double?
+    /// SHA-256 of each sampled range, in offset order.
+    public var sampleDigests: [String] = []
+    /// False when a sampled range differs from what most mirrors serve.
+    public var sameBytes: Bool?
+}
+
+/// How to benchmark the mirrors of one file.
+public struct MirrorBenchmark: Sendable {
+    /// The mirrors.
+    public var urls: [String]
+    /// Connections for the multi-connection measurement.
+    public var connections = 8
+    /// Seconds per throughput measurement.
+    public var seconds = 5.0
+    /// Ranges sampled per mirror, and their length.
+    public var samples = 4
+    public var sampleLength: Int64 = 64 << 10
+    /// Request settings (headers, TLS, timeouts).
+    public var transfer = TransferOptions()
+    /// Directory for the throwaway throughput downloads.
+    public var scratchDirectory = "/tmp"
+
+    /// A benchmark of `urls` with default settings.
+    public init(urls: [String]) {
+        self.urls = urls
+    }
+
+    /// Measures every mirror, one after another so they don't share the link.
+    public func run(onStep: @Sendable (String) -> Void = { _ in }) -> [MirrorMeasurement] {
+        var results = urls.map { MirrorMeasurement(url: $0) }
+        var offsets: [Int64]?
+        for index in urls.indices {
+            let url = urls[index]
+            onStep("probing \(url)")
+            let started = MonotonicClock.now()
+            let remote: RemoteFile
+            do {
+                remote = try Prober(options: transfer).probe(url)
+            } catch {
+                results[index].error = error.description
+                continue
+            }
+            results[index].probeSeconds = MonotonicClock.now() - started
+            results[index].size = remote.size
+            if let first = try? firstByte(of: remote.effectiveURL) {
+                results[index].timeToFirstByte = first.seconds
+                results[index].httpVersion = first.httpVersion
+                results[index].server = first.server
+            }
+            guard let size = remote.size, remote.acceptsRanges else {
+                results[index].error = "no byte ranges: cannot be used as a mirror"
+                continue
+            }
+            if offsets == nil { offsets = sampleOffsets(size: size) }
+            results[index].sampleDigests = (offsets ?? []).map { offset in
+                (try? digest(of: remote.effectiveURL, range: ByteRange(offset, min(size, offset + sampleLength)))) ?? "error"
+            }
+            onStep("measuring \(url) on 1 connection")
+            results[index].oneConnection = throughput(url, connections: 1)
+            onStep("measuring \(url) on \(connections) connections")
+            results[index].manyConnections = throughput(url, connections: connections)
+        }
+        markDifferences(&results)
+        return results
+    }
+
+    /// Flags mirrors whose sampled digests differ from what more than half of
+    /// the mirrors serve; without such a majority every mirror is flagged.
+    private func markDifferences(_ results: inout [MirrorMeasurement]) {
+        let measured = results.indices.filter { !results[$0].sampleDigests.isEmpty }
+        guard let count = measured.first.map({ results[$0].sampleDigests.count }) else { return }
+        for sample in 0..<count {
+            var votes: [String: Int] = [:]
+            for index in measured { votes[results[index].sampleDigests[sample], default: 0] += 1 }
+            let top = votes.max { $0.value < $1.value }
+            let majority = top.flatMap { $0.value * 2 > measured.count ? $0.key : nil }
+            for index in measured {
+                let same = results[index].sampleDigests[sample] == majority && majority != "error"
+                results[index].sameBytes = (results[index].sameBytes ?? true) && same
+            }
+        }
+    }
+
+    private func sampleOffsets(size: Int64) -> [Int64] {
+        guard size > sampleLength else { return [0] }
+        var generator = SystemRandomNumberGenerator()
+        return (0..<samples).map { _ in Int64.random(in: 0...(size - sampleLength), using: &generator) }.sorted()
+    }
+
+    /// Bytes per second of a real download on `connections` connections, stopped after `seconds`.
+    private func throughput(_ url: String, connections: Int) -> Double? {
+        let path = scratchDirectory + "/rangeget-bench-\(getpid())-\(connections).tmp"
+        var options = DownloadOptions()
+        options.connections = connections
+        options.transfer = transfer
+        options.overwrite = true
+        options.restart = true
+        let download = Download(url: url, destination: .file(path), options: options)
+        let samples = Mutex<[(time: Double, bytes: Int64)]>([])
+        let limit = seconds
+        // Progress arrives about ten times a second: stop once data flowed for `seconds`.
+        let result = try? download.run { event in
+            guard case let .progress(progress) = event, progress.bytesDone > 0 else { return }
+            let now = MonotonicClock.now()
+            let first = samples.withLock { points in
+                points.append((now, progress.bytesDone))
+                return points[0].time
+            }
+            if now - first >= limit { download.stop() }
+        }
+        unlink(path)
+        unlink(path + ".part")
+        unlink(path + ".part.json")
+        let points = samples.withLock { $0 }.filter { $0.bytes > 0 }
+        // Finished within the measurement: the whole file over the whole run.
+        if let result { return result.seconds > 0 ? Double(result.size) / result.seconds : nil }
+        guard let first = points.first, let last = points.last, last.time > first.time else { return nil }
+        return Double(last.bytes - first.bytes) / (last.time - first.time)
+    }
+
+    /// A one-byte ranged GET: time to first byte, HTTP version, Server header.
+    private func firstByte(of url: String) throws -> (seconds: Double, httpVersion: String, server: String?) {
+        let fetched = try fetch(url, range: ByteRange(0, 1))
+        return (fetched.timeToFirstByte, fetched.httpVersion, fetched.head["server"])
+    }
+
+    /// SHA-256 of `range` as served by `url` (only a 206 with the exact Content-Range counts).
+    private func digest(of url: String, range: ByteRange) throws -> String {
+        let fetched = try fetch(url, range: range)
+        guard fetched.head.status == 206, let value = fetched.head["content-range"],
+              ContentRange(value)?.range == range, fetched.body.count == Int(range.count) else {
+            throw DownloadError.server(url: url, message: "sample \(range) not served as asked")
+        }
+        var digest = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
+        var length: UInt32 = 0
+        fetched.body.withUnsafeBytes { bytes in
+            _ = EVP_Digest(bytes.baseAddress, bytes.count, &digest, &length, EVP_sha256(), nil)
+        }
+        return digest.prefix(Int(length)).map { byte in
+            let text = String(byte, radix: 16)
+            return text.count == 1 ? "0" + text : text
+        }.joined()
+    }
+
+    private final class Capture {
+        var head = ResponseHead()
+        var body: [UInt8] = []
+        let limit: Int
+        init(limit: Int) { self.limit = limit }
+    }
+
+    private func fetch(_ url: String, range: ByteRange) throws -> (head: ResponseHead, body: [UInt8], timeToFirstByte: Double, httpVersion: String) {
+        let easy = try EasyHandle()
+        try easy.configure(url: url, options: transfer)
+        try easy.setHeaders(transfer.headers)
+        try easy.set(CURLOPT_RANGE, String(range.rangeHeaderValue.dropFirst("bytes=".count)))
+        try easy.set(CURLOPT_TIMEOUT_MS, Int((transfer.connectTimeout + transfer.stallTimeout * 2) * 1000))
+        let capture = Capture(limit: Int(range.count))
+        let pointer = Unmanaged.passUnretained(capture).toOpaque()
+        try easy.set(CURLOPT_HEADERDATA, pointer: pointer)
+        try easy.set(CURLOPT_WRITEDATA, pointer: pointer)
+        try easy.set(CURLOPT_HEADERFUNCTION, callback: { data, size, count, user in
+            let capture = Unmanaged<Capture>.fromOpaque(user!).takeUnretainedValue()
+            capture.head.consume(String(decoding: UnsafeRawBufferPointer(start: data, count: size * count), as: UTF8.self))
+            return size * count
+        })
+        try easy.set(CURLOPT_WRITEFUNCTION, callback: { data, size, count, user in
+            let capture = Unmanaged<Capture>.fromOpaque(user!).takeUnretainedValue()
+            guard capture.body.count + size * count <= capture.limit else { return 0 }
+            capture.body.append(contentsOf: UnsafeRawBufferPointer(start: data, count: size * count))
+            return size * count
+        })
+        try withExtendedLifetime(capture) { try easy.perform() }
+        var firstByte = 0.0
+        _ = rg_easy_getinfo_double(easy.raw, CURLINFO_STARTTRANSFER_TIME, &firstByte)
+        return (capture.head, capture.body, firstByte, easy.httpVersion)
+    }
+}

@@ -1,0 +1,120 @@
+// `rangeget bench URL...`: which mirrors of a file to use, and how many
+// connections. Measurement lives in RangeGet's MirrorBenchmark; this prints a
+// ranked table and a recommendation, or JSON.
+import FoundationEssentials
+import Glibc
+import RangeGet
+
+struct BenchSettings {
+    var benchmark = MirrorBenchmark(urls: [])
+    var json = false
+    var help = false
+}
+
+enum BenchCommand {
+    static var command: Command<BenchSettings> { Command(
+        name: "bench",
+        usage: "rangeget bench [OPTIONS] URL [URL...]",
+        summary: """
+        Benchmark mirrors of one file: probe time, time to first byte, HTTP version and server,
+        throughput on one and on N connections, and whether every mirror serves the same bytes
+        (digests of small ranges at the same random offsets). Ends with a recommendation.
+        """,
+        options: [
+            .value("n", "connections", "N", "connections for the multi-connection measurement (default 8)") { settings, text throws(UsageError) in
+                settings.benchmark.connections = try Parse.positiveInteger(text, "connections", max: 256)
+            },
+            .value(nil, "seconds", "SECONDS", "length of each throughput measurement (default 5)") { settings, text throws(UsageError) in
+                settings.benchmark.seconds = try Parse.seconds(text, "seconds")
+            },
+            .value(nil, "samples", "N", "ranges compared across mirrors (default 4)") { settings, text throws(UsageError) in
+                settings.benchmark.samples = try Parse.positiveInteger(text, "samples", max: 64)
+            },
+            .value("H", "header", "'NAME: VALUE'", "send this request header") { settings, text throws(UsageError) in
+                guard text.contains(":") else { throw UsageError("--header needs 'Name: value', not '\(text)'") }
+                settings.benchmark.transfer.headers.append(text)
+            },
+            .flag(nil, "insecure", "do not verify TLS certificates") { $0.benchmark.transfer.insecure = true },
+            .flag(nil, "json", "print a JSON object instead of a table") { $0.json = true },
+            .flag("h", "help", "show this help") { $0.help = true },
+        ],
+        details: "Mirrors are measured one after another, so they do not compete for your link."
+    ) }
+
+    static func run(_ arguments: [String]) -> Int32 {
+        var settings = BenchSettings()
+        do {
+            let urls = try command.parse(arguments, into: &settings)
+            if settings.help { print(command.help); return ExitCode.success.rawValue }
+            guard !urls.isEmpty else { throw UsageError("bench needs at least one URL") }
+            for url in urls { try InputList.check(url: url) }
+            settings.benchmark.urls = urls
+        } catch {
+            return fail("\(error)", .usage)
+        }
+        let display = ProgressDisplay(quiet: settings.json)
+        let results = settings.benchmark.run { step in display.message(step) }
+        let advice = recommendation(results, connections: settings.benchmark.connections)
+        if settings.json {
+            print(JSONSummary.encode(BenchReport(mirrors: results, recommendation: advice)))
+        } else {
+            print(table(results))
+            print(advice.text)
+        }
+        return results.contains { $0.error == nil } ? ExitCode.success.rawValue : ExitCode.network.rawValue
+    }
+
+    struct Recommendation: Encodable {
+        var mirrors: [String]
+        var connections: Int
+        var text: String
+    }
+
+    struct BenchReport: Encodable {
+        var mirrors: [MirrorMeasurement]
+        var recommendation: Recommendation
+    }
+
+    /// Mirrors within a quarter of the best multi-connection rate that serve
+    /// the same bytes; as many connections as still helped.
+    static func recommendation(_ results: [MirrorMeasurement], connections: Int) -> Recommendation {
+        let healthy = results.filter { $0.error == nil && $0.sameBytes != false && ($0.manyConnections ?? 0) > 0 }
+        guard let best = healthy.map({ $0.manyConnections ?? 0 }).max() else {
+            let disagree = results.contains { $0.sameBytes == false }
+            return Recommendation(mirrors: [], connections: 0, text: disagree
+                ? "recommendation: none: the mirrors serve different bytes and no majority agrees"
+                : "recommendation: none of the mirrors is usable")
+        }
+        let chosen = healthy.filter { ($0.manyConnections ?? 0) >= best / 4 }
+            .sorted { ($0.manyConnections ?? 0) > ($1.manyConnections ?? 0) }
+        let gain = chosen.compactMap { mirror in mirror.oneConnection.map { (mirror.manyConnections ?? 0) / max($0, 1) } }.max() ?? 1
+        let count = gain >= 1.5 ? connections * max(1, chosen.count) : max(1, chosen.count)
+        var text = "recommendation: rangeget -n \(count) " + chosen.map(\.url).joined(separator: " ")
+        if gain < 1.5 { text += "\n  (more connections did not help: the mirrors cap the total, not each connection)" }
+        let differing = results.filter { $0.sameBytes == false }.map(\.url)
+        if !differing.isEmpty { text += "\n  WARNING: serves different bytes, do not use: " + differing.joined(separator: ", ") }
+        return Recommendation(mirrors: chosen.map(\.url), connections: count, text: text)
+    }
+
+    private static func table(_ results: [MirrorMeasurement]) -> String {
+        let ranked = results.sorted { ($0.manyConnections ?? -1) > ($1.manyConnections ?? -1) }
+        var rows = [["#", "MIRROR", "PROBE", "TTFB", "HTTP", "SERVER", "1 CONN", "N CONN", "SAME BYTES"]]
+        func rate(_ value: Double?) -> String { value.map { ByteCount.format(Int64($0)) + "/s" } ?? "-" }
+        func millis(_ value: Double?) -> String { value.map { "\(Int(($0 * 1000).rounded())) ms" } ?? "-" }
+        for (rank, result) in ranked.enumerated() {
+            if let error = result.error {
+                rows.append(["\(rank + 1)", result.url, "-", "-", "-", "-", "-", "-", "error: \(error)"])
+                continue
+            }
+            rows.append([
+                "\(rank + 1)", result.url, millis(result.probeSeconds), millis(result.timeToFirstByte),
+                result.httpVersion ?? "-", result.server ?? "-", rate(result.oneConnection), rate(result.manyConnections),
+                result.sameBytes.map { $0 ? "yes" : "NO" } ?? "-",
+            ])
+        }
+        let widths = (0..<rows[0].count).map { column in rows.map { $0[column].count }.max() ?? 0 }
+        return rows.map { row in
+            zip(row, widths).map { $0.0.padding(to: $0.1) }.joined(separator: " ").trimmingTrailingSpaces()
+        }.joined(separator: "\n")
+    }
+}
