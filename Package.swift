@@ -23,10 +23,12 @@ let package = Package(
             pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"])]
         ),
+        // Digests over libcrypto, kept apart from the curl module.
+        .target(name: "Digests", dependencies: ["CCrypto"]),
         // Typed, non-variadic wrappers for curl_easy_setopt and friends.
         .target(name: "CCurlShim", dependencies: ["CCurl"]),
         // The library: probe, plan, engine, store, public API.
-        .target(name: "RangeGet", dependencies: ["CCurl", "CCurlShim", "CCrypto"]),
+        .target(name: "RangeGet", dependencies: ["CCurl", "CCurlShim", "Digests"]),
         // A range-capable HTTP/1.1 test server with injectable faults.
         .target(name: "RangeServer", exclude: ["README.md"]),
         // The command-line tool: wiring only.

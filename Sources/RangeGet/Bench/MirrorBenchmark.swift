@@ -3,10 +3,10 @@
 // connection and on N (each for a few seconds, through the real engine), and
 // digests of a few small ranges at the same random offsets on every mirror,
 // so a mirror serving other bytes is caught before anyone splices from it.
-import CCrypto
+import Digests
 import CCurl
 import CCurlShim
-import FoundationEssentials
+
 import Glibc
 import Synchronization
 
@@ -163,23 +163,9 @@ public struct MirrorBenchmark: Sendable {
               ContentRange(value)?.range == range, fetched.body.count == Int(range.count) else {
             throw DownloadError.server(url: url, message: "sample \(range) not served as asked")
         }
-        var digest = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
-        var length: UInt32 = 0
-        fetched.body.withUnsafeBytes { bytes in
-            _ = EVP_Digest(bytes.baseAddress, bytes.count, &digest, &length, EVP_sha256(), nil)
-        }
-        return digest.prefix(Int(length)).map { byte in
-            let text = String(byte, radix: 16)
-            return text.count == 1 ? "0" + text : text
-        }.joined()
+        return fetched.body.withUnsafeBytes { DigestAlgorithm.sha256.hex(of: $0) }
     }
 
-    private final class Capture {
-        var head = ResponseHead()
-        var body: [UInt8] = []
-        let limit: Int
-        init(limit: Int) { self.limit = limit }
-    }
 
     private func fetch(_ url: String, range: ByteRange) throws -> (head: ResponseHead, body: [UInt8], timeToFirstByte: Double, httpVersion: String) {
         let easy = try EasyHandle()
@@ -191,20 +177,37 @@ public struct MirrorBenchmark: Sendable {
         let pointer = Unmanaged.passUnretained(capture).toOpaque()
         try easy.set(CURLOPT_HEADERDATA, pointer: pointer)
         try easy.set(CURLOPT_WRITEDATA, pointer: pointer)
-        try easy.set(CURLOPT_HEADERFUNCTION, callback: { data, size, count, user in
-            let capture = Unmanaged<Capture>.fromOpaque(user!).takeUnretainedValue()
-            capture.head.consume(String(decoding: UnsafeRawBufferPointer(start: data, count: size * count), as: UTF8.self))
-            return size * count
-        })
-        try easy.set(CURLOPT_WRITEFUNCTION, callback: { data, size, count, user in
-            let capture = Unmanaged<Capture>.fromOpaque(user!).takeUnretainedValue()
-            guard capture.body.count + size * count <= capture.limit else { return 0 }
-            capture.body.append(contentsOf: UnsafeRawBufferPointer(start: data, count: size * count))
-            return size * count
-        })
+        try easy.set(CURLOPT_HEADERFUNCTION, callback: captureHeader)
+        try easy.set(CURLOPT_WRITEFUNCTION, callback: captureBody)
         try withExtendedLifetime(capture) { try easy.perform() }
         var firstByte = 0.0
-        _ = rg_easy_getinfo_double(easy.raw, CURLINFO_STARTTRANSFER_TIME, &firstByte)
+        firstByte = easy.timeToFirstByte
         return (capture.head, capture.body, firstByte, easy.httpVersion)
     }
+}
+
+/// A small response kept in memory: its head and at most `limit` body bytes.
+private final class Capture {
+    var head = ResponseHead()
+    var body: [UInt8] = []
+    let limit: Int
+
+    init(limit: Int) {
+        self.limit = limit
+    }
+}
+
+private let captureHeader: CurlDataCallback = { data, size, count, user in
+    guard let data, let user else { return 0 }
+    let capture = Unmanaged<Capture>.fromOpaque(user).takeUnretainedValue()
+    capture.head.consume(String(decoding: UnsafeRawBufferPointer(start: data, count: size * count), as: UTF8.self))
+    return size * count
+}
+
+private let captureBody: CurlDataCallback = { data, size, count, user in
+    guard let data, let user else { return 0 }
+    let capture = Unmanaged<Capture>.fromOpaque(user).takeUnretainedValue()
+    guard capture.body.count + size * count <= capture.limit else { return 0 }
+    capture.body.append(contentsOf: UnsafeRawBufferPointer(start: data, count: size * count))
+    return size * count
 }

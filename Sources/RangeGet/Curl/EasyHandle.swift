@@ -103,6 +103,13 @@ final class EasyHandle {
         }
     }
 
+    /// Seconds from the start of the last transfer to its first byte.
+    var timeToFirstByte: Double {
+        var seconds = 0.0
+        _ = rg_easy_getinfo_double(raw, CURLINFO_STARTTRANSFER_TIME, &seconds)
+        return seconds
+    }
+
     /// Runs the configured transfer to completion on the calling thread.
     func perform() throws(CurlError) {
         errorBuffer[0] = 0

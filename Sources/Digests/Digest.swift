@@ -1,0 +1,74 @@
+// Digests: SHA-256, SHA-1, MD5 and SHA-512 with OpenSSL's libcrypto, in a
+// module of its own (importing OpenSSL's headers next to curl's in one module
+// broke curl's constants in optimized builds).
+internal import CCrypto
+import Glibc
+
+/// A digest algorithm libcrypto computes.
+public enum DigestAlgorithm: String, Sendable, CaseIterable {
+    case sha256, sha1, md5, sha512
+
+    /// Hex digits in a digest.
+    public var hexLength: Int {
+        switch self {
+        case .md5: return 32
+        case .sha1: return 40
+        case .sha256: return 64
+        case .sha512: return 128
+        }
+    }
+
+    private var evp: OpaquePointer? {
+        switch self {
+        case .md5: return EVP_md5()
+        case .sha1: return EVP_sha1()
+        case .sha256: return EVP_sha256()
+        case .sha512: return EVP_sha512()
+        }
+    }
+
+    /// The digest of `bytes`, lowercase hex.
+    public func hex(of bytes: UnsafeRawBufferPointer) -> String {
+        var digest = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
+        var length: UInt32 = 0
+        _ = EVP_Digest(bytes.baseAddress, bytes.count, &digest, &length, evp, nil)
+        return Self.hex(digest.prefix(Int(length)))
+    }
+
+    /// The digest of the file open at `descriptor`, read from its start in
+    /// 1 MiB blocks; nil with `errno` set when a read fails.
+    public func hex(ofFileDescriptor descriptor: Int32) -> String? {
+        guard let context = EVP_MD_CTX_new() else { return nil }
+        defer { EVP_MD_CTX_free(context) }
+        EVP_DigestInit_ex(context, evp, nil)
+        let size = 1 << 20
+        let buffer = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 16)
+        defer { buffer.deallocate() }
+        var offset: off_t = 0
+        while true {
+            let count = pread(descriptor, buffer, size, offset)
+            if count < 0 {
+                if errno == EINTR { continue }
+                return nil
+            }
+            if count == 0 { break }
+            EVP_DigestUpdate(context, buffer, count)
+            offset += off_t(count)
+        }
+        var digest = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
+        var length: UInt32 = 0
+        EVP_DigestFinal_ex(context, &digest, &length)
+        return Self.hex(digest.prefix(Int(length)))
+    }
+
+    private static func hex(_ bytes: ArraySlice<UInt8>) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var text = [UInt8]()
+        text.reserveCapacity(bytes.count * 2)
+        for byte in bytes {
+            text.append(digits[Int(byte >> 4)])
+            text.append(digits[Int(byte & 0xF)])
+        }
+        return String(decoding: text, as: UTF8.self)
+    }
+}
