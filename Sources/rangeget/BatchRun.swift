@@ -2,7 +2,6 @@
 // the `-n` connection budget shared among them (small files use one
 // connection each, large ones are split). A failed file does not stop the
 // others; the summary and the exit code say which failed.
-import Dispatch
 import FoundationEssentials
 import Glibc
 import RangeGet
@@ -41,15 +40,9 @@ final class BatchRun: Sendable {
             downloads.forEach { $0.stop() }
         }
         defer { interrupts.cancel() }
-        let group = DispatchGroup()
-        for _ in 0..<lanes {
-            group.enter()
-            DispatchQueue.global().async { [self] in
-                work(lanes: lanes)
-                group.leave()
-            }
-        }
-        group.wait()
+        // Real threads: each lane blocks in a download, and the global dispatch
+        // queue runs only about one blocking job per core.
+        Lanes.run(count: lanes) { [self] in work(lanes: lanes) }
         display.clear()
         return finish()
     }
@@ -145,4 +138,29 @@ final class BatchRun: Sendable {
 struct BatchSummary: Encodable {
     var outcome: String
     var files: [JSONSummary]
+}
+
+/// Runs a body on several POSIX threads and waits for all of them.
+enum Lanes {
+    static func run(count: Int, _ body: @escaping @Sendable () -> Void) {
+        final class Job: @unchecked Sendable {
+            let body: @Sendable () -> Void
+            init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+        }
+        var threads: [pthread_t] = []
+        for _ in 0..<count {
+            var thread = pthread_t()
+            let job = Unmanaged.passRetained(Job(body)).toOpaque()
+            let started = pthread_create(&thread, nil, { raw in
+                Unmanaged<Job>.fromOpaque(raw!).takeRetainedValue().body()
+                return nil
+            }, job)
+            if started == 0 {
+                threads.append(thread)
+            } else {
+                Unmanaged<Job>.fromOpaque(job).takeRetainedValue().body()
+            }
+        }
+        for thread in threads { pthread_join(thread, nil) }
+    }
 }

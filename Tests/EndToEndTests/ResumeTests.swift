@@ -31,9 +31,11 @@ final class ResumeTests: EndToEndTestCase {
         let run = try CLI.run(["-n", "\(connections)", "-o", output, server.url("f")], in: directory)
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(output, resource)
-        // Refetched bytes are bounded by about one checkpoint interval of transfer.
-        let oneCheckpoint = Int64(connections * rate) * 2
-        XCTAssertLessThanOrEqual(server.statistics.bodyBytesSent, size + oneCheckpoint)
+        // The kernel kept every byte written before the kill, and the quick
+        // saves (ten a second) listed them: little more than 0.1 s of transfer
+        // is fetched again.
+        let quickSave = Int64(connections * rate) / 10
+        XCTAssertLessThanOrEqual(server.statistics.bodyBytesSent, size + 3 * quickSave)
         let resumed = server.statistics.requests.filter { $0.rangeHeader != nil && $0.ifRangeHeader != nil }
         XCTAssertFalse(resumed.isEmpty, "resumed requests carry If-Range")
     }

@@ -73,3 +73,24 @@ final class ManifestTests: XCTestCase {
         XCTAssertEqual(manifest.mismatch(with: remote), "its size changed from 6442450944 to 5 bytes")
     }
 }
+
+final class ManifestBootTests: XCTestCase {
+    /// Bytes written but not fsynced count after a killed process (same boot),
+    /// never after a reboot (another boot ID).
+    func testWrittenBytesCountOnlyInTheSameBoot() throws {
+        let path = NSTemporaryDirectory() + "rangeget-boot-\(UUID().uuidString).json"
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let remote = RemoteFile(url: "http://h/f", effectiveURL: "http://h/f", size: 100, etag: "\"e\"",
+                                lastModified: nil, acceptsRanges: true, contentDisposition: nil)
+        var manifest = Manifest(remote: remote, size: 100)
+        manifest.done = RangeSet([ByteRange(0, 10)])
+        manifest.written = RangeSet([ByteRange(0, 40), ByteRange(50, 60)])
+        manifest.bootID = try XCTUnwrap(Manifest.currentBootID())
+        try manifest.save(to: path, durable: false)
+        XCTAssertEqual(try Manifest.load(from: path)?.done, RangeSet([ByteRange(0, 40), ByteRange(50, 60)]))
+
+        manifest.bootID = "00000000-0000-0000-0000-000000000000"
+        try manifest.save(to: path)
+        XCTAssertEqual(try Manifest.load(from: path)?.done, RangeSet([ByteRange(0, 10)]))
+    }
+}

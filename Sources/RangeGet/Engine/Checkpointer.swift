@@ -1,6 +1,12 @@
-// Checkpointer: makes progress durable without stalling the transfers. On its
-// own queue it runs fdatasync on the data file and then replaces the manifest,
-// so a byte is recorded only after it reached the disk (invariant 2).
+// Checkpointer: records progress in the manifest without stalling the
+// transfers, on its own queue. Two kinds of save:
+// - durable, about once a second: fdatasync the data, then list the bytes as
+//   `done` and fsync the manifest: a byte is `done` only once it is on disk
+//   (invariant 2), whatever happens to the machine;
+// - quick, about ten times a second: list the bytes written so far as
+//   `written`, tagged with the kernel's boot ID, without any fsync. A killed
+//   process loses nothing the kernel already has, so in the same boot those
+//   bytes are good; after a reboot only `done` counts (see Manifest.load).
 import Dispatch
 import Synchronization
 
@@ -8,33 +14,28 @@ final class Checkpointer: Sendable {
     private let file: OutputFile
     private let path: String
     private let calls: SystemCalls
+    private let base: Manifest
+    private let bootID = Manifest.currentBootID()
     private let queue = DispatchQueue(label: "rangeget.checkpoint")
     private let busy = Atomic<Bool>(false)
-    private let firstFailure = Mutex<IOError?>(nil)
+    private let state: Mutex<(durable: RangeSet, failure: IOError?)>
 
-    init(file: OutputFile, manifestPath: String, calls: SystemCalls) {
+    /// A checkpointer for `manifest` (whose `done` is durable already) at `manifestPath`.
+    init(file: OutputFile, manifest: Manifest, manifestPath: String, calls: SystemCalls) {
         self.file = file
         path = manifestPath
         self.calls = calls
+        base = manifest
+        state = Mutex((manifest.done, nil))
     }
 
-    /// Saves `manifest` in the background unless a save is still running;
-    /// `manifest.done` must hold only bytes already written to the file.
-    func saveInBackground(_ manifest: Manifest, then: @escaping @Sendable (Manifest) -> Void) {
+    /// Saves in the background unless a save is still running. `written`
+    /// must hold only bytes already written to the file; `durable` makes
+    /// them `done` after an fdatasync. `then` gets the bytes now durable.
+    func saveInBackground(_ written: RangeSet, durable: Bool, then: @escaping @Sendable (Int64) -> Void) {
         guard busy.compareExchange(expected: false, desired: true, ordering: .acquiring).exchanged else { return }
         queue.async { [self] in
-            if (try? save(manifest)) != nil { then(manifest) }
-            busy.store(false, ordering: .releasing)
-        }
-    }
-
-    /// Asks the kernel to start writing dirty data to disk now, in the
-    /// background, so that the next fdatasync (and the final one) finds little
-    /// left to do: disk writes overlap the download instead of following it.
-    func startWriteback() {
-        guard busy.compareExchange(expected: false, desired: true, ordering: .acquiring).exchanged else { return }
-        queue.async { [self] in
-            file.startWriteback()
+            if (try? save(written, durable: durable)) != nil, durable { then(written.byteCount) }
             busy.store(false, ordering: .releasing)
         }
     }
@@ -45,21 +46,33 @@ final class Checkpointer: Sendable {
         queue.sync {}
     }
 
-    /// Waits for a background save, then saves `manifest` on this thread.
-    func saveNow(_ manifest: Manifest) throws(IOError) {
+    /// Waits for a background save, then makes `written` durable on this thread.
+    func saveNow(_ written: RangeSet) throws(IOError) {
         queue.sync {}
-        try save(manifest)
+        try save(written, durable: true)
     }
 
     /// The first failure of a background save, if any (disk full, I/O error).
-    var failure: IOError? { firstFailure.withLock { $0 } }
+    var failure: IOError? { state.withLock { $0.failure } }
 
-    private func save(_ manifest: Manifest) throws(IOError) {
+    private func save(_ written: RangeSet, durable: Bool) throws(IOError) {
         do {
-            try file.synchronize()
-            try manifest.save(to: path, calls: calls)
+            var manifest = base
+            if durable {
+                try file.synchronize()
+                manifest.done = written
+            } else {
+                // Start writing dirty data to disk now, so the next fdatasync
+                // (and the final one) has little left: disk writes overlap the download.
+                file.startWriteback()
+                manifest.done = state.withLock { $0.durable }
+                manifest.written = written
+                manifest.bootID = bootID
+            }
+            try manifest.save(to: path, calls: calls, durable: durable)
+            if durable { state.withLock { $0.durable = written } }
         } catch {
-            firstFailure.withLock { if $0 == nil { $0 = error } }
+            state.withLock { if $0.failure == nil { $0.failure = error } }
             throw error
         }
     }

@@ -59,11 +59,10 @@ final class Engine: @unchecked Sendable {
     /// Typical seconds from a request to its first byte (moving average).
     var setupDelay = 0.1
     private(set) var retries = 0
-    private var manifest: Manifest?
     private var lastCheckpoint = 0.0
-    private var lastWriteback = 0.0
-    /// Seconds between requests to start writing dirty data to disk.
-    static let writebackInterval = 0.2
+    private var lastQuickSave = 0.0
+    /// Seconds between quick (not fsynced, same-boot) saves of what is written.
+    static let quickSaveInterval = 0.1
     private var meter = RateMeter(window: 3)
     private var lastReport = 0.0
 
@@ -76,7 +75,6 @@ final class Engine: @unchecked Sendable {
         precondition(!remotes.isEmpty)
         self.settings = settings
         self.file = file
-        self.manifest = manifest
         self.onEvent = onEvent
         size = remotes[0].size
         mirrors = remotes.enumerated().map { Mirror(index: $0.offset, remote: $0.element) }
@@ -85,7 +83,7 @@ final class Engine: @unchecked Sendable {
         written = manifest?.done ?? RangeSet()
         connectionLimit = settings.plain ? 1 : settings.connections
         if let manifestPath, manifest != nil, !settings.plain {
-            checkpointer = Checkpointer(file: file, manifestPath: manifestPath, calls: calls)
+            checkpointer = Checkpointer(file: file, manifest: manifest!, manifestPath: manifestPath, calls: calls)
         } else {
             checkpointer = nil
         }
@@ -246,7 +244,8 @@ final class Engine: @unchecked Sendable {
         if failures > settings.retries || (!retryable && failures > settings.retries / 2) {
             return .failed(.server(url: mirror.remote.url, message: "giving up after \(failures) attempts: \(reason)"))
         }
-        var delay = min(settings.retryWait * Double(1 << min(failures - 1, 16)), settings.retryWaitLimit)
+        // A cut that made progress is retried at once; backoff is for failures that got nowhere.
+        var delay = progressed ? 0 : min(settings.retryWait * Double(1 << min(failures - 1, 16)), settings.retryWaitLimit)
         if case let .status(_, retryAfter?)? = rejection { delay = max(delay, min(retryAfter, 300)) }
         if !mirror.isUsable { delay = 0 }
         onEvent(.retry(connection: -1, reason: reason, delay: delay))
@@ -330,27 +329,28 @@ final class Engine: @unchecked Sendable {
         return snapshot
     }
 
+    /// Starts quick saves (which also start writeback) and durable saves when due.
     private func checkpointIfDue(now: Double) {
-        guard let checkpointer, var manifest else { return }
-        if now - lastWriteback >= Self.writebackInterval {
-            lastWriteback = now
-            checkpointer.startWriteback()
+        guard let checkpointer else { return }
+        if now - lastCheckpoint >= settings.checkpointInterval {
+            lastCheckpoint = now
+            lastQuickSave = now
+            let onEvent = self.onEvent
+            checkpointer.saveInBackground(writtenSnapshot(), durable: true) { bytes in
+                onEvent(.checkpoint(bytesDurable: bytes))
+            }
+        } else if now - lastQuickSave >= Self.quickSaveInterval {
+            lastQuickSave = now
+            checkpointer.saveInBackground(writtenSnapshot(), durable: false) { _ in }
         }
-        guard now - lastCheckpoint >= settings.checkpointInterval else { return }
-        lastCheckpoint = now
-        manifest.done = writtenSnapshot()
-        let onEvent = self.onEvent
-        checkpointer.saveInBackground(manifest) { saved in onEvent(.checkpoint(bytesDurable: saved.done.byteCount)) }
-        self.manifest = manifest
     }
 
     /// Saves the manifest on the way out; the error if the disk refused.
     private func saveFinalCheckpoint() -> IOError? {
-        guard let checkpointer, var manifest else { return nil }
-        manifest.done = written
+        guard let checkpointer else { return nil }
         do {
-            try checkpointer.saveNow(manifest)
-            onEvent(.checkpoint(bytesDurable: manifest.done.byteCount))
+            try checkpointer.saveNow(written)
+            onEvent(.checkpoint(bytesDurable: written.byteCount))
             return nil
         } catch {
             return error

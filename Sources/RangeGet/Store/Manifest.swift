@@ -21,6 +21,11 @@ public struct Manifest: Codable, Equatable, Sendable {
     public var lastModified: String?
     /// Durable byte ranges, as `[start, end)` pairs.
     public var done: RangeSet
+    /// Byte ranges written but perhaps not yet on disk when the manifest was
+    /// saved; good only while the machine has not restarted since (`bootID`).
+    public var written: RangeSet?
+    /// The kernel's boot ID when `written` was recorded.
+    public var bootID: String?
 
     /// A manifest with nothing done yet for `remote`.
     public init(remote: RemoteFile, size: Int64) {
@@ -77,14 +82,31 @@ public struct Manifest: Codable, Equatable, Sendable {
         } catch {
             throw ManifestError(path: path, problem: "is not a valid manifest (\(error.shortDescription))")
         }
-        guard manifest.size >= 0, manifest.done.fits(size: manifest.size) else {
+        guard manifest.size >= 0, manifest.done.fits(size: manifest.size),
+              manifest.written?.fits(size: manifest.size) ?? true else {
             throw ManifestError(path: path, problem: "lists bytes beyond the file's size")
         }
-        return manifest
+        // Bytes the kernel had when a process was killed are still there unless
+        // the machine restarted: then only the durable ones count.
+        var usable = manifest
+        if let written = manifest.written, let bootID = manifest.bootID, bootID == currentBootID() {
+            usable.done = manifest.done.union(written)
+        }
+        usable.written = nil
+        usable.bootID = nil
+        return usable
     }
 
-    /// Replaces the manifest at `path` atomically and durably, mode 0600.
-    public func save(to path: String, calls: SystemCalls = .live) throws(IOError) {
+    /// This boot of the kernel (`/proc/sys/kernel/random/boot_id`), nil if unknown.
+    static func currentBootID() -> String? {
+        guard let data = FileManager.default.contents(atPath: "/proc/sys/kernel/random/boot_id") else { return nil }
+        let text = String(decoding: data, as: UTF8.self).trimmingWhitespace()
+        return text.isEmpty ? nil : text
+    }
+
+    /// Replaces the manifest at `path` atomically, mode 0600; `durable` also
+    /// fsyncs it and its directory.
+    public func save(to path: String, calls: SystemCalls = .live, durable: Bool = true) throws(IOError) {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         let data: Data
@@ -106,10 +128,10 @@ public struct Manifest: Codable, Equatable, Sendable {
                 return false
             }
             if failed { throw IOError("write", temporary) }
-            guard retryingOnInterrupt({ calls.fsync(descriptor) }) == 0 else { throw IOError("sync", temporary) }
+            if durable, retryingOnInterrupt({ calls.fsync(descriptor) }) != 0 { throw IOError("sync", temporary) }
         }
         guard rename(temporary, path) == 0 else { throw IOError("rename", temporary) }
-        try Self.synchronizeDirectory(of: path, calls: calls)
+        if durable { try Self.synchronizeDirectory(of: path, calls: calls) }
     }
 
     /// The directory part of `path`, "." for a bare name.
