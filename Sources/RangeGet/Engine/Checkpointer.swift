@@ -29,15 +29,18 @@ final class Checkpointer: Sendable {
         state = Mutex((manifest.done, nil))
     }
 
-    /// Saves in the background unless a save is still running. `written`
-    /// must hold only bytes already written to the file; `durable` makes
-    /// them `done` after an fdatasync. `then` gets the bytes now durable.
-    func saveInBackground(_ written: RangeSet, durable: Bool, then: @escaping @Sendable (Int64) -> Void) {
-        guard busy.compareExchange(expected: false, desired: true, ordering: .acquiring).exchanged else { return }
+    /// Saves in the background unless a save is still running (then returns
+    /// false: try again soon). `written` must hold only bytes already written
+    /// to the file; `durable` makes them `done` after an fdatasync. `then`
+    /// gets the bytes now durable.
+    @discardableResult
+    func saveInBackground(_ written: RangeSet, durable: Bool, then: @escaping @Sendable (Int64) -> Void) -> Bool {
+        guard busy.compareExchange(expected: false, desired: true, ordering: .acquiring).exchanged else { return false }
         queue.async { [self] in
             if (try? save(written, durable: durable)) != nil, durable { then(written.byteCount) }
             busy.store(false, ordering: .releasing)
         }
+        return true
     }
 
     /// Waits until no background save is running (before the manifest is

@@ -333,11 +333,13 @@ final class Engine: @unchecked Sendable {
     private func checkpointIfDue(now: Double) {
         guard let checkpointer else { return }
         if now - lastCheckpoint >= settings.checkpointInterval {
-            lastCheckpoint = now
-            lastQuickSave = now
             let onEvent = self.onEvent
-            checkpointer.saveInBackground(writtenSnapshot(), durable: true) { bytes in
+            // A save still running (a quick one) makes this wait for the next loop turn.
+            if checkpointer.saveInBackground(writtenSnapshot(), durable: true, then: { bytes in
                 onEvent(.checkpoint(bytesDurable: bytes))
+            }) {
+                lastCheckpoint = now
+                lastQuickSave = now
             }
         } else if now - lastQuickSave >= Self.quickSaveInterval {
             lastQuickSave = now
