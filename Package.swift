@@ -33,6 +33,8 @@ let package = Package(
         .target(name: "RangeServer", exclude: ["README.md"]),
         // The command-line tool: wiring only.
         .executableTarget(name: "rangeget", dependencies: ["RangeGet", "RangeServer"]),
+        // A small program that uses only the library's public API (README: "Using the library").
+        .executableTarget(name: "rangeget-example", dependencies: ["RangeGet"], path: "Examples/fetch"),
         .testTarget(name: "RangeGetTests", dependencies: ["RangeGet", "RangeServer"]),
         .testTarget(name: "EndToEndTests", dependencies: ["RangeGet", "RangeServer", "rangeget"]),
         .testTarget(name: "RangeServerTests", dependencies: ["RangeServer"]),

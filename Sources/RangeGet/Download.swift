@@ -2,7 +2,9 @@
 // `.part` file, load or start the manifest, run the engine, and on success
 // verify the size, make the data durable and rename it into place. A changed
 // remote file restarts from zero; a server without working ranges gets one
-// plain stream. The public entry point of the library.
+// plain stream. The public entry point of the library; the async API, pause,
+// resume and cancel are in Download+Async.swift, their state machine in
+// DownloadController.swift.
 import Foundation
 import Glibc
 import Synchronization
@@ -56,8 +58,8 @@ public final class Download: Sendable {
     /// How it is fetched.
     public let options: DownloadOptions
 
-    private let running = Mutex<Engine?>(nil)
-    private let stopped = Atomic<Bool>(false)
+    /// The life cycle shared by every thread and task that touches this download.
+    let controller = DownloadController()
 
     /// A download of `url` to `destination`.
     public convenience init(url: String, destination: Destination, options: DownloadOptions = DownloadOptions()) {
@@ -75,20 +77,81 @@ public final class Download: Sendable {
     }
 
     /// Stops the download soon, saving its resume state; safe from any thread.
+    /// The same as `cancel(keepingResumeState: true)`, also before the start.
     /// Returns false when no transfer was running (nothing needed saving).
     @discardableResult
     public func stop() -> Bool {
-        stopped.store(true, ordering: .sequentiallyConsistent)
-        return running.withLock { engine in
-            engine?.requestStop()
-            return engine != nil
-        }
+        controller.stop()
     }
 
     /// Downloads the file on the calling thread, reporting to `onEvent` from
     /// the transfer thread; returns when the file is complete or throws why not.
-    public func run(onEvent: @escaping @Sendable (DownloadEvent) -> Void = { _ in }) throws(DownloadError) -> DownloadResult {
+    /// While paused (`pause()`), the calling thread waits for `resume()` or
+    /// `cancel()`. A download that has ended returns or throws its outcome
+    /// again; one already running elsewhere (`start()`) throws `.usage`.
+    /// From async code use `run()` instead, which keeps the thread free.
+    @available(*, noasync, message: "blocks the calling thread; use 'try await run()' and 'events'")
+    public func run(onEvent: @escaping @Sendable (DownloadEvent) -> Void) throws(DownloadError) -> DownloadResult {
+        switch controller.claim(threaded: false, observer: onEvent) {
+        case .claimed:
+            guard let outcome = drive() else { preconditionFailure("a blocking run parks while paused") }
+            return try outcome.get()
+        case let .ended(outcome):
+            return try outcome.get()
+        case .busy:
+            throw .usage("this download is already running")
+        }
+    }
+
+    /// Runs attempts until the download ends, and returns its outcome; nil
+    /// when a `start()`ed download is paused and this thread leaves.
+    func drive() -> DownloadOutcome? {
+        var step = DownloadController.Step.attempt
+        while true {
+            switch step {
+            case .attempt:
+                var tally = controller.tally
+                let outcome = DownloadOutcome { () throws(DownloadError) in
+                    try attempt(tally: &tally, onEvent: { [controller] event in controller.emit(event) })
+                }
+                controller.tally = tally
+                step = controller.settle(outcome)
+            case let .park(signal):
+                signal.wait()
+                step = controller.unpark()
+            case .leave:
+                return nil
+            case let .end(outcome, discarding):
+                return end(outcome, discarding: discarding)
+            }
+        }
+    }
+
+    /// Ends the download with `outcome`, first removing the partial download at `partPath` if given.
+    func end(_ outcome: DownloadOutcome, discarding partPath: String?) -> DownloadOutcome {
+        var outcome = outcome
+        if let partPath {
+            do {
+                try Self.discardPartial(at: partPath)
+            } catch {
+                outcome = .failure(error)
+            }
+        }
+        controller.finish(outcome)
+        return outcome
+    }
+
+    /// One attempt: probe, then transfer until the file is complete, the
+    /// download fails or a pause or cancel stops it (`.interrupted`).
+    /// `tally` carries the figures of earlier attempts and gains this one's.
+    private func attempt(
+        tally: inout Tally, onEvent: @escaping @Sendable (DownloadEvent) -> Void
+    ) throws(DownloadError) -> DownloadResult {
         let started = MonotonicClock.now()
+        defer { tally.seconds += MonotonicClock.now() - started }
+        tally.attempts += 1
+        // A restart discards what was there before this download, not what its own earlier attempts fetched.
+        let restart = options.restart && tally.attempts == 1
         if case let .file(path) = destination { try checkWritable(output: path) }
         let prober = Prober(options: options.transfer)
         var (sources, probeReports) = try probeMirrors(prober, onEvent: onEvent)
@@ -99,6 +162,7 @@ public final class Download: Sendable {
 
         let partPath = output + ".part"
         let manifestPath = partPath + ".json"
+        controller.setPartPath(partPath)
         let file: OutputFile
         do {
             file = try OutputFile(path: partPath, calls: options.systemCalls)
@@ -111,15 +175,12 @@ public final class Download: Sendable {
             throw error as! DownloadError
         }
 
-        var manifest = try resumeState(file: file, manifestPath: manifestPath, remote: remote, onEvent: onEvent)
-        let reused = manifest?.done.byteCount ?? 0
-        var fetched: Int64 = 0
-        var retries = 0
+        var manifest = try resumeState(
+            file: file, manifestPath: manifestPath, remote: remote, restart: restart, onEvent: onEvent)
+        if tally.reused == nil { tally.reused = manifest?.done.byteCount ?? 0 }
         var restarts = 0
-        var connectionsUsed = 0
-        var mirrorReports = probeReports
         while true {
-            if stopped.load(ordering: .sequentiallyConsistent) { throw .interrupted }
+            if controller.isStopRequested { throw .interrupted }
             let plain = !remote.acceptsRanges || remote.size == nil
             if plain { sources = [remote] }
             if !plain, manifest == nil, let size = remote.size {
@@ -141,22 +202,21 @@ public final class Download: Sendable {
             } catch {
                 throw .network(url: url, message: "\(error)")
             }
-            running.withLock { $0 = engine }
-            if stopped.load(ordering: .sequentiallyConsistent) { engine.requestStop() }
+            if controller.register(engine) { engine.requestStop() }
             let outcome = engine.run()
-            running.withLock { $0 = nil }
-            fetched += engine.bytesFetched
-            retries += engine.retries
-            connectionsUsed = max(connectionsUsed, engine.connectionsUsed)
-            mirrorReports = merge(probeReports, engine.mirrorReports, urls: sources.map(\.url))
+            _ = controller.register(nil)
+            tally.fetched += engine.bytesFetched
+            tally.retries += engine.retries
+            tally.connectionsUsed = max(tally.connectionsUsed, engine.connectionsUsed)
+            tally.add(engine.mirrorReports)
 
             switch outcome {
             case let .complete(size):
                 try finish(file: file, size: size, output: output, manifestPath: manifestPath)
                 let result = DownloadResult(
-                    path: output, size: size, seconds: MonotonicClock.now() - started,
-                    bytesFetched: fetched, bytesReused: reused, retries: retries, mirrors: mirrorReports,
-                    connectionsUsed: connectionsUsed)
+                    path: output, size: size, seconds: tally.seconds + MonotonicClock.now() - started,
+                    bytesFetched: tally.fetched, bytesReused: tally.reused ?? 0, retries: tally.retries,
+                    mirrors: merge(probeReports, tally.mirrors), connectionsUsed: tally.connectionsUsed)
                 onEvent(.finished(result))
                 return result
             case .stopped:
@@ -247,14 +307,12 @@ public final class Download: Sendable {
         return nil
     }
 
-    /// Probe-time reports with each used mirror's engine figures added.
-    private func merge(_ probed: [MirrorReport], _ engine: [MirrorReport], urls: [String]) -> [MirrorReport] {
-        var reports = probed
-        for report in engine {
-            guard let index = reports.firstIndex(where: { $0.url == report.url && $0.dropped == nil }) else { continue }
-            reports[index] = report
+    /// Probe-time reports, each used mirror's replaced by its engine figures (summed over engine runs).
+    private func merge(_ probed: [MirrorReport], _ engine: [String: MirrorReport]) -> [MirrorReport] {
+        probed.map { report in
+            guard report.dropped == nil, let used = engine[report.url] else { return report }
+            return used
         }
-        return reports
     }
 
     private func outputPath(for remote: RemoteFile) -> String {
@@ -283,10 +341,10 @@ public final class Download: Sendable {
 
     /// The manifest to resume from, or nil to start from zero (then the data file is emptied).
     private func resumeState(
-        file: OutputFile, manifestPath: String, remote: RemoteFile,
+        file: OutputFile, manifestPath: String, remote: RemoteFile, restart: Bool,
         onEvent: @Sendable (DownloadEvent) -> Void
     ) throws(DownloadError) -> Manifest? {
-        if options.restart {
+        if restart {
             try discard(file: file, manifestPath: manifestPath)
             return nil
         }
@@ -327,6 +385,23 @@ public final class Download: Sendable {
         if unlink(manifestPath) != 0 && errno != ENOENT {
             throw .io(IOError("remove", manifestPath))
         }
+    }
+
+    /// Removes the `.part` file at `partPath` and its manifest, unless another
+    /// download holds the lock on it (then it is theirs to keep).
+    static func discardPartial(at partPath: String) throws(DownloadError) {
+        guard access(partPath, F_OK) == 0 else { return }
+        let file: OutputFile
+        do {
+            file = try OutputFile(path: partPath)
+            guard try file.lockExclusively() else { return }
+        } catch {
+            throw .io(error)
+        }
+        for path in [partPath, partPath + ".json"] where unlink(path) != 0 && errno != ENOENT {
+            throw .io(IOError("remove", path))
+        }
+        withExtendedLifetime(file) {}
     }
 
     /// Verifies the length, makes the data durable and moves it into place.

@@ -1,0 +1,84 @@
+// rangeget-example: a small program that uses only RangeGet's public API.
+//
+//   rangeget-example [-n CONNECTIONS] URL PATH   download URL to PATH, resuming
+//                                                a partial download left there
+//   rangeget-example --data URL                  fetch a small file into memory
+//
+// Ctrl-C cancels and keeps the resume state: run the same command again to
+// continue. Exit codes: 0 done, 1 failed, 2 usage, 130 cancelled.
+import Dispatch
+import Foundation
+import RangeGet
+
+func fail(_ message: String, _ code: Int32) -> Never {
+    FileHandle.standardError.write(Data("rangeget-example: \(message)\n".utf8))
+    exit(code)
+}
+
+var arguments = Array(CommandLine.arguments.dropFirst())
+var options = DownloadOptions()
+if arguments.first == "-n", arguments.count > 1, let connections = Int(arguments[1]), connections > 0 {
+    options.connections = connections
+    arguments.removeFirst(2)
+}
+
+if arguments.count == 2, arguments[0] == "--data" {
+    do {
+        let data = try await Download.data(from: arguments[1], limit: 1 << 20, options: options)
+        print("received \(data.count) bytes")
+        exit(0)
+    } catch {
+        fail(error.description, 1)
+    }
+}
+
+guard arguments.count == 2 else {
+    fail("usage: rangeget-example [-n CONNECTIONS] URL PATH | rangeget-example --data URL", 2)
+}
+
+let download = Download(url: arguments[0], destination: .file(arguments[1]), options: options)
+
+// Ctrl-C: stop, keeping the `.part` file and its manifest for the next run.
+signal(SIGINT, SIG_IGN)
+let interrupts = DispatchSource.makeSignalSource(signal: SIGINT, queue: .main)
+interrupts.setEventHandler { download.cancel(keepingResumeState: true) }
+interrupts.resume()
+
+// Take the event sequence before starting, so that no event is missed.
+let events = download.events
+let display = Task {
+    var lastPercent = -1
+    for await event in events {
+        switch event {
+        case let .probed(remote):
+            print("size: \(remote.size.map { "\($0) bytes" } ?? "unknown")")
+        case let .resuming(bytesDone):
+            print("resuming: \(bytesDone) bytes already done")
+        case let .restarting(reason):
+            print("restarting: \(reason)")
+        case let .progress(progress):
+            guard let total = progress.totalBytes, total > 0 else { continue }
+            let percent = Int(progress.bytesDone * 100 / total)
+            if percent / 10 != lastPercent / 10 {
+                print("\(percent)% at \(Int(progress.bytesPerSecond / 1024)) KiB/s")
+                lastPercent = percent
+            }
+        case let .finished(result):
+            print("finished: \(result.size) bytes in \(result.path)")
+        default:
+            break
+        }
+    }
+}
+
+do {
+    let result = try await download.run()
+    await display.value
+    print("fetched \(result.bytesFetched) bytes, reused \(result.bytesReused), in \(String(format: "%.2f", result.seconds)) s")
+} catch .interrupted {
+    await display.value
+    fail("cancelled; run the same command again to resume", 130)
+} catch {
+    await display.value
+    fail(error.description, 1)
+}

@@ -1,0 +1,106 @@
+// Small files in memory: the data-task case. The resource is probed first and
+// refused when it is over the limit; otherwise the engine downloads it into a
+// private temporary directory, and the bytes are read back from there. Memory
+// holds at most `limit` bytes, whatever the server sends.
+import Foundation
+import Glibc
+import Synchronization
+
+/// Why `Download.data(from:limit:options:)` returned no bytes.
+public enum DataDownloadError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The resource is larger than `limit` bytes; `size` is nil when the
+    /// server did not announce it and the stream ran past the limit.
+    case tooLarge(size: Int64?, limit: Int64)
+    /// The download failed.
+    case download(DownloadError)
+
+    /// What went wrong, in one line.
+    public var description: String {
+        switch self {
+        case let .tooLarge(size?, limit):
+            return "the resource has \(size) bytes, more than the limit of \(limit)"
+        case let .tooLarge(nil, limit):
+            return "the resource is larger than the limit of \(limit) bytes"
+        case let .download(error):
+            return error.description
+        }
+    }
+}
+
+extension Download {
+    /// The default limit of `data(from:limit:options:)`: 16 MiB.
+    public static let defaultDataLimit: Int64 = 16 << 20
+
+    /// Downloads a small resource into memory and returns its bytes.
+    ///
+    /// The resource is probed first: when it announces more than `limit`
+    /// bytes, no body is fetched and this throws `.tooLarge`; a stream of
+    /// unknown length is stopped as soon as it passes the limit. The bytes
+    /// travel through a temporary file that is deleted before this returns,
+    /// so memory never holds more than `limit` bytes. Cancelling the task
+    /// stops the download.
+    public static func data(
+        from url: String, limit: Int64 = defaultDataLimit, options: DownloadOptions = DownloadOptions()
+    ) async throws(DataDownloadError) -> Data {
+        let directory = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var options = options
+        options.restart = true
+        options.overwrite = true
+        let download = Download(url: url, destination: .file(directory + "/data"), options: options)
+        // Set when the limit is passed: the announced size, or nil for a stream that ran past it.
+        let refused = Mutex<Int64??>(nil)
+        download.start { event in
+            let over: Int64??
+            switch event {
+            case let .probed(remote):
+                over = remote.size.flatMap { $0 > limit ? .some($0) : nil }
+            case let .progress(progress) where progress.bytesDone > limit:
+                over = .some(nil)
+            default:
+                over = nil
+            }
+            guard let over else { return }
+            refused.withLock { if $0 == nil { $0 = over } }
+            download.cancel()
+        }
+        let result: DownloadResult
+        do {
+            result = try await download.run()
+        } catch {
+            if let size = refused.withLock({ $0 }) { throw .tooLarge(size: size, limit: limit) }
+            throw .download(error)
+        }
+        guard result.size <= limit else { throw .tooLarge(size: result.size, limit: limit) }
+        return try readAll(result.path, size: result.size)
+    }
+
+    /// A new directory only this user can enter, under the system's temporary directory.
+    private static func makeTemporaryDirectory() throws(DataDownloadError) -> String {
+        var template = Array((FileManager.default.temporaryDirectory.path + "/rangeget-data-XXXXXX").utf8CString)
+        guard let made = mkdtemp(&template) else {
+            throw .download(.io(IOError("create a directory in", FileManager.default.temporaryDirectory.path)))
+        }
+        return String(cString: made)
+    }
+
+    /// The `size` bytes of the file at `path`.
+    private static func readAll(_ path: String, size: Int64) throws(DataDownloadError) -> Data {
+        let descriptor = retryingOnInterrupt { open(path, O_RDONLY | O_CLOEXEC) }
+        guard descriptor >= 0 else { throw .download(.io(IOError("open", path))) }
+        defer { close(descriptor) }
+        var data = Data(count: Int(size))
+        let failure: Int32? = data.withUnsafeMutableBytes { buffer in
+            var done = 0
+            while done < buffer.count {
+                let count = retryingOnInterrupt { read(descriptor, buffer.baseAddress! + done, buffer.count - done) }
+                if count < 0 { return errno }
+                if count == 0 { return EIO }
+                done += count
+            }
+            return nil
+        }
+        if let failure { throw .download(.io(IOError("read", path, code: failure))) }
+        return data
+    }
+}

@@ -1,0 +1,437 @@
+// The library's public API (issue 6), driven as an app would drive it: async
+// run, events as an async sequence, pause and resume mid-download, cancel
+// with and without resume state, a resume in a fresh process (the example
+// executable), and small files in memory. No @testable import.
+import Foundation
+import RangeGet
+import RangeServer
+import Synchronization
+import XCTest
+
+/// The `rangeget-example` executable built next to this test bundle.
+private enum Example {
+    static let binary: String = {
+        let besideTests = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+            .appendingPathComponent("rangeget-example").path
+        if FileManager.default.isExecutableFile(atPath: besideTests) { return besideTests }
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        return root.appendingPathComponent(".build/debug/rangeget-example").path
+    }()
+
+    /// Runs the example to completion in a new process (killed after `timeout` seconds).
+    static func run(_ arguments: [String], timeout: Double = 60) throws -> Run {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: binary)
+        process.arguments = arguments
+        let out = Pipe()
+        let err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        let deadline = Date().addingTimeInterval(timeout)
+        while process.isRunning && Date() < deadline { usleep(10_000) }
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
+        return Run(status: process.terminationStatus,
+                   stdout: String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self),
+                   stderr: String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))
+    }
+}
+
+final class LibraryTests: EndToEndTestCase {
+    private let size: Int64 = 8 << 20
+    private let rate = 1 << 20          // per connection: the whole file takes about 2 s
+
+    private var throttledOptions: DownloadOptions {
+        var options = DownloadOptions()
+        options.connections = 4
+        options.minimumSplit = 256 << 10
+        return options
+    }
+
+    /// A throttled download of a fresh resource, with its events being watched.
+    private func throttledDownload(seed: UInt64) -> (Download, Resource, Watch) {
+        let resource = Resource.generated(size: size, seed: seed)
+        server.setResource(resource, at: "f")
+        server.setRatePerConnection(rate)
+        let download = Download(url: server.url("f"), destination: .file(path("f")), options: throttledOptions)
+        return (download, resource, Watch(download.events))
+    }
+
+    /// Consumes an event sequence: the latest bytes done, and every event once the sequence ends.
+    private final class Watch: Sendable {
+        private final class Latest: Sendable {
+            let bytesDone = Atomic<Int64>(0)
+        }
+
+        private let latest = Latest()
+        private let task: Task<[DownloadEvent], Never>
+
+        init(_ events: AsyncStream<DownloadEvent>) {
+            let latest = self.latest
+            task = Task {
+                var seen: [DownloadEvent] = []
+                for await event in events {
+                    if case let .progress(progress) = event {
+                        latest.bytesDone.store(progress.bytesDone, ordering: .relaxed)
+                    }
+                    seen.append(event)
+                }
+                return seen
+            }
+        }
+
+        var bytesDone: Int64 { latest.bytesDone.load(ordering: .relaxed) }
+
+        /// Every event, once the download has ended.
+        var events: [DownloadEvent] {
+            get async { await task.value }
+        }
+    }
+
+    /// Waits, without blocking a thread, until `condition` holds; fails after `timeout` seconds.
+    private func waitUntil(
+        _ what: String, timeout: Double = 20, file: StaticString = #filePath, line: UInt = #line,
+        _ condition: () -> Bool
+    ) async {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if condition() { return }
+            try? await Task.sleep(nanoseconds: 20_000_000)
+        }
+        XCTAssertTrue(condition(), "timed out waiting until \(what)", file: file, line: line)
+    }
+
+    private func exists(_ path: String) -> Bool { FileManager.default.fileExists(atPath: path) }
+
+    /// Asserts that `run()` throws `.interrupted`.
+    private func assertInterrupted(_ download: Download, file: StaticString = #filePath, line: UInt = #line) async {
+        do {
+            let result = try await download.run()
+            XCTFail("completed instead of being interrupted: \(result)", file: file, line: line)
+        } catch {
+            XCTAssertEqual(error, .interrupted, file: file, line: line)
+        }
+    }
+
+    // MARK: - Pause and resume
+
+    func testPauseAndResumeMidDownloadGiveTheSameFile() async throws {
+        let (download, resource, watch) = throttledDownload(seed: 81)
+        let output = path("f")
+        XCTAssertEqual(download.state, .ready)
+        download.start()
+        await waitUntil("2 MiB arrived") { watch.bytesDone >= 2 << 20 }
+
+        download.pause()
+        await waitUntil("paused") { download.state == .paused }
+        let saved = durableBytes(output + ".part.json")
+        XCTAssertGreaterThanOrEqual(saved, 2 << 20, "the pause saved every byte that had arrived")
+        XCTAssertLessThan(saved, size, "paused mid-download")
+        let done = doneRanges(output + ".part.json")
+        // Every connection is closed: nothing more arrives while paused (after
+        // the last in-flight write, which the server counts once the kernel took it).
+        try await Task.sleep(nanoseconds: 200_000_000)
+        let sentWhilePaused = server.statistics.bodyBytesSent
+        try await Task.sleep(nanoseconds: 500_000_000)
+        XCTAssertEqual(server.statistics.bodyBytesSent, sentWhilePaused, "bytes flowed while paused")
+        XCTAssertEqual(download.state, .paused)
+
+        server.resetStatistics()
+        download.resume()
+        let result = try await download.run()
+        assertSameBytes(output, resource)
+        XCTAssertFalse(exists(output + ".part") || exists(output + ".part.json"), "no leftovers")
+        XCTAssertEqual(result.size, size)
+        XCTAssertEqual(result.bytesReused, 0, "nothing came from an earlier run")
+        XCTAssertGreaterThanOrEqual(result.bytesFetched, size)
+        XCTAssertEqual(download.state, .finished(result))
+
+        let requested = server.statistics.requests.compactMap { $0.rangeHeader.flatMap(requestedRange) }
+        for range in requested {
+            XCTAssertFalse(done.contains { $0.overlaps(range) }, "\(range) asks again for bytes saved at the pause")
+        }
+        let events = await watch.events
+        let resumed = events.compactMap { event -> Int64? in
+            if case let .resuming(bytes) = event { return bytes }
+            return nil
+        }
+        XCTAssertEqual(resumed, [saved], "the resume reused the bytes saved at the pause")
+        XCTAssertEqual(events.filter(isProbed).count, 2, "probed again on resume")
+    }
+
+    func testResumeWhilePausingContinuesAndPauseIsIgnoredWhenNotRunning() async throws {
+        let (download, resource, watch) = throttledDownload(seed: 82)
+        download.pause()
+        XCTAssertEqual(download.state, .ready, "pause before start does nothing")
+        download.start()
+        await waitUntil("1 MiB arrived") { watch.bytesDone >= 1 << 20 }
+        download.pause()
+        download.resume()
+        download.pause()
+        download.resume()
+        let result = try await download.run()
+        assertSameBytes(path("f"), resource)
+        XCTAssertEqual(download.state, .finished(result))
+        download.pause()
+        download.resume()
+        XCTAssertEqual(download.state, .finished(result), "control after the end changes nothing")
+    }
+
+    // MARK: - Cancel
+
+    /// NSURLSession's resume data lives only in memory; here the state on disk
+    /// lets another process continue without refetching a finished byte.
+    func testCancelKeepingResumeStateThenAFreshProcessResumes() async throws {
+        let (download, resource, watch) = throttledDownload(seed: 83)
+        let output = path("f")
+        download.start()
+        await waitUntil("2 MiB arrived") { watch.bytesDone >= 2 << 20 }
+        download.cancel(keepingResumeState: true)
+        await assertInterrupted(download)
+        XCTAssertEqual(download.state, .cancelled(keptResumeState: true))
+        XCTAssertTrue(exists(output + ".part"))
+        let saved = durableBytes(output + ".part.json")
+        XCTAssertGreaterThanOrEqual(saved, 2 << 20, "the cancel saved every byte that had arrived")
+        XCTAssertLessThan(saved, size)
+        let done = doneRanges(output + ".part.json")
+
+        server.setRatePerConnection(nil)
+        server.resetStatistics()
+        let run = try Example.run(["-n", "4", server.url("f"), output])
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertTrue(run.stdout.contains("resuming: \(saved) bytes already done"), run.stdout)
+        assertSameBytes(output, resource)
+        XCTAssertFalse(exists(output + ".part.json"))
+
+        let requested = server.statistics.requests.compactMap { $0.rangeHeader.flatMap(requestedRange) }
+        XCTAssertFalse(requested.isEmpty)
+        for range in requested {
+            XCTAssertFalse(done.contains { $0.overlaps(range) }, "\(range) asks again for bytes the manifest had")
+        }
+        XCTAssertEqual(covered(requested + done), [0..<size], "the missing bytes were asked for")
+        XCTAssertEqual(server.statistics.requests.filter { $0.method == "GET" && $0.rangeHeader == nil }.count, 0,
+                       "no whole-file GET")
+    }
+
+    func testCancelDiscardsThePartialDownload() async throws {
+        let (download, _, watch) = throttledDownload(seed: 84)
+        let output = path("f")
+        download.start()
+        await waitUntil("1 MiB arrived") { watch.bytesDone >= 1 << 20 }
+        download.cancel()
+        await assertInterrupted(download)
+        XCTAssertEqual(download.state, .cancelled(keptResumeState: false))
+        XCTAssertFalse(exists(output + ".part"), ".part deleted")
+        XCTAssertFalse(exists(output + ".part.json"), "manifest deleted")
+        XCTAssertFalse(exists(output))
+        // The server counts a write once the kernel took it: let the last in-flight slice land.
+        try await Task.sleep(nanoseconds: 200_000_000)
+        let sent = server.statistics.bodyBytesSent
+        try await Task.sleep(nanoseconds: 500_000_000)
+        XCTAssertEqual(server.statistics.bodyBytesSent, sent, "nothing transferred after the cancel")
+    }
+
+    func testCancelWhilePausedDiscardsAtOnce() async throws {
+        let (download, _, watch) = throttledDownload(seed: 85)
+        let output = path("f")
+        download.start()
+        await waitUntil("1 MiB arrived") { watch.bytesDone >= 1 << 20 }
+        download.pause()
+        await waitUntil("paused") { download.state == .paused }
+        XCTAssertTrue(exists(output + ".part.json"), "paused with its state on disk")
+        download.cancel()
+        XCTAssertEqual(download.state, .cancelled(keptResumeState: false))
+        XCTAssertFalse(exists(output + ".part") || exists(output + ".part.json"), "deleted before cancel() returned")
+        await assertInterrupted(download)
+        let events = await watch.events
+        XCTAssertFalse(events.contains { if case .finished = $0 { return true } else { return false } })
+        download.resume()
+        XCTAssertEqual(download.state, .cancelled(keptResumeState: false), "no resume after a cancel")
+    }
+
+    func testCancellingTheAwaitingTaskKeepsResumeState() async throws {
+        let (download, _, watch) = throttledDownload(seed: 86)
+        let output = path("f")
+        let task = Task { () async throws(DownloadError) -> DownloadResult in try await download.run() }
+        await waitUntil("1 MiB arrived") { watch.bytesDone >= 1 << 20 }
+        task.cancel()
+        do {
+            _ = try await task.value
+            XCTFail("completed despite the cancelled task")
+        } catch {
+            XCTAssertEqual(error as? DownloadError, .interrupted)
+        }
+        XCTAssertEqual(download.state, .cancelled(keptResumeState: true))
+        XCTAssertGreaterThan(durableBytes(output + ".part.json"), 0)
+    }
+
+    func testRunInAnAlreadyCancelledTaskFetchesNothing() async throws {
+        server.setResource(Resource.generated(size: 1 << 20, seed: 91), at: "f")
+        let download = Download(url: server.url("f"), destination: .file(path("f")))
+        let task = Task { () async throws(DownloadError) -> DownloadResult in
+            withUnsafeCurrentTask { $0?.cancel() }
+            return try await download.run()
+        }
+        do {
+            _ = try await task.value
+            XCTFail("completed despite the cancelled task")
+        } catch {
+            XCTAssertEqual(error as? DownloadError, .interrupted)
+        }
+        XCTAssertEqual(download.state, .cancelled(keptResumeState: true))
+        XCTAssertTrue(server.statistics.requests.isEmpty, "not even probed")
+        XCTAssertFalse(exists(path("f.part")))
+    }
+
+    /// The blocking form the CLI uses: a pause holds the calling thread until `resume()`.
+    func testBlockingRunWaitsWhilePausedAndFinishesAfterResume() throws {
+        let (download, resource, watch) = throttledDownload(seed: 92)
+        let outcome = Mutex<Result<DownloadResult, DownloadError>?>(nil)
+        let progressEvents = Mutex(0)
+        Thread {
+            let result = Result { () throws(DownloadError) in
+                try download.run { event in
+                    if case .progress = event { progressEvents.withLock { $0 += 1 } }
+                }
+            }
+            outcome.withLock { $0 = result }
+        }.start()
+        XCTAssertTrue(wait(timeout: 20) { watch.bytesDone >= 1 << 20 })
+        download.pause()
+        XCTAssertTrue(wait(timeout: 20) { download.state == .paused })
+        usleep(300_000)
+        XCTAssertNil(outcome.withLock { $0 }, "run(onEvent:) still waits while paused")
+        XCTAssertEqual(download.state, .paused)
+
+        download.resume()
+        XCTAssertTrue(wait(timeout: 30) { outcome.withLock { $0 } != nil })
+        let result = try XCTUnwrap(outcome.withLock { $0 }).get()
+        assertSameBytes(result.path, resource)
+        XCTAssertEqual(download.state, .finished(result))
+        XCTAssertGreaterThan(progressEvents.withLock { $0 }, 3, "onEvent heard the progress")
+    }
+
+    // MARK: - Events
+
+    func testEventsArriveInOrderToEveryConsumerAndFinalProgressIsTheSize() async throws {
+        let size: Int64 = (3 << 20) + 13
+        let resource = Resource.generated(size: size, seed: 87)
+        server.setResource(resource, at: "f")
+        server.setRatePerConnection(2 << 20)
+        var options = DownloadOptions()
+        options.connections = 4
+        options.minimumSplit = 128 << 10
+        let download = Download(url: server.url("f"), destination: .file(path("f")), options: options)
+        let first = Watch(download.events)
+        let second = Watch(download.events)
+        let result = try await download.run()
+        assertSameBytes(path("f"), resource)
+
+        let seen = await first.events
+        let seenBySecond = await second.events
+        XCTAssertEqual(seen.map { "\($0)" }, seenBySecond.map { "\($0)" }, "both consumers saw the same events")
+        guard case let .probed(remote)? = seen.first else { return XCTFail("probed comes first: \(seen.prefix(3))") }
+        XCTAssertEqual(remote.size, size)
+        guard case let .finished(finished)? = seen.last else { return XCTFail("finished comes last: \(seen.suffix(3))") }
+        XCTAssertEqual(finished, result)
+        XCTAssertEqual(seen.filter(isProbed).count, 1)
+        let progress = seen.compactMap { event -> DownloadProgress? in
+            if case let .progress(value) = event { return value }
+            return nil
+        }
+        XCTAssertGreaterThan(progress.count, 3)
+        XCTAssertEqual(progress.last?.bytesDone, size, "final progress equals the size")
+        XCTAssertEqual(progress.last?.totalBytes, size)
+        XCTAssertEqual(progress.map(\.bytesDone), progress.map(\.bytesDone).sorted(), "progress never goes back")
+        XCTAssertTrue(progress.allSatisfy { $0.totalBytes == size })
+
+        // After the end: the same outcome again, and an empty event sequence.
+        let again = try await download.run()
+        XCTAssertEqual(again, result)
+        for await event in download.events { XCTFail("event after the end: \(event)") }
+    }
+
+    // MARK: - Small files in memory
+
+    func testDataReturnsTheBytesOfASmallResource() async throws {
+        let resource = Resource.generated(size: 300_001, seed: 88)
+        server.setResource(resource, at: "small")
+        server.setResource(Resource.data([]), at: "empty")
+        let temporaries = rangegetTemporaryDirectories()
+        let data = try await Download.data(from: server.url("small"), limit: 1 << 20)
+        XCTAssertEqual([UInt8](data), resource.bytes(in: 0..<resource.size))
+        let empty = try await Download.data(from: server.url("empty"))
+        XCTAssertTrue(empty.isEmpty)
+        XCTAssertEqual(rangegetTemporaryDirectories(), temporaries, "the temporary file was removed")
+    }
+
+    func testDataRefusesAResourceOverTheLimitWithoutFetchingIt() async throws {
+        server.setResource(Resource.generated(size: 2 << 20, seed: 89), at: "big")
+        let temporaries = rangegetTemporaryDirectories()
+        do {
+            let data = try await Download.data(from: server.url("big"), limit: 1 << 20)
+            XCTFail("returned \(data.count) bytes over the limit")
+        } catch {
+            XCTAssertEqual(error, .tooLarge(size: 2 << 20, limit: 1 << 20))
+        }
+        XCTAssertEqual(server.statistics.bodyBytesSent, 0, "the probe alone decided")
+        XCTAssertEqual(rangegetTemporaryDirectories(), temporaries)
+    }
+
+    func testDataStopsAStreamOfUnknownLengthPastTheLimit() async throws {
+        let size: Int64 = 8 << 20
+        server.setResource(Resource.generated(size: size, seed: 90), at: "stream")
+        server.setFaults([FaultRule(.chunkedNoLength, when: .always)])
+        server.setRatePerConnection(2 << 20)
+        let limit: Int64 = 256 << 10
+        do {
+            let data = try await Download.data(from: server.url("stream"), limit: limit)
+            XCTFail("returned \(data.count) bytes over the limit")
+        } catch {
+            XCTAssertEqual(error, .tooLarge(size: nil, limit: limit))
+        }
+        XCTAssertLessThan(server.statistics.bodyBytesSent, size / 2, "stopped soon after the limit")
+    }
+
+    // MARK: - Helpers
+
+    private func isProbed(_ event: DownloadEvent) -> Bool {
+        if case .probed = event { return true }
+        return false
+    }
+
+    private func rangegetTemporaryDirectories() -> Set<String> {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: FileManager.default.temporaryDirectory.path)) ?? []
+        return Set(names.filter { $0.hasPrefix("rangeget-data-") })
+    }
+
+    /// `bytes=a-b` as a half-open range.
+    private func requestedRange(_ header: String) -> Range<Int64>? {
+        let bounds = header.dropFirst("bytes=".count).split(separator: "-").compactMap { Int64($0) }
+        return bounds.count == 2 ? bounds[0]..<(bounds[1] + 1) : nil
+    }
+
+    /// The done ranges a manifest lists.
+    private func doneRanges(_ manifestPath: String) -> [Range<Int64>] {
+        guard let data = FileManager.default.contents(atPath: manifestPath),
+              let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+              let done = object["done"] as? [[Int64]] else { return [] }
+        return done.map { $0[0]..<$0[1] }
+    }
+
+    /// The union of `ranges`, merged.
+    private func covered(_ ranges: [Range<Int64>]) -> [Range<Int64>] {
+        var merged: [Range<Int64>] = []
+        for range in ranges.sorted(by: { $0.lowerBound < $1.lowerBound }) {
+            if let last = merged.last, range.lowerBound <= last.upperBound {
+                merged[merged.count - 1] = last.lowerBound..<max(last.upperBound, range.upperBound)
+            } else {
+                merged.append(range)
+            }
+        }
+        return merged
+    }
+}
