@@ -190,9 +190,9 @@ final class Connection {
     }
 
     /// Bytes per second of the current transfer over the last second, nil
-    /// until data flowed for a fifth of a second (0 when it went silent).
+    /// until data flowed for a tenth of a second (0 when it went silent).
     func rate(now: Double) -> Double? {
-        guard let firstByteAt, now - firstByteAt >= 0.2, recent.span >= 0.2 else { return nil }
+        guard let firstByteAt, now - firstByteAt >= 0.1, recent.span >= 0.1 else { return nil }
         return recent.rate
     }
 

@@ -9,7 +9,7 @@ extension Engine {
     func startIdleConnections(now: Double) -> EngineOutcome? {
         var busy = connections.count(where: \.isBusy)
         for connection in connections where !connection.isBusy && busy < connectionLimit {
-            guard let mirror = chooseMirror(),
+            guard let mirror = chooseMirror(now: now),
                   let (piece, race) = nextPiece(for: connection, now: now) else { break }
             do {
                 try launch(connection, piece, from: mirror, race: race, now: now)
@@ -21,16 +21,30 @@ extension Engine {
         return nil
     }
 
-    /// The usable mirror with the fewest connections whose host is below its cap;
-    /// ties go to the faster mirror.
-    private func chooseMirror() -> Mirror? {
+    /// The mirror for a connection about to start, among usable mirrors whose
+    /// host is below its cap. Until speeds are known, connections are spread
+    /// evenly; then each goes where it adds least load per unit of measured
+    /// per-connection speed, so connections end up in proportion to speed (a
+    /// mirror not measured yet counts as fast as the best, so it gets tried).
+    private func chooseMirror(now: Double) -> Mirror? {
         var perHost: [String: Int] = [:]
         for mirror in mirrors { perHost[mirror.host, default: 0] += mirror.activeConnections }
         let open = mirrors.filter { $0.isUsable && perHost[$0.host, default: 0] < settings.maxPerHost }
-        return open.min { lhs, rhs in
-            if lhs.activeConnections != rhs.activeConnections { return lhs.activeConnections < rhs.activeConnections }
-            return (lhs.ratePerConnection ?? 0) > (rhs.ratePerConnection ?? 0)
+        let rates = open.map { measuredRate(of: $0, now: now) }
+        guard let best = rates.compactMap({ $0 }).max(), best > 0 else {
+            return open.min { $0.activeConnections < $1.activeConnections }
         }
+        return zip(open, rates).min { lhs, rhs in
+            Double(lhs.0.activeConnections + 1) / max(lhs.1 ?? best, 1) < Double(rhs.0.activeConnections + 1) / max(rhs.1 ?? best, 1)
+        }?.0
+    }
+
+    /// A mirror's bytes per second per connection: its running transfers'
+    /// recent rates, else its finished transfers' average; nil before any data.
+    func measuredRate(of mirror: Mirror, now: Double) -> Double? {
+        let live = connections.filter { $0.isBusy && $0.mirror === mirror }.compactMap { $0.rate(now: now) }
+        if !live.isEmpty { return live.reduce(0, +) / Double(live.count) }
+        return mirror.ratePerConnection
     }
 
     private func nextPiece(for thief: Connection, now: Double) -> (Piece, Race?)? {
@@ -43,11 +57,13 @@ extension Engine {
     }
 
     /// Running transfers that may be cut or raced, with the rate to plan with:
-    /// measured over the last second, 0 when silent that long, nil while unknown.
+    /// measured over the last second (0 when silent that long), else the
+    /// mirror's per-connection rate, nil while nothing is known.
     private func candidates(now: Double) -> [(connection: Connection, remaining: ByteRange, rate: Double?)] {
         connections.compactMap { connection in
             guard connection.race == nil, let remaining = connection.remaining else { return nil }
-            return (connection, remaining, connection.rate(now: now))
+            let rate = connection.rate(now: now) ?? connection.mirror.flatMap { measuredRate(of: $0, now: now) }
+            return (connection, remaining, rate)
         }
     }
 
