@@ -2,7 +2,6 @@
 // sequence, pause, resume and cancel from any thread or task. The transfers
 // run on a thread of the download's own, never on the cooperative pool;
 // DownloadController keeps the life cycle consistent between callers.
-import Foundation
 
 extension Download {
     /// Where the download stands now.
@@ -87,9 +86,6 @@ extension Download {
 
     /// Runs `drive()` on a new thread, which ends with the download or leaves when it is paused.
     private func startDriver() {
-        let thread = Thread { [self] in _ = drive() }
-        thread.name = "rangeget download"
-        thread.stackSize = 4 << 20
-        thread.start()
+        startThread { [self] in _ = drive() }
     }
 }

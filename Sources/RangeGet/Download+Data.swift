@@ -2,7 +2,7 @@
 // refused when it is over the limit; otherwise the engine downloads it into a
 // private temporary directory, and the bytes are read back from there. Memory
 // holds at most `limit` bytes, whatever the server sends.
-import Foundation
+import FoundationEssentials
 import Glibc
 import Synchronization
 

@@ -5,7 +5,8 @@
 // plain stream. The public entry point of the library; the async API, pause,
 // resume and cancel are in Download+Async.swift, their state machine in
 // DownloadController.swift.
-import Foundation
+import Dispatch
+import FoundationEssentials
 import Glibc
 import Synchronization
 
@@ -179,6 +180,7 @@ public final class Download: Sendable {
             file: file, manifestPath: manifestPath, remote: remote, restart: restart, onEvent: onEvent)
         if tally.reused == nil { tally.reused = manifest?.done.byteCount ?? 0 }
         var restarts = 0
+        var resolves = 0
         while true {
             if controller.isStopRequested { throw .interrupted }
             let plain = !remote.acceptsRanges || remote.size == nil
@@ -229,10 +231,29 @@ public final class Download: Sendable {
                     throw .verification("\(url) keeps changing during the download (\(reason))")
                 }
                 onEvent(.restarting(reason: "the remote file changed (\(reason)); starting over"))
-                (sources, probeReports) = try probeMirrors(prober, onEvent: onEvent)
+                // A lying HEAD is the usual culprit: the ranged GET decides now.
+                (sources, probeReports) = try probeMirrors(prober, skipHead: true, onEvent: onEvent)
                 remote = sources[0]
                 manifest = nil
                 try discard(file: file, manifestPath: manifestPath)
+            case let .expired(index, reason):
+                // A signed URL a redirect led to has expired: ask the original
+                // URL again and go on from the manifest with where it leads now.
+                resolves += 1
+                guard resolves <= 3 else {
+                    throw .server(url: sources[index].url, message: "\(reason), again after resolving it anew")
+                }
+                let fresh = try prober.probe(sources[index].url)
+                if let problem = Self.disagreement(fresh, with: sources[0]) ?? sources[index].differs(from: fresh) {
+                    throw .server(url: fresh.url, message: "resolved anew, it now \(problem)")
+                }
+                sources[index] = fresh
+                if index == 0 { remote = fresh }
+                do {
+                    manifest = try Manifest.load(from: manifestPath)
+                } catch {
+                    throw .manifest(error)
+                }
             case let .rangesUnsupported(reason):
                 onEvent(.restarting(reason: "\(reason); downloading as one stream from the start"))
                 remote.acceptsRanges = false
@@ -256,17 +277,17 @@ public final class Download: Sendable {
     /// given) sets size and validators; a mirror that disagrees on the size,
     /// or on a strong ETag where both give one, is left out with a message.
     private func probeMirrors(
-        _ prober: Prober, onEvent: @Sendable (DownloadEvent) -> Void
+        _ prober: Prober, skipHead: Bool = false, onEvent: @Sendable (DownloadEvent) -> Void
     ) throws(DownloadError) -> ([RemoteFile], [MirrorReport]) {
         let results = Mutex<[Int: Result<RemoteFile, DownloadError>]>([:])
         let finished = DispatchGroup()
         for (index, url) in mirrors.enumerated() {
             finished.enter()
-            Thread {
-                let result = Result { () throws(DownloadError) in try prober.probe(url) }
+            startThread {
+                let result = Result { () throws(DownloadError) in try prober.probe(url, skipHead: skipHead) }
                 results.withLock { $0[index] = result }
                 finished.leave()
-            }.start()
+            }
         }
         finished.wait()
         let outcomes = results.withLock { $0 }
@@ -327,13 +348,16 @@ public final class Download: Sendable {
 
     /// Refuses to overwrite a finished file without `overwrite`, and fails early on an unusable directory.
     private func checkWritable(output: String) throws(DownloadError) {
-        var isDirectory: ObjCBool = false
-        if FileManager.default.fileExists(atPath: output, isDirectory: &isDirectory) {
-            if isDirectory.boolValue { throw .usage("\(output) is a directory") }
+        var info = stat()
+        if stat(output, &info) == 0 {
+            if (info.st_mode & S_IFMT) == S_IFDIR { throw .usage("\(output) is a directory") }
             if !options.overwrite { throw .usage("\(output) already exists; use --force to overwrite it") }
         }
-        let directory = (output as NSString).deletingLastPathComponent
-        let folder = directory.isEmpty ? "." : directory
+        let folder = Manifest.directory(of: output)
+        var folderInfo = stat()
+        guard stat(folder, &folderInfo) == 0, (folderInfo.st_mode & S_IFMT) == S_IFDIR else {
+            throw .usage("\(folder) is not a directory")
+        }
         guard access(folder, W_OK) == 0 else {
             throw .usage("cannot write to directory \(folder): \(String(cString: strerror(errno)))")
         }
@@ -360,6 +384,11 @@ public final class Download: Sendable {
         }
         if stored.url != Manifest.redacting(url) {
             throw .manifest(ManifestError(path: manifestPath, problem: "belongs to \(stored.url), not \(Manifest.redacting(url))"))
+        }
+        if let etag = stored.etag, etag == remote.etag, let size = remote.size, size != stored.size {
+            // Same version of the file, other size: the manifest cannot describe it.
+            throw .manifest(ManifestError(
+                path: manifestPath, problem: "records a size of \(stored.size) bytes, but the file (same ETag) has \(size)"))
         }
         var reason = stored.mismatch(with: remote).map { "the remote file changed since the last run: \($0)" }
         if reason == nil, !remote.acceptsRanges { reason = "the server no longer serves byte ranges" }

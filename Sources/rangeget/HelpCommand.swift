@@ -2,6 +2,7 @@
 // generated from the commands' option tables so they cannot drift apart.
 // `rangeget help --man` prints docs/rangeget.1; `--completion bash|zsh`
 // prints docs/completion/*; a test checks the committed files match.
+import FoundationEssentials
 import Glibc
 import RangeGet
 
@@ -51,7 +52,7 @@ enum HelpCommand {
 
     static func manPage() -> String {
         func escape(_ text: String) -> String {
-            text.replacingOccurrences(of: "\\", with: "\\e").replacingOccurrences(of: "-", with: "\\-")
+            text.replacing("\\", with: "\\e").replacing("-", with: "\\-")
         }
         var roff = """
         .TH RANGEGET 1 "" "rangeget \(RangeGetVersion.current)" "User Commands"
@@ -79,7 +80,7 @@ enum HelpCommand {
         """
         for table in tables {
             roff += table.name == "rangeget" ? ".SH DESCRIPTION\n" : ".SH \(table.name.uppercased())\n"
-            roff += escape(table.summary.replacingOccurrences(of: "\n", with: " ")) + "\n"
+            roff += escape(table.summary.replacing("\n", with: " ")) + "\n"
             roff += table.name == "rangeget" ? ".SH OPTIONS\n" : ".SS Options\n"
             for (synopsis, help) in table.options {
                 roff += ".TP\n.B \(escape(synopsis.trimmingLeadingSpaces()))\n\(escape(help))\n"
@@ -123,8 +124,8 @@ enum HelpCommand {
     static func zshCompletion() -> String {
         func specs<Settings>(_ command: Command<Settings>) -> String {
             command.options.map { option in
-                let help = option.help.replacingOccurrences(of: "'", with: "").replacingOccurrences(of: "[", with: "(")
-                    .replacingOccurrences(of: "]", with: ")").replacingOccurrences(of: ":", with: "")
+                let help = option.help.replacing("'", with: "").replacing("[", with: "(")
+                    .replacing("]", with: ")").replacing(":", with: "")
                 let value = option.value.map { ":\($0.lowercased()):_files" } ?? ""
                 return "        '--\(option.long)[\(help)]\(value)'"
             }.joined(separator: " \\\n")

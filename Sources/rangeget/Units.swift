@@ -6,7 +6,7 @@ import FoundationEssentials
 enum ByteCount {
     /// Parses `1234`, `10K`, `1.5G`, `20MiB`, `3m`; nil for anything else.
     static func parse(_ text: String) -> Int64? {
-        var digits = Substring(text.trimmingCharacters(in: .whitespaces))
+        var digits = Substring(text.filter { $0 != " " && $0 != "\t" })
         var multiplier: Double = 1
         for suffix in ["ib", "b"] where digits.lowercased().hasSuffix(suffix) && digits.count > suffix.count {
             let stripped = digits.dropLast(suffix.count)

@@ -59,10 +59,22 @@ final class Checkpointer: Sendable {
     var failure: IOError? { state.withLock { $0.failure } }
 
     private func save(_ written: RangeSet, durable: Bool) throws(IOError) {
-        do {
+        // After a failed sync nothing more is ever recorded: Linux reports a
+        // writeback error once, and a later fdatasync succeeds even though the
+        // bytes it covered never reached the disk.
+        if let failure = state.withLock({ $0.failure }) { throw failure }
+        do throws(IOError) {
             var manifest = base
             if durable {
-                try file.synchronize()
+                do {
+                    try file.synchronize()
+                } catch {
+                    // The kernel may have dropped what it could not write: bytes
+                    // a quick save listed are no longer good, even in this boot.
+                    manifest.done = state.withLock { $0.durable }
+                    _ = try? manifest.save(to: path, calls: calls, durable: false) as Void
+                    throw error
+                }
                 manifest.done = written
             } else {
                 // Start writing dirty data to disk now, so the next fdatasync

@@ -141,7 +141,7 @@ final class Connection {
         reachedEnd = false
         isPaused = false
         wasUsed = true
-        var headers = baseHeaders
+        var headers = mirror.remote.headers(from: baseHeaders)
         try easy.set(CURLOPT_URL, mirror.remote.effectiveURL)
         if let requested {
             try easy.set(CURLOPT_RANGE, String(requested.rangeHeaderValue.dropFirst("bytes=".count)))

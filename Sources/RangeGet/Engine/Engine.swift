@@ -35,6 +35,9 @@ enum EngineOutcome: Sendable {
     case remoteChanged(String)
     /// Ranged requests don't work on this server after all.
     case rangesUnsupported(String)
+    /// Mirror `index` reached through a redirect refuses now (403/410): a
+    /// signed URL that expired; the original URL should be resolved anew.
+    case expired(index: Int, reason: String)
     /// The download cannot go on.
     case failed(DownloadError)
 }
@@ -59,6 +62,8 @@ final class Engine: @unchecked Sendable {
     /// Typical seconds from a request to its first byte (moving average).
     var setupDelay = 0.1
     private(set) var retries = 0
+    private var sizeDisagreements = 0
+    private var lastOtherTotal: Int64?
     private var lastCheckpoint = 0.0
     private var lastQuickSave = 0.0
     /// Seconds between quick (not fsynced, same-boot) saves of what is written.
@@ -122,7 +127,7 @@ final class Engine: @unchecked Sendable {
         switch outcome {
         case .complete, .remoteChanged, .rangesUnsupported:
             checkpointer?.waitForBackgroundSave()
-        case .stopped, .failed:
+        case .stopped, .failed, .expired:
             if let failure = saveFinalCheckpoint() {
                 if case .failed = outcome { return outcome }
                 return .failed(.io(failure))
@@ -191,6 +196,7 @@ final class Engine: @unchecked Sendable {
         switch finished.end {
         case .complete:
             mirror.consecutiveFailures = 0
+            sizeDisagreements = 0
             if let race = finished.race {
                 for other in connections where other !== connection && other.race === race && other.isBusy {
                     cancel(other, reason: "lost the race", requeue: false, now: now)
@@ -221,6 +227,15 @@ final class Engine: @unchecked Sendable {
         mirror.consecutiveFailures = progressed ? 0 : mirror.consecutiveFailures + 1
         retries += 1
         let others = mirrors.filter { $0.isUsable && $0 !== mirror }.count
+        if case let .otherTotal(total)? = rejection {
+            sizeDisagreements = lastOtherTotal == total ? sizeDisagreements + 1 : 1
+            lastOtherTotal = total
+            if sizeDisagreements >= Self.sizeDisagreementLimit, others == 0 {
+                return .remoteChanged("the server reports \(total) bytes in all, not \(size ?? 0)")
+            }
+        } else if progressed {
+            sizeDisagreements = 0
+        }
         switch rejection {
         case let .changed(detail)?:
             if others == 0 { return .remoteChanged(detail) }
@@ -232,6 +247,9 @@ final class Engine: @unchecked Sendable {
             if let outcome = drop(mirror, because: rejection!.description, now: now) { return outcome }
         case let .status(code, _)? where code == 429 || code == 503:
             connectionLimit = max(1, connections.count(where: \.isBusy))
+        case let .status(code, _)? where (code == 403 || code == 410) && mirror.remote.effectiveURL != mirror.remote.url:
+            if !partnerBusy { requeue(piece, from: finished.written.end, failures: 0, notBefore: now) }
+            return .expired(index: mirror.index, reason: reason)
         default:
             break
         }
@@ -254,6 +272,9 @@ final class Engine: @unchecked Sendable {
                 failures: mirror.isUsable ? failures : 0, notBefore: now + delay)
         return nil
     }
+
+    /// Answers in a row naming the same other size before the size counts as changed.
+    static let sizeDisagreementLimit = 3
 
     /// Failures in a row without progress before a mirror is dropped (while others remain).
     static let mirrorFailureLimit = 3

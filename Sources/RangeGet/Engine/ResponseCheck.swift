@@ -32,6 +32,10 @@ enum Rejection: Error, Equatable, Sendable, CustomStringConvertible {
     case changed(String)
     /// A 206 whose `Content-Range` is missing or not the range asked for.
     case contentRange(String?)
+    /// A 206 or 416 naming another complete length than the probe found:
+    /// one such answer is a server bug to retry past; the same length again
+    /// and again means the file (or a lying HEAD) changed the size.
+    case otherTotal(Int64)
     /// A ranged answer with a content coding: its offsets are not file offsets.
     case encoded(String)
     /// `multipart/byteranges` to a single-range request.
@@ -44,6 +48,7 @@ enum Rejection: Error, Equatable, Sendable, CustomStringConvertible {
         case .rangeIgnored: return "the server ignored the Range header (200 with the whole file)"
         case let .changed(reason): return "the remote file changed: \(reason)"
         case let .contentRange(value): return "unexpected Content-Range \(value ?? "(none)")"
+        case let .otherTotal(total): return "Content-Range names \(total) bytes in all, not the size the probe found"
         case let .encoded(coding): return "ranged response with Content-Encoding \(coding)"
         case .multipart: return "multipart/byteranges answer to a single range"
         }
@@ -53,7 +58,7 @@ enum Rejection: Error, Equatable, Sendable, CustomStringConvertible {
     var isTransient: Bool {
         switch self {
         case let .status(code, _): return code == 408 || code == 429 || code >= 500
-        case .contentRange, .multipart: return true
+        case .contentRange, .otherTotal, .multipart: return true
         case .rangeIgnored, .changed, .encoded: return false
         }
     }
@@ -73,12 +78,12 @@ enum ResponseCheck {
         }
         switch head.status {
         case 206:
-            if head["content-type"]?.lowercased().hasPrefix("multipart/byteranges") == true { return .multipart }
+            if head["content-type"]?.lowercased().contains("multipart/") == true { return .multipart }
             guard let value = head["content-range"], let contentRange = ContentRange(value) else {
                 return .contentRange(head["content-range"])
             }
             if let total = contentRange.total, let size = expected.size, total != size {
-                return .changed("its size is now \(total) bytes, not \(size)")
+                return .otherTotal(total)
             }
             guard contentRange.range == requested, contentRange.total != nil else { return .contentRange(value) }
             if let coding = head.contentEncoding { return .encoded(coding) }
@@ -91,7 +96,7 @@ enum ResponseCheck {
         case 416:
             if let value = head["content-range"], let total = ContentRange(value)?.total, let size = expected.size,
                total != size {
-                return .changed("its size is now \(total) bytes, not \(size)")
+                return .otherTotal(total)
             }
             return .status(416, retryAfter: nil)
         default:

@@ -27,11 +27,11 @@ public enum FileName {
             if key == "filename*" {
                 let pieces = value.split(separator: "'", maxSplits: 2, omittingEmptySubsequences: false)
                 if pieces.count == 3, pieces[0].lowercased() == "utf-8" {
-                    extended = String(pieces[2]).removingPercentEncoding
+                    extended = percentDecoded(pieces[2])
                 }
             } else if key == "filename" {
                 if value.hasPrefix("\""), value.hasSuffix("\""), value.count >= 2 {
-                    value = String(value.dropFirst().dropLast()).replacingOccurrences(of: "\\\"", with: "\"")
+                    value = String(value.dropFirst().dropLast()).replacing("\\\"", with: "\"")
                 }
                 plain = value
             }
@@ -44,24 +44,71 @@ public enum FileName {
         guard let components = URLComponents(string: url) else { return nil }
         let path = components.percentEncodedPath
         guard let last = path.split(separator: "/").last else { return nil }
-        return String(last).removingPercentEncoding ?? String(last)
+        return percentDecoded(last) ?? String(last)
     }
 
     /// A base name that cannot leave the target directory or hide itself; nil
     /// when nothing usable is left.
     public static func sanitize(_ name: String) -> String? {
-        let base = name.split(whereSeparator: { $0 == "/" || $0 == "\\" }).last.map(String.init) ?? ""
-        var cleaned = String(base.unicodeScalars.filter { scalar in
-            scalar.value >= 0x20 && scalar.value != 0x7F && !(0x80...0x9F).contains(scalar.value)
-        }.map(Character.init))
-        cleaned = cleaned.trimmingWhitespace()
-        while cleaned.hasPrefix(".") { cleaned.removeFirst() }
-        cleaned = cleaned.trimmingWhitespace()
-        if cleaned.utf8.count > 200 {
-            cleaned = String(decoding: cleaned.utf8.prefix(200), as: UTF8.self)
-                .replacingOccurrences(of: "\u{FFFD}", with: "")
+        // Work on scalars, not Characters: a combining or prepended mark glues
+        // onto a `/` or `.` and hides it from Character comparisons.
+        var scalars = Array(name.unicodeScalars)
+        if let separator = scalars.lastIndex(where: { $0 == "/" || $0 == "\\" }) {
+            scalars.removeSubrange(...separator)
         }
-        return cleaned.isEmpty ? nil : cleaned
+        // No control, format (zero-width, BOM, bidi) or line-separator characters.
+        scalars.removeAll { scalar in
+            switch scalar.properties.generalCategory {
+            case .control, .format, .lineSeparator, .paragraphSeparator, .unassigned, .surrogate, .privateUse:
+                return true
+            default:
+                return false
+            }
+        }
+        // No leading dot (hidden files, "." and ".."), no leading space or
+        // stray combining mark (which would glue onto a dot), no trailing space.
+        while let first = scalars.first,
+              first == "." || first.properties.isWhitespace || first.properties.generalCategory.isMark {
+            scalars.removeFirst()
+        }
+        // At most 200 bytes of UTF-8, cut on a scalar boundary.
+        var length = 0
+        if let tooLong = scalars.firstIndex(where: { scalar in
+            length += String(scalar).utf8.count
+            return length > 200
+        }) {
+            scalars.removeSubrange(tooLong...)
+        }
+        while let last = scalars.last, last.properties.isWhitespace { scalars.removeLast() }
+        var cleaned = String.UnicodeScalarView()
+        cleaned.append(contentsOf: scalars)
+        return scalars.isEmpty ? nil : String(cleaned)
+    }
+
+    /// `%XX` escapes decoded as UTF-8; nil for a bad escape or invalid UTF-8.
+    static func percentDecoded(_ text: Substring) -> String? {
+        var bytes: [UInt8] = []
+        var iterator = text.utf8.makeIterator()
+        while let byte = iterator.next() {
+            guard byte == UInt8(ascii: "%") else {
+                bytes.append(byte)
+                continue
+            }
+            guard let high = iterator.next().flatMap(hexValue), let low = iterator.next().flatMap(hexValue) else {
+                return nil
+            }
+            bytes.append(high << 4 | low)
+        }
+        return String(validating: bytes, as: UTF8.self)
+    }
+
+    private static func hexValue(_ digit: UInt8) -> UInt8? {
+        switch digit {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return digit - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return digit - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): return digit - UInt8(ascii: "A") + 10
+        default: return nil
+        }
     }
 
     /// Splits a header on `;` outside quoted strings.
@@ -84,4 +131,8 @@ public enum FileName {
         parts.append(current)
         return parts
     }
+}
+
+private extension Unicode.GeneralCategory {
+    var isMark: Bool { self == .nonspacingMark || self == .spacingMark || self == .enclosingMark }
 }

@@ -1,18 +1,28 @@
 // Prober: learns a remote file's size, validators and range support before
-// any byte is written. HEAD first; when HEAD is refused, hangs or gives no
-// length, `GET Range: bytes=0-0` and the total from Content-Range; a 200 to
-// that means ranges don't work and the download becomes one plain stream.
+// any byte is written. HEAD first; when HEAD is refused, hangs, gives no
+// length or says `Accept-Ranges: none`, `GET Range: bytes=0-0` decides, with
+// the total from Content-Range; a 200 to that, or a ranged GET that never
+// answers, means one plain stream.
 import CCurl
 
 struct Prober {
     let options: TransferOptions
 
-    /// Probes `url`, following redirects.
-    func probe(_ url: String) throws(DownloadError) -> RemoteFile {
-        if let remote = try? head(url), remote.size.map({ $0 > 0 }) == true || !remote.acceptsRanges {
-            return remote
+    /// Probes `url`, following redirects; `skipHead` goes straight to the
+    /// ranged GET (after a HEAD was caught lying about the size).
+    func probe(_ url: String, skipHead: Bool = false) throws(DownloadError) -> RemoteFile {
+        let headed = skipHead ? nil : try? head(url)
+        if let headed, headed.acceptsRanges, headed.size.map({ $0 > 0 }) == true {
+            return headed
         }
-        return try rangedGet(url)
+        do {
+            return try rangedGet(url)
+        } catch .network where headed != nil {
+            // HEAD answered but a ranged GET does not: one plain stream.
+            var plain = headed!
+            plain.acceptsRanges = false
+            return plain
+        }
     }
 
     /// HEAD; nil-free only when the server answered 2xx.
@@ -57,8 +67,16 @@ struct Prober {
             throw .network(url: url, message: "\(error)")
         }
         let head = collector.head
-        // The collector stops the body on purpose once the head is in.
-        if let failure, !collector.stoppedBody {
+        // The collector stops the body on purpose once the head is in; a body
+        // that stalls after a complete head does not matter either: the head
+        // is all a probe needs.
+        if let failure, !collector.stoppedBody, !head.isComplete {
+            // A ranged GET that never answers while the server is reachable:
+            // a plain stream is the last thing left to try.
+            if failure.code == Int(CURLE_OPERATION_TIMEDOUT.rawValue), head.status == 0 {
+                return RemoteFile(url: url, effectiveURL: url, size: nil, etag: nil, lastModified: nil,
+                                  acceptsRanges: false, contentDisposition: nil)
+            }
             throw .network(url: url, message: failure.message)
         }
         var remote = RemoteFile(

@@ -30,4 +30,24 @@ public struct RemoteFile: Sendable, Equatable {
         if let etag { return strongETag == nil ? nil : etag }
         return lastModified
     }
+
+    /// The request headers that may go to `effectiveURL`: when the redirects
+    /// left the origin (scheme, host or port) of the URL the user gave,
+    /// `Authorization` and `Cookie` stay behind (curl CVE-2018-1000007,
+    /// CVE-2022-27776): they were meant for the origin only.
+    public func headers(from headers: [String]) -> [String] {
+        guard Mirror.hostKey(url) != Mirror.hostKey(effectiveURL) else { return headers }
+        return headers.filter { line in
+            let name = line.prefix { $0 != ":" }.trimmingWhitespace().lowercased()
+            return name != "authorization" && name != "cookie"
+        }
+    }
+
+    /// How `other` (the same URL probed again) differs in size or
+    /// validators, as the end of a sentence; nil when it is the same file.
+    func differs(from other: RemoteFile) -> String? {
+        if size != other.size { return "has \(other.size.map(String.init) ?? "an unknown number of") bytes, not \(size ?? 0)" }
+        if let etag, let now = other.etag, etag != now { return "has ETag \(now), not \(etag)" }
+        return nil
+    }
 }

@@ -17,7 +17,10 @@ struct ResponseHead: Sendable {
         if line.hasPrefix("HTTP/") {
             self = ResponseHead()
             let parts = line.split(separator: " ", maxSplits: 2)
-            status = parts.count > 1 ? Int(parts[1]) ?? 0 : 0
+            // A status is three digits (RFC 9110 15); anything else is no status.
+            if parts.count > 1, parts[1].count == 3, parts[1].allSatisfy({ $0.isASCII && $0.isNumber }) {
+                status = Int(parts[1]) ?? 0
+            }
             return
         }
         if line.isEmpty {

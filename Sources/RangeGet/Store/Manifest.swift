@@ -112,7 +112,7 @@ public struct Manifest: Codable, Equatable, Sendable {
         let data: Data
         do { data = try encoder.encode(self) } catch { throw IOError("encode", path, code: EINVAL) }
         let temporary = path + ".tmp"
-        let descriptor = retryingOnInterrupt { open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600) }
+        let descriptor = retryingOnInterrupt { open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600) }
         guard descriptor >= 0 else { throw IOError("create", temporary) }
         do {
             defer { close(descriptor) }

@@ -9,9 +9,10 @@ final class OutputFile: Sendable {
     let descriptor: Int32
     private let calls: SystemCalls
 
-    /// Opens (creating if needed) `path` for reading and writing.
+    /// Opens (creating if needed) `path` for reading and writing. A symbolic
+    /// link there is refused, never followed: it could point anywhere.
     init(path: String, calls: SystemCalls = .live) throws(IOError) {
-        let descriptor = retryingOnInterrupt { open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644) }
+        let descriptor = retryingOnInterrupt { open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o644) }
         guard descriptor >= 0 else { throw IOError("open", path) }
         self.path = path
         self.descriptor = descriptor
