@@ -36,6 +36,8 @@ public struct DownloadOptions: Sendable {
     public var restart = false
     /// Replace an existing complete file at the destination.
     public var overwrite = false
+    /// A digest the finished file must have; checked before it is renamed into place.
+    public var checksum: Checksum?
     /// The most connections to one `scheme://host:port` (mirrors on one host share it).
     public var maxPerHost = 16
     /// How requests are made.
@@ -440,6 +442,14 @@ public final class Download: Sendable {
             let actual = file.currentSize()
             guard actual == size else {
                 throw DownloadError.verification("\(file.path) has \(actual) bytes, expected \(size)")
+            }
+            if let checksum = options.checksum {
+                let actual = try Checksum.digest(of: file.path, algorithm: checksum.algorithm)
+                guard actual == checksum.hex else {
+                    throw DownloadError.verification(
+                        "\(checksum.algorithm.rawValue) of the download is \(actual), expected \(checksum.hex); "
+                            + "the data stays in \(file.path) (--restart fetches it again)")
+                }
             }
             try file.synchronize()
             guard rename(file.path, output) == 0 else { throw IOError("rename", file.path) }

@@ -21,7 +21,10 @@ final class BatchRun: Sendable {
         var stopping = false
     }
 
-    init(entries: [ListEntry], settings: GetSettings) {
+    private let checksums: [String: Checksum]
+
+    init(entries: [ListEntry], settings: GetSettings, checksums: [String: Checksum] = [:]) {
+        self.checksums = checksums
         self.entries = entries
         var settings = settings
         if let total = settings.maxSpeed { settings.options.transfer.rateLimit = RateLimit(bytesPerSecond: total) }
@@ -80,6 +83,8 @@ final class BatchRun: Sendable {
         var options = settings.options
         options.connections = max(1, settings.options.connections / lanes)
         let directory = settings.directory ?? "."
+        let name = entry.output ?? entry.urls.first.flatMap { FileName.fromURL($0) }.flatMap(FileName.sanitize) ?? ""
+        if let checksum = checksums[name] { options.checksum = checksum }
         let destination: Destination = entry.output.map { .file(GetCommand.joined(directory, $0)) }
             ?? .directory(directory)
         return Download(mirrors: entry.urls, destination: destination, options: options)
@@ -162,5 +167,28 @@ enum Lanes {
             }
         }
         for thread in threads { pthread_join(thread, nil) }
+    }
+}
+
+/// `--checksum-file`: lines of `HEX  NAME` (or `HEX *NAME`) as sha256sum,
+/// sha512sum, sha1sum and md5sum write them; the algorithm follows from the
+/// digest's length.
+enum ChecksumList {
+    static func parse(_ text: String) throws(UsageError) -> [String: Checksum] {
+        var checksums: [String: Checksum] = [:]
+        for (index, line) in text.split(separator: "\n").enumerated() {
+            let trimmed = line.drop { $0 == " " }
+            if trimmed.isEmpty || trimmed.hasPrefix("#") { continue }
+            let parts = trimmed.split(separator: " ", maxSplits: 1).map(String.init)
+            let algorithms: [Checksum.Algorithm] = [.sha256, .sha512, .sha1, .md5]
+            guard parts.count == 2, let algorithm = algorithms.first(where: { $0.hexLength == parts[0].count }),
+                  let checksum = Checksum(algorithm: algorithm, hex: parts[0]) else {
+                throw UsageError("checksum file line \(index + 1): expected 'HEX  NAME'")
+            }
+            var name = parts[1].drop { $0 == " " }
+            if name.hasPrefix("*") { name = name.dropFirst() }
+            checksums[String(name)] = checksum
+        }
+        return checksums
     }
 }

@@ -12,6 +12,7 @@ struct GetSettings {
     var output: String?
     var directory: String?
     var inputFile: String?
+    var checksumFile: String?
     var jobs: Int?
     var maxSpeed: Int64?
     var quiet = false
@@ -50,6 +51,13 @@ enum GetCommand {
             .flag("q", "quiet", "no progress display and no summary") { $0.quiet = true },
             .flag(nil, "json", "print one JSON object with the outcome and per-mirror figures on stdout") { $0.json = true },
             .flag(nil, "restart", "discard a partial download and start over") { $0.options.restart = true },
+            .value(nil, "checksum", "ALGO=HEX", "verify the file (sha256, sha512, sha1 or md5) before it is renamed into place") { settings, text throws(UsageError) in
+                guard let checksum = Checksum(text) else {
+                    throw UsageError("--checksum needs sha256=HEX (or sha512, sha1, md5) with a digest of the right length, not '\(text)'")
+                }
+                settings.options.checksum = checksum
+            },
+            .value(nil, "checksum-file", "FILE", "with -i: verify each file against a SHA256SUMS-style list") { $0.checksumFile = $1 },
             .flag(nil, "force", "overwrite an existing complete file") { $0.options.overwrite = true },
             .value(nil, "retries", "N", "attempts at a piece that fail without progress before giving up (default 5)") { settings, text throws(UsageError) in
                 settings.options.retries = try Parse.count(text, "retries")
@@ -97,9 +105,11 @@ enum GetCommand {
                 try validate(urls: ["http://list/"], settings: settings)
                 let entries = try InputList.parse(try readList(list))
                 guard !entries.isEmpty else { throw UsageError("\(list) lists no URL") }
-                return BatchRun(entries: entries, settings: settings)
+                let checksums = try settings.checksumFile.map { try ChecksumList.parse(try readList($0)) } ?? [:]
+                return BatchRun(entries: entries, settings: settings, checksums: checksums)
                     .run(jobs: settings.jobs ?? settings.options.connections)
             }
+            if settings.checksumFile != nil { throw UsageError("--checksum-file goes with -i; for one file use --checksum") }
             try validate(urls: urls, settings: settings)
         } catch {
             return fail("\(error)", .usage)

@@ -192,4 +192,42 @@ final class CommandLineTests: EndToEndTestCase {
         let split = try CLI.run(["bench", "--seconds", "0.3", server.url("f"), server.url("wrong")], in: directory)
         XCTAssertTrue(split.stdout.contains("no majority"), split.stdout)
     }
+
+    private func sha256(of resource: Resource) throws -> String {
+        let reference = path("reference-\(UUID().uuidString)")
+        try resource.write(to: reference)
+        defer { try? FileManager.default.removeItem(atPath: reference) }
+        let run = try CLI.run([reference], in: directory, executable: "/usr/bin/sha256sum")
+        return String(run.stdout.prefix(64))
+    }
+
+    func testChecksumIsVerifiedBeforeTheFileIsRenamedIntoPlace() throws {
+        let resource = Resource.generated(size: 3 << 20, seed: 88)
+        server.setResource(resource, at: "f")
+        let digest = try sha256(of: resource)
+        let good = try CLI.run(["-q", "--checksum", "sha256=\(digest.uppercased())", "-o", path("good"), server.url("f")],
+                               in: directory)
+        XCTAssertEqual(good.status, 0, good.stderr)
+        assertSameBytes(path("good"), resource)
+
+        let wrong = String(repeating: "0", count: 64)
+        let bad = try CLI.run(["-q", "--checksum", "sha256=\(wrong)", "-o", path("bad"), server.url("f")], in: directory)
+        XCTAssertEqual(bad.status, 3, bad.stderr)
+        XCTAssertTrue(bad.stderr.contains("expected \(wrong)"), bad.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: path("bad")), "no file under the final name")
+        assertSameBytes(path("bad.part"), resource)
+
+        XCTAssertEqual(try CLI.run(["--checksum", "sha256=abc", server.url("f")], in: directory).status, 2)
+
+        server.setResource(Resource.generated(size: 1000, seed: 89), at: "g")
+        let sums = "\(digest)  f\n\(wrong) *g\n"
+        try sums.write(toFile: path("SHA256SUMS"), atomically: true, encoding: .utf8)
+        try "\(server.url("f"))\n\(server.url("g"))\n".write(toFile: path("list"), atomically: true, encoding: .utf8)
+        try FileManager.default.createDirectory(atPath: path("out"), withIntermediateDirectories: true)
+        let list = try CLI.run(["-q", "-d", path("out"), "-i", path("list"), "--checksum-file", path("SHA256SUMS")],
+                               in: directory)
+        XCTAssertEqual(list.status, 3, "g fails its checksum: \(list.stderr)")
+        assertSameBytes(path("out/f"), resource)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: path("out/g")))
+    }
 }
