@@ -46,6 +46,10 @@ public enum DownloadEvent: Sendable {
     case progress(DownloadProgress)
     /// A transfer failed and its remaining bytes will be fetched again after `delay` seconds.
     case retry(connection: Int, reason: String, delay: Double)
+    /// A connection started fetching `range` from the mirror at `url`.
+    case segmentStarted(connection: Int, range: ByteRange, url: String)
+    /// A connection's transfer ended; `written` is what it put on disk.
+    case segmentFinished(connection: Int, written: ByteRange, complete: Bool)
     /// A free connection took over `range`, the end of connection `from`'s piece.
     case stolen(from: Int, range: ByteRange)
     /// A mirror is no longer used, and why.

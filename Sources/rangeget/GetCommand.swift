@@ -181,7 +181,7 @@ enum GetCommand {
             if !quiet { display.message("resuming: \(ByteCount.format(bytes)) already done") }
         case let .mirrorDropped(url, reason):
             if !quiet { display.message("dropping mirror \(url): \(reason)") }
-        case .probed, .retry, .stolen, .raced, .checkpoint, .finished:
+        case .probed, .retry, .stolen, .raced, .checkpoint, .finished, .segmentStarted, .segmentFinished:
             break
         }
     }

@@ -174,6 +174,7 @@ final class Engine: @unchecked Sendable {
     func launch(_ connection: Connection, _ piece: Piece, from mirror: Mirror, race: Race?, now: Double) throws(CurlError) {
         try connection.start(piece, from: mirror, plain: settings.plain, race: race, now: now)
         try multi.add(connection.easy)
+        onEvent(.segmentStarted(connection: connection.id, range: piece.range, url: mirror.remote.url))
     }
 
     /// Ends a running transfer early; what it wrote is kept, the rest is queued again if `requeue`.
@@ -181,6 +182,7 @@ final class Engine: @unchecked Sendable {
         multi.remove(connection.easy)
         let finished = connection.abandon(reason: reason, now: now)
         written.insert(finished.written)
+        onEvent(.segmentFinished(connection: connection.id, written: finished.written, complete: false))
         if requeue, !partnerIsBusy(connection, in: finished.race) {
             self.requeue(finished.piece, from: max(finished.written.end, finished.race?.frontier ?? 0),
                          failures: 0, notBefore: now)
@@ -192,6 +194,9 @@ final class Engine: @unchecked Sendable {
     /// Records what a finished transfer wrote and decides what happens to the rest.
     func settle(_ connection: Connection, _ finished: FinishedTransfer, now: Double) -> EngineOutcome? {
         written.insert(finished.written)
+        var complete = false
+        if case .complete = finished.end { complete = true }
+        onEvent(.segmentFinished(connection: connection.id, written: finished.written, complete: complete))
         let mirror = finished.mirror
         switch finished.end {
         case .complete:
