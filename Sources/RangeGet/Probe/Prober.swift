@@ -70,7 +70,8 @@ struct Prober {
         // The collector stops the body on purpose once the head is in; a body
         // that stalls after a complete head does not matter either: the head
         // is all a probe needs.
-        if let failure, !collector.stoppedBody, !head.isComplete {
+        let redirected = (300..<400).contains(head.status) || failure?.code == Int(CURLE_TOO_MANY_REDIRECTS.rawValue)
+        if let failure, !collector.stoppedBody, !head.isComplete || redirected {
             // A ranged GET that never answers while the server is reachable:
             // a plain stream is the last thing left to try.
             if failure.code == Int(CURLE_OPERATION_TIMEDOUT.rawValue), head.status == 0 {
