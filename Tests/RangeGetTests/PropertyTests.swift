@@ -1,0 +1,495 @@
+// Seeded property-based tests of the parsers that read outside input:
+// Content-Range, Content-Disposition / URL file names, response heads (and the
+// response check that gates every write), and Manifest.load. Every test draws
+// its inputs from a fixed seed, so a failure replays exactly; the failing
+// input is printed with its escapes. Properties: never crash, never accept
+// garbage (an independent reference decides what is valid), and what is
+// accepted keeps its invariants. See docs/RELIABILITY.md, "Fuzzing".
+import Foundation
+import XCTest
+@testable import RangeGet
+
+/// SplitMix64, so every run draws the same inputs.
+private struct Seeded: RandomNumberGenerator {
+    private var state: UInt64
+    init(_ seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+
+    mutating func chance(_ p: Double) -> Bool { Double.random(in: 0..<1, using: &self) < p }
+    mutating func pick<T>(_ items: [T]) -> T { items[Int.random(in: 0..<items.count, using: &self)] }
+}
+
+/// Offsets where 32-bit and sign mistakes hide.
+private let interestingOffsets: [Int64] = [
+    0, 1, 2, 99, 100, 1 << 20, (1 << 31) - 1, 1 << 31, (1 << 31) + 1, (1 << 32) - 1, 1 << 32, (1 << 32) + 1,
+    (5 << 30) + 13, Int64(Int32.max) * 3, (1 << 53) + 1, Int64.max - 2, Int64.max - 1, Int64.max,
+]
+
+private extension Seeded {
+    mutating func offset() -> Int64 {
+        chance(0.5) ? pick(interestingOffsets) : Int64.random(in: 0...(chance(0.5) ? 1 << 40 : Int64.max), using: &self)
+    }
+
+    /// A string of `count` pieces drawn from `alphabet`.
+    mutating func string(from alphabet: [String], count: Int) -> String {
+        (0..<count).map { _ in pick(alphabet) }.joined()
+    }
+
+    /// `text` with 1 to 4 random edits using pieces of `alphabet`.
+    mutating func mutate(_ text: String, alphabet: [String]) -> String {
+        var characters = Array(text)
+        for _ in 0..<Int.random(in: 1...4, using: &self) {
+            let position = Int.random(in: 0...characters.count, using: &self)
+            switch Int.random(in: 0..<5, using: &self) {
+            case 0: characters.insert(contentsOf: pick(alphabet), at: position)
+            case 1 where !characters.isEmpty: characters.remove(at: min(position, characters.count - 1))
+            case 2 where !characters.isEmpty:
+                characters[min(position, characters.count - 1)] = Character(pick(alphabet).first.map(String.init) ?? "x")
+            case 3 where !characters.isEmpty:
+                let start = min(position, characters.count - 1)
+                let end = min(characters.count, start + Int.random(in: 1...4, using: &self))
+                characters.insert(contentsOf: characters[start..<end], at: end)
+            default: characters = Array(characters.prefix(position))
+            }
+        }
+        return String(characters)
+    }
+}
+
+// MARK: - Content-Range
+
+/// An independent reading of RFC 9110 14.4 for `Content-Range`, as strict as
+/// the product means to be: `bytes first-last/total`, `bytes first-last/*` or
+/// `bytes */total`; ASCII digits; first <= last < total; whitespace around.
+private func referenceContentRange(_ value: String) -> (range: ByteRange?, total: Int64?)? {
+    var text = Array(value)
+    while let first = text.first, first.isWhitespace { text.removeFirst() }
+    while let last = text.last, last.isWhitespace { text.removeLast() }
+    guard text.count >= 6, String(text[0..<5]).lowercased() == "bytes", text[5] == " " else { return nil }
+    var rest = Array(text[6...])
+    while let first = rest.first, first.isWhitespace { rest.removeFirst() }
+    func number(_ characters: ArraySlice<Character>) -> Int64? {
+        guard !characters.isEmpty, characters.count <= 19,
+              characters.allSatisfy({ ("0"..."9").contains($0) && $0.unicodeScalars.count == 1 }) else { return nil }
+        return Int64(String(characters))
+    }
+    guard let slash = rest.firstIndex(of: "/"), rest[(slash + 1)...].firstIndex(of: "/") == nil else { return nil }
+    let left = rest[..<slash]
+    let right = rest[(slash + 1)...]
+    let total: Int64?
+    if right.count == 1 && right.first == "*" {
+        total = nil
+    } else {
+        guard let value = number(right) else { return nil }
+        total = value
+    }
+    if left.count == 1 && left.first == "*" {
+        guard let total else { return nil }
+        return (nil, total)
+    }
+    guard let dash = left.firstIndex(of: "-"), left[(dash + 1)...].firstIndex(of: "-") == nil,
+          let first = number(left[..<dash]), let last = number(left[(dash + 1)...]),
+          first <= last, last < Int64.max else { return nil }
+    if let total, last >= total { return nil }
+    return (ByteRange(first, last + 1), total)
+}
+
+private let contentRangeAlphabet = [
+    "0", "1", "9", "-", "/", "*", " ", "  ", "\t", "\r\n", "bytes", "BYTES", "items", "+", ".", ",", "e", "x",
+    "\u{0}", "\u{85}", "\u{A0}", "\u{301}", "٣", "０", "9223372036854775807", "9223372036854775808",
+    "18446744073709551616", "4294967296", "2147483648", "-1", "=",
+]
+
+private func escaped(_ text: String) -> String { text.debugDescription }
+
+/// Violations of a property across many inputs, reported once: how many, and
+/// the first few inputs (so one bug does not bury the log in thousands of lines).
+private struct Findings {
+    private(set) var count = 0
+    private var examples: [String] = []
+
+    mutating func check(_ holds: Bool, _ message: @autoclosure () -> String) {
+        guard !holds else { return }
+        count += 1
+        if examples.count < 5 { examples.append(message()) }
+    }
+
+    func assertNone(_ property: String, file: StaticString = #filePath, line: UInt = #line) {
+        guard count > 0 else { return }
+        XCTFail("\(property): \(count) violations, e.g.\n  " + examples.joined(separator: "\n  "), file: file, line: line)
+    }
+}
+
+final class ContentRangePropertyTests: XCTestCase {
+    func testEveryValidValueRoundTrips() {
+        var random = Seeded(0xC0FFEE)
+        for _ in 0..<20_000 {
+            var total = random.offset()
+            if total == 0 { total = 1 }
+            let first = Int64.random(in: 0..<total, using: &random)
+            let last = random.chance(0.2) ? total - 1 : Int64.random(in: first..<total, using: &random)
+            let unit = random.pick(["bytes", "Bytes", "BYTES"])
+            let padding = random.pick(["", " ", "\t", "  "])
+            let form = Int.random(in: 0..<3, using: &random)
+            let value: String
+            switch form {
+            case 0: value = "\(padding)\(unit) \(first)-\(last)/\(total)\(padding)"
+            case 1: value = "\(unit) \(first)-\(last)/*"
+            default: value = "\(unit) */\(total)"
+            }
+            let parsed = ContentRange(value)
+            if last == Int64.max && form != 2 {
+                XCTAssertNil(parsed, escaped(value))
+                continue
+            }
+            guard let parsed else { return XCTFail("rejected valid \(escaped(value))") }
+            XCTAssertEqual(parsed.range, form == 2 ? nil : ByteRange(first, last + 1), escaped(value))
+            XCTAssertEqual(parsed.total, form == 1 ? nil : total, escaped(value))
+        }
+    }
+
+    /// Mutated values: accepted exactly when the reference grammar accepts them, with the same numbers.
+    func testMutatedValuesAreAcceptedOnlyWhenValid() {
+        var random = Seeded(0xBAD_C0DE)
+        var accepted = 0
+        var findings = Findings()
+        for _ in 0..<30_000 {
+            let total = max(1, random.offset())
+            let first = Int64.random(in: 0..<total, using: &random)
+            let last = Int64.random(in: first..<total, using: &random)
+            let seed = random.pick(["bytes \(first)-\(last)/\(total)", "bytes */\(total)", "bytes \(first)-\(last)/*"])
+            let value = random.mutate(seed, alphabet: contentRangeAlphabet)
+            let parsed = ContentRange(value)
+            let reference = referenceContentRange(value)
+            findings.check(parsed?.range == reference?.range && parsed?.total == reference?.total
+                           && (parsed == nil) == (reference == nil),
+                           "parsed \(String(describing: parsed)), reference \(String(describing: reference)): \(escaped(value))")
+            if let parsed {
+                accepted += 1
+                if let range = parsed.range {
+                    findings.check(range.count > 0 && range.end <= (parsed.total ?? Int64.max), escaped(value))
+                }
+            }
+        }
+        findings.assertNone("Content-Range accepted exactly when valid")
+        XCTAssertGreaterThan(accepted, 100, "the mutations still produce valid values now and then")
+    }
+
+    func testArbitraryTextNeverCrashesAndIsRarelyAccepted() {
+        var random = Seeded(42)
+        var findings = Findings()
+        for _ in 0..<20_000 {
+            let value = random.string(from: contentRangeAlphabet, count: Int.random(in: 0...12, using: &random))
+            let parsed = ContentRange(value)
+            let reference = referenceContentRange(value)
+            findings.check((parsed == nil) == (reference == nil), "accepted \(parsed != nil): \(escaped(value))")
+        }
+        findings.assertNone("Content-Range accepted exactly when valid")
+    }
+}
+
+// MARK: - File names
+
+private let nameAlphabet = [
+    "a", "B", "report", ".pdf", ".", "..", "/", "\\", "%2F", "%2f", "%2e", "%00", "%", "\u{0}", "\u{7}", "\u{1B}",
+    "\u{7F}", "\u{85}", "\u{9B}", " ", "\t", "\n", "\r", "\"", "'", ";", "=", "*", "é", "日本", "\u{202E}", "\u{FEFF}",
+    "\u{200B}", "👨‍👩‍👧", "\u{FFFD}", "~", "-", "CON", "\u{301}", "\u{600}", "\u{603}", "\u{110BD}", "\u{1100}",
+    "\u{1F1E6}", String(repeating: "x", count: 120),
+    String(repeating: "é", count: 70),
+]
+
+private let dispositionAlphabet = nameAlphabet + [
+    "attachment", "inline", "; ", ";", "filename=", "filename*=", "FILENAME=", "UTF-8''", "utf-8'en'", "iso-8859-1''",
+    "\"", "\\\"", "%E2%82%AC", "%C3", "%FF", "%2e%2e%2f",
+]
+
+/// Why `name` is not a safe base name (RELIABILITY.md 16), nil when it is.
+/// Bytes, not Characters: a combining or prepended mark hides `/` and `.`
+/// from Character-based checks such as String.contains and hasPrefix.
+private func unsafeReason(_ name: String) -> String? {
+    let bytes = Array(name.utf8)
+    if bytes.isEmpty { return "empty" }
+    if bytes.contains(UInt8(ascii: "/")) || bytes.contains(UInt8(ascii: "\\")) { return "separator" }
+    if bytes.first == UInt8(ascii: ".") { return "leading dot" }
+    if name.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F || (0x80...0x9F).contains($0.value) }) {
+        return "control character"
+    }
+    if bytes.count > 255 { return "longer than 255 bytes" }
+    if name.unicodeScalars.first?.properties.isWhitespace == true { return "leading white space" }
+    return nil
+}
+
+final class FileNamePropertyTests: XCTestCase {
+    func testSanitizedNamesAreSafeBaseNames() {
+        var random = Seeded(16)
+        var findings = Findings()
+        for _ in 0..<20_000 {
+            let input = random.string(from: nameAlphabet, count: Int.random(in: 0...10, using: &random))
+            guard let name = FileName.sanitize(input) else { continue }
+            let reason = unsafeReason(name) ?? (name.utf8.count > 200 ? "longer than 200 bytes" : nil)
+            findings.check(reason == nil, "\(reason ?? ""): \(escaped(name)) from \(escaped(input))")
+        }
+        findings.assertNone("sanitize gives a safe base name")
+    }
+
+    /// Sanitising a sanitised name changes nothing.
+    func testSanitizingIsIdempotent() {
+        var random = Seeded(1616)
+        var findings = Findings()
+        for _ in 0..<20_000 {
+            let input = random.string(from: nameAlphabet, count: Int.random(in: 0...10, using: &random))
+            guard let name = FileName.sanitize(input) else { continue }
+            let again = FileName.sanitize(name)
+            findings.check(again == name, "\(escaped(name)) became \(again.map(escaped) ?? "nil"), from \(escaped(input))")
+        }
+        findings.assertNone("sanitize is idempotent")
+    }
+
+    /// Whatever the server sends, the chosen name is a safe base name.
+    func testChosenNamesAreAlwaysSafe() {
+        var random = Seeded(0xD15)
+        var findings = Findings()
+        for _ in 0..<20_000 {
+            let disposition = random.chance(0.8)
+                ? random.string(from: dispositionAlphabet, count: Int.random(in: 0...12, using: &random)) : nil
+            let pathPart = random.string(from: nameAlphabet, count: Int.random(in: 0...6, using: &random))
+            let encoded = pathPart.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? "x"
+            let url = random.pick(["http://h/", "https://h/dir/", "http://h:8080/a/b/"]) + encoded
+                + random.pick(["", "?x=1", "#frag", "?a=/etc/passwd"])
+            let name = FileName.choose(url: url, contentDisposition: disposition)
+            let reason = unsafeReason(name)
+            findings.check(reason == nil, "\(reason ?? ""): \(escaped(name)) from \(url) | \(disposition.map(escaped) ?? "nil")")
+        }
+        findings.assertNone("the chosen name is a safe base name")
+    }
+
+    /// Well-formed headers with a traversal attempt inside still yield a safe name.
+    func testMutatedDispositionsNeverEscape() {
+        var random = Seeded(0xE5C)
+        var findings = Findings()
+        let seeds = [
+            "attachment; filename=\"../../etc/passwd\"", "attachment; filename*=UTF-8''..%2F..%2Froot%2F.ssh%2Fkeys",
+            "attachment; filename=\"..\\\\..\\\\boot.ini\"; filename*=UTF-8''%2e%2e%2f.x", "inline; filename=.hidden",
+            "attachment; filename=\"..\u{603}/..\u{603}/x\"", "attachment; filename*=UTF-8''..%D8%83/.%CC%81x",
+        ]
+        for _ in 0..<20_000 {
+            let header = random.mutate(random.pick(seeds), alphabet: dispositionAlphabet)
+            _ = FileName.fromContentDisposition(header)
+            let name = FileName.choose(url: "http://h/file", contentDisposition: header)
+            let reason = unsafeReason(name)
+            findings.check(reason == nil, "\(reason ?? ""): \(escaped(name)) from \(escaped(header))")
+        }
+        findings.assertNone("the chosen name is a safe base name")
+    }
+}
+
+// MARK: - Response heads and the check before the first write
+
+private let headerNames = ["Content-Range", "content-range", "CONTENT-RANGE", "Content-Length", "ETag", "Last-Modified",
+                           "Content-Encoding", "Content-Type", "Retry-After", "Transfer-Encoding", "Location", "Content-Range "]
+
+final class ResponseHeadPropertyTests: XCTestCase {
+    private func head(_ lines: [String]) -> ResponseHead {
+        var head = ResponseHead()
+        for line in lines { head.consume(line) }
+        return head
+    }
+
+    /// Random header lines never crash, and the typed accessors keep their promises.
+    func testRandomLinesKeepTheAccessorsSane() {
+        var random = Seeded(0x4EAD)
+        var findings = Findings()
+        let alphabet = contentRangeAlphabet + headerNames + [": ", ":", "HTTP/1.1 ", "HTTP/2 ", "206", "200", "-5",
+                                                              "inf", "nan", "1e999", "0x10", "\r\n", "\n", ""]
+        for _ in 0..<20_000 {
+            let lines = (0..<Int.random(in: 0...8, using: &random)).map { _ in
+                random.string(from: alphabet, count: Int.random(in: 0...8, using: &random)) + random.pick(["\r\n", "\n", ""])
+            }
+            let parsed = head(lines)
+            findings.check(parsed.status >= 0, "status \(parsed.status): \(lines)")
+            findings.check((parsed.contentLength ?? 0) >= 0, "length \(parsed.contentLength ?? 0): \(lines)")
+            findings.check((parsed.retryAfter ?? 0) >= 0, "Retry-After \(parsed.retryAfter ?? 0): \(lines)")
+            findings.check(parsed.fields.keys.allSatisfy { $0 == $0.lowercased() }, "field names not lowercased: \(lines)")
+            findings.check(parsed.contentEncoding != "identity", "identity reported as a coding: \(lines)")
+        }
+        findings.assertNone("response head accessors")
+    }
+
+    /// The gate of invariant 1: whatever head a server sends, a body is accepted
+    /// for a ranged request only if it is a 206 whose Content-Range is exactly
+    /// the request and the known size, without coding or multipart, with the same validator.
+    func testNoMutatedResponseIsAcceptedUnlessItIsExactlyRight() {
+        var random = Seeded(0x1)
+        var accepted = 0
+        var findings = Findings()
+        for _ in 0..<30_000 {
+            let size = max(2, random.chance(0.5) ? random.pick(interestingOffsets) : Int64.random(in: 2...(1 << 33), using: &random))
+            let start = Int64.random(in: 0..<(size - 1), using: &random)
+            let end = Int64.random(in: (start + 1)...size, using: &random)
+            let requested = ByteRange(start, end)
+            let etag = random.chance(0.7) ? "\"v\(Int.random(in: 1...2, using: &random))\"" : nil
+            let expected = Expectation(size: size, etag: random.chance(0.8) ? "\"v1\"" : nil, lastModified: nil)
+            var lines = [
+                "HTTP/1.1 206 Partial Content\r\n", "Content-Range: bytes \(start)-\(end - 1)/\(size)\r\n",
+                "Content-Length: \(end - start)\r\n", "Content-Type: application/octet-stream\r\n",
+            ]
+            if let etag { lines.append("ETag: \(etag)\r\n") }
+            for _ in 0..<Int.random(in: 0...3, using: &random) {
+                let index = Int.random(in: 0..<lines.count, using: &random)
+                switch Int.random(in: 0..<6, using: &random) {
+                case 0: lines[index] = random.mutate(lines[index], alphabet: contentRangeAlphabet + headerNames)
+                case 1: lines.remove(at: index)
+                case 2: lines.append(lines[index])
+                case 3: lines.append(random.pick(["Content-Encoding: gzip\r\n", "Content-Encoding: identity\r\n",
+                                                  "Content-Type: multipart/byteranges; boundary=x\r\n",
+                                                  "Transfer-Encoding: chunked\r\n", "ETag: W/\"v1\"\r\n"]))
+                case 4: lines.insert(random.pick(["HTTP/1.1 200 OK\r\n", "HTTP/1.1 302 Found\r\n", "HTTP/1.1 416 No\r\n",
+                                                  "HTTP/1.1 2060 Odd\r\n"]), at: 0)
+                default: lines[0] = random.pick(["HTTP/1.1 200 OK\r\n", "HTTP/1.0 206 P\r\n", "HTTP/2 206\r\n",
+                                                 "HTTP/1.1 206\r\n", "HTTP/1.1 abc\r\n"])
+                }
+            }
+            let parsed = head(lines + ["\r\n"])
+            guard ResponseCheck.check(parsed, requested: requested, expected: expected) == nil else { continue }
+            accepted += 1
+            let context = "\(requested) of \(size): \(lines)"
+            let contentRange = parsed["content-range"].flatMap(ContentRange.init)
+            findings.check(parsed.status == 206, "status \(parsed.status) accepted: \(context)")
+            findings.check(contentRange?.range == requested && contentRange?.total == size, "Content-Range accepted: \(context)")
+            findings.check(parsed.contentEncoding == nil, "coding accepted: \(context)")
+            findings.check(parsed["content-type"]?.lowercased().contains("multipart/byteranges") != true,
+                           "multipart accepted: \(context)")
+            if let want = expected.etag, let got = parsed.etag { findings.check(got == want, "other ETag accepted: \(context)") }
+        }
+        findings.assertNone("only an exact 206 is accepted")
+        XCTAssertGreaterThan(accepted, 1000, "correct responses are still accepted")
+    }
+}
+
+// MARK: - Manifest.load
+
+final class ManifestPropertyTests: XCTestCase {
+    private var directory: String!
+
+    override func setUpWithError() throws {
+        directory = NSTemporaryDirectory() + "rangeget-manifest-props-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    }
+
+    override func tearDownWithError() throws {
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    /// Loads `data` as a manifest: either a ManifestError that says how to
+    /// recover, or a manifest whose every field is usable.
+    private func check(_ data: Data, _ label: String, file: StaticString = #filePath, line: UInt = #line) -> Manifest? {
+        let path = directory + "/f.part.json"
+        FileManager.default.createFile(atPath: path, contents: data)
+        do {
+            guard let manifest = try Manifest.load(from: path) else {
+                XCTFail("an existing manifest loaded as nil: \(label)", file: file, line: line)
+                return nil
+            }
+            XCTAssertEqual(manifest.version, Manifest.currentVersion, label, file: file, line: line)
+            XCTAssertGreaterThanOrEqual(manifest.size, 0, label, file: file, line: line)
+            var previousEnd: Int64 = -1
+            for range in manifest.done.ranges {
+                XCTAssertGreaterThanOrEqual(range.start, 0, label, file: file, line: line)
+                XCTAssertLessThan(range.start, range.end, label, file: file, line: line)
+                XCTAssertGreaterThan(range.start, previousEnd, "ranges sorted, disjoint, not touching: \(label)",
+                                     file: file, line: line)
+                XCTAssertLessThanOrEqual(range.end, manifest.size, label, file: file, line: line)
+                previousEnd = range.end
+            }
+            return manifest
+        } catch {
+            XCTAssertTrue(error.description.contains("--restart"), "\(error): \(label)", file: file, line: line)
+            XCTAssertTrue(error.description.contains(path), "\(error): \(label)", file: file, line: line)
+            XCTAssertFalse(error.description.contains("\n"), "one line: \(error)", file: file, line: line)
+            return nil
+        }
+    }
+
+    private func randomManifest(_ random: inout Seeded) -> Manifest {
+        let size = random.chance(0.3) ? random.pick(interestingOffsets) : Int64.random(in: 0...(1 << 34), using: &random)
+        let remote = RemoteFile(url: "http://127.0.0.1:8080/f?sig=\(random.next())", effectiveURL: "x", size: size,
+                                etag: random.chance(0.7) ? "\"e\(random.next())\"" : nil,
+                                lastModified: random.chance(0.5) ? "Mon, 01 Jan 2024 00:00:00 GMT" : nil,
+                                acceptsRanges: true, contentDisposition: nil)
+        var manifest = Manifest(remote: remote, size: size)
+        if size > 0 {
+            for _ in 0..<Int.random(in: 0...8, using: &random) {
+                let start = Int64.random(in: 0..<size, using: &random)
+                let end = Int64.random(in: start...min(size, start &+ Int64.random(in: 1...(1 << 30), using: &random)),
+                                       using: &random)
+                manifest.done.insert(ByteRange(start, end))
+            }
+        }
+        return manifest
+    }
+
+    func testValidManifestsRoundTrip() throws {
+        var random = Seeded(21)
+        for index in 0..<500 {
+            let manifest = randomManifest(&random)
+            let path = directory + "/m\(index).json"
+            try manifest.save(to: path)
+            XCTAssertEqual(try Manifest.load(from: path), manifest)
+        }
+    }
+
+    func testMutatedManifestsAreRejectedOrSane() throws {
+        var random = Seeded(0x21_21)
+        let tokens = ["-1", "0", "9223372036854775807", "9223372036854775808", "1e400", "1.5", "0x10", "null", "true",
+                      "\"\"", "[]", "{}", "[[0,1]]", "[[5,3]]", "[[0,1,2]]", "[[-1,0]]", ",", ":", "\"version\":2",
+                      "\"size\":-5", "\\u0000", "\u{0}", "]", "}", "[", "{", "\"", "\\"]
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        var loaded = 0
+        for _ in 0..<3_000 {
+            var bytes = [UInt8](try encoder.encode(randomManifest(&random)))
+            for _ in 0..<Int.random(in: 1...4, using: &random) {
+                let position = Int.random(in: 0...bytes.count, using: &random)
+                switch Int.random(in: 0..<4, using: &random) {
+                case 0: bytes.insert(contentsOf: Array(random.pick(tokens).utf8), at: position)
+                case 1 where !bytes.isEmpty: bytes[min(position, bytes.count - 1)] ^= UInt8(1 << Int.random(in: 0..<8, using: &random))
+                case 2: bytes = Array(bytes.prefix(position))
+                default:
+                    // Replace one number with a token.
+                    let text = String(decoding: bytes, as: UTF8.self)
+                    if let match = text.range(of: "[0-9]+", options: .regularExpression) {
+                        bytes = Array(text.replacingCharacters(in: match, with: random.pick(tokens)).utf8)
+                    }
+                }
+            }
+            if check(Data(bytes), escaped(String(decoding: bytes, as: UTF8.self))) != nil { loaded += 1 }
+        }
+        XCTAssertGreaterThan(loaded, 50, "some mutations leave a valid manifest")
+    }
+
+    func testRandomBytesAreRejected() {
+        var random = Seeded(0xF00D)
+        for _ in 0..<2_000 {
+            let bytes = (0..<Int.random(in: 0...300, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }
+            XCTAssertNil(check(Data(bytes), "\(bytes.prefix(40))"), "random bytes loaded as a manifest")
+        }
+    }
+
+    /// Deep nesting and huge inputs end in an error, not a stack overflow.
+    func testPathologicalJSONIsRejectedWithoutCrashing() {
+        let deep = String(repeating: "[", count: 100_000) + String(repeating: "]", count: 100_000)
+        XCTAssertNil(check(Data("{\"version\":1,\"done\":\(deep)}".utf8), "deeply nested done"))
+        XCTAssertNil(check(Data(deep.utf8), "deeply nested array"))
+        let objects = String(repeating: "{\"a\":", count: 50_000) + "1" + String(repeating: "}", count: 50_000)
+        XCTAssertNil(check(Data(objects.utf8), "deeply nested objects"))
+        let many = "[" + Array(repeating: "[0,1]", count: 200_000).joined(separator: ",") + "]"
+        let manifest = check(Data("{\"version\":1,\"url\":\"u\",\"size\":2,\"done\":\(many)}".utf8), "many ranges")
+        XCTAssertEqual(manifest?.done.ranges, [ByteRange(0, 1)])
+    }
+}
