@@ -191,7 +191,9 @@ public final class Download: Sendable {
                 let fresh = Manifest(remote: remote, size: size)
                 do {
                     try file.preallocate(size: size)
-                    try fresh.save(to: manifestPath, calls: options.systemCalls)
+                    // Not fsynced: it lists nothing done yet, and a manifest lost
+                    // to a power cut only means the empty .part is started afresh.
+                    try fresh.save(to: manifestPath, calls: options.systemCalls, durable: false)
                 } catch {
                     throw .io(error)
                 }

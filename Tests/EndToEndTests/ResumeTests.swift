@@ -32,7 +32,7 @@ final class ResumeTests: EndToEndTestCase {
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(output, resource)
         // The kernel kept every byte written before the kill, and the quick
-        // saves (ten a second) listed them: little more than 0.1 s of transfer
+        // saves (twenty a second) listed them: little more than 0.1 s of transfer
         // is fetched again.
         let quickSave = Int64(connections * rate) / 10
         XCTAssertLessThanOrEqual(server.statistics.bodyBytesSent, size + 3 * quickSave)

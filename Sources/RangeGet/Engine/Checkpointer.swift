@@ -3,7 +3,7 @@
 // - durable, about once a second: fdatasync the data, then list the bytes as
 //   `done` and fsync the manifest: a byte is `done` only once it is on disk
 //   (invariant 2), whatever happens to the machine;
-// - quick, about ten times a second: list the bytes written so far as
+// - quick, about twenty times a second: list the bytes written so far as
 //   `written`, tagged with the kernel's boot ID, without any fsync. A killed
 //   process loses nothing the kernel already has, so in the same boot those
 //   bytes are good; after a reboot only `done` counts (see Manifest.load).
