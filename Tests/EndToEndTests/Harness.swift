@@ -118,4 +118,25 @@ class EndToEndTestCase: XCTestCase {
               let done = object["done"] as? [[Int64]] else { return 0 }
         return done.reduce(0) { $0 + ($1[1] - $1[0]) }
     }
+
+    /// The done ranges a manifest lists.
+    func doneRanges(_ manifestPath: String) -> [Range<Int64>] {
+        guard let data = FileManager.default.contents(atPath: manifestPath),
+              let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+              let done = object["done"] as? [[Int64]] else { return [] }
+        return done.map { $0[0]..<$0[1] }
+    }
+
+    /// The union of `ranges`, merged.
+    func covered(_ ranges: [Range<Int64>]) -> [Range<Int64>] {
+        var merged: [Range<Int64>] = []
+        for range in ranges.sorted(by: { $0.lowerBound < $1.lowerBound }) {
+            if let last = merged.last, range.lowerBound <= last.upperBound {
+                merged[merged.count - 1] = last.lowerBound..<max(last.upperBound, range.upperBound)
+            } else {
+                merged.append(range)
+            }
+        }
+        return merged
+    }
 }

@@ -149,7 +149,7 @@ final class LibraryTests: EndToEndTestCase {
         XCTAssertGreaterThanOrEqual(result.bytesFetched, size)
         XCTAssertEqual(download.state, .finished(result))
 
-        let requested = server.statistics.requests.compactMap { $0.rangeHeader.flatMap(requestedRange) }
+        let requested = server.statistics.requests.compactMap { requestedRange($0.rangeHeader) }
         for range in requested {
             XCTAssertFalse(done.contains { $0.overlaps(range) }, "\(range) asks again for bytes saved at the pause")
         }
@@ -206,7 +206,7 @@ final class LibraryTests: EndToEndTestCase {
         assertSameBytes(output, resource)
         XCTAssertFalse(exists(output + ".part.json"))
 
-        let requested = server.statistics.requests.compactMap { $0.rangeHeader.flatMap(requestedRange) }
+        let requested = server.statistics.requests.compactMap { requestedRange($0.rangeHeader) }
         XCTAssertFalse(requested.isEmpty)
         for range in requested {
             XCTAssertFalse(done.contains { $0.overlaps(range) }, "\(range) asks again for bytes the manifest had")
@@ -406,32 +406,5 @@ final class LibraryTests: EndToEndTestCase {
     private func rangegetTemporaryDirectories() -> Set<String> {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: FileManager.default.temporaryDirectory.path)) ?? []
         return Set(names.filter { $0.hasPrefix("rangeget-data-") })
-    }
-
-    /// `bytes=a-b` as a half-open range.
-    private func requestedRange(_ header: String) -> Range<Int64>? {
-        let bounds = header.dropFirst("bytes=".count).split(separator: "-").compactMap { Int64($0) }
-        return bounds.count == 2 ? bounds[0]..<(bounds[1] + 1) : nil
-    }
-
-    /// The done ranges a manifest lists.
-    private func doneRanges(_ manifestPath: String) -> [Range<Int64>] {
-        guard let data = FileManager.default.contents(atPath: manifestPath),
-              let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
-              let done = object["done"] as? [[Int64]] else { return [] }
-        return done.map { $0[0]..<$0[1] }
-    }
-
-    /// The union of `ranges`, merged.
-    private func covered(_ ranges: [Range<Int64>]) -> [Range<Int64>] {
-        var merged: [Range<Int64>] = []
-        for range in ranges.sorted(by: { $0.lowerBound < $1.lowerBound }) {
-            if let last = merged.last, range.lowerBound <= last.upperBound {
-                merged[merged.count - 1] = last.lowerBound..<max(last.upperBound, range.upperBound)
-            } else {
-                merged.append(range)
-            }
-        }
-        return merged
     }
 }

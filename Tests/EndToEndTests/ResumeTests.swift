@@ -58,7 +58,7 @@ final class ResumeTests: EndToEndTestCase {
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(output, resource)
         XCTAssertTrue(run.stderr.contains("resuming"), run.stderr)
-        let requested = server.statistics.requests.compactMap { $0.rangeHeader.flatMap(requestedRange) }
+        let requested = server.statistics.requests.compactMap { requestedRange($0.rangeHeader) }
         for range in requested {
             XCTAssertFalse(done.contains { $0.overlaps(range) }, "\(range) asks again for bytes saved before Ctrl-C")
         }
@@ -98,35 +98,8 @@ final class ResumeTests: EndToEndTestCase {
         let run = try CLI.run(["-q", "--restart", "-n", "\(connections)", "-o", output, server.url("f")], in: directory)
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(output, resource)
-        let requested = server.statistics.requests.compactMap { $0.rangeHeader.flatMap(requestedRange) }
+        let requested = server.statistics.requests.compactMap { requestedRange($0.rangeHeader) }
         XCTAssertEqual(covered(requested), [0..<size], "every byte requested again")
         XCTAssertGreaterThanOrEqual(server.statistics.bodyBytesSent, size)
-    }
-
-    /// `bytes=a-b` as a half-open range.
-    private func requestedRange(_ header: String) -> Range<Int64>? {
-        let bounds = header.dropFirst("bytes=".count).split(separator: "-").compactMap { Int64($0) }
-        return bounds.count == 2 ? bounds[0]..<(bounds[1] + 1) : nil
-    }
-
-    /// The done ranges a manifest lists.
-    private func doneRanges(_ manifestPath: String) -> [Range<Int64>] {
-        guard let data = FileManager.default.contents(atPath: manifestPath),
-              let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
-              let done = object["done"] as? [[Int64]] else { return [] }
-        return done.map { $0[0]..<$0[1] }
-    }
-
-    /// The union of `ranges`, merged.
-    private func covered(_ ranges: [Range<Int64>]) -> [Range<Int64>] {
-        var merged: [Range<Int64>] = []
-        for range in ranges.sorted(by: { $0.lowerBound < $1.lowerBound }) {
-            if let last = merged.last, range.lowerBound <= last.upperBound {
-                merged[merged.count - 1] = last.lowerBound..<max(last.upperBound, range.upperBound)
-            } else {
-                merged.append(range)
-            }
-        }
-        return merged
     }
 }
