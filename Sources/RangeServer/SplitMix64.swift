@@ -1,13 +1,16 @@
 // The deterministic generator behind generated content, random cut points
 // and probability triggers: the same seed always gives the same run.
 
-/// SplitMix64 (Steele, Lea and Flood), a small, fast, well-mixed generator.
-struct SplitMix64 {
+/// SplitMix64 (Steele, Lea and Flood), a small, fast, well-mixed generator;
+/// public so tests replay the same random inputs from a seed.
+public struct SplitMix64: RandomNumberGenerator, Sendable {
     private var state: UInt64
 
-    init(seed: UInt64) { state = seed }
+    /// A generator whose sequence is fixed by `seed`.
+    public init(seed: UInt64) { state = seed }
 
-    mutating func next() -> UInt64 {
+    /// The next value of the sequence.
+    public mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
         var z = state
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
