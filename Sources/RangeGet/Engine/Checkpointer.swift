@@ -72,7 +72,7 @@ final class Checkpointer: Sendable {
                     // The kernel may have dropped what it could not write: bytes
                     // a quick save listed are no longer good, even in this boot.
                     manifest.done = state.withLock { $0.durable }
-                    _ = try? manifest.save(to: path, calls: calls, durable: false) as Void
+                    _ = try? manifest.save(to: path, calls: calls, durable: false)
                     throw error
                 }
                 manifest.done = written
