@@ -4,7 +4,7 @@ import XCTest
 final class ChecksumTests: XCTestCase {
     func testDigestsMatchKnownVectors() throws {
         let path = NSTemporaryDirectory() + "checksum-\(UUID().uuidString)"
-        FileManager.default.createFile(atPath: path, contents: Data("abc".utf8))
+        _ = FileManager.default.createFile(atPath: path, contents: Data("abc".utf8))
         defer { try? FileManager.default.removeItem(atPath: path) }
         let vectors: [(Checksum.Algorithm, String)] = [
             (.md5, "900150983cd24fb0d6963f7d28e17f72"),

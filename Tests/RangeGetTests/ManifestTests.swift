@@ -52,7 +52,7 @@ final class ManifestTests: XCTestCase {
             ("missing field", Data("{\"version\":1}".utf8), "not a valid manifest"),
         ]
         for (name, data, problem) in cases {
-            FileManager.default.createFile(atPath: path, contents: data)
+            _ = FileManager.default.createFile(atPath: path, contents: data)
             XCTAssertThrowsError(try Manifest.load(from: path), name) { error in
                 let description = "\(error)"
                 XCTAssertTrue(description.contains(problem), "\(name): \(description)")

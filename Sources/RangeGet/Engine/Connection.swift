@@ -3,6 +3,7 @@
 // piece of the file it is fetching, and the write path: libcurl's buffer goes
 // straight to pwrite at the right offset, after one check of the response.
 import CCurl
+import CCurlShim
 import Glibc
 
 /// A piece of work: bytes to fetch, and how often fetching them failed.
@@ -101,6 +102,14 @@ final class Connection {
         try easy.set(CURLOPT_HEADERDATA, pointer: me)
         try easy.set(CURLOPT_WRITEFUNCTION, callback: connectionWrite)
         try easy.set(CURLOPT_HEADERFUNCTION, callback: connectionHeader)
+    }
+
+    /// The connection that owns `easy`, from its `CURLOPT_PRIVATE` pointer
+    /// (no search through the connections).
+    static func owning(_ easy: UnsafeMutableRawPointer) -> Connection? {
+        var owner: UnsafeMutableRawPointer?
+        guard rg_easy_getinfo_pointer(easy, CURLINFO_PRIVATE, &owner) == CURLE_OK, let owner else { return nil }
+        return Unmanaged<Connection>.fromOpaque(owner).takeUnretainedValue()
     }
 
     /// True while a transfer is running.

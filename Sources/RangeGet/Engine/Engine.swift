@@ -153,7 +153,7 @@ final class Engine: @unchecked Sendable {
             }
             var settledAny = false
             while let (easy, result) = multi.nextFinished() {
-                guard let connection = connections.first(where: { $0.easy.raw == easy }) else { continue }
+                guard let connection = Connection.owning(easy) else { continue }
                 multi.remove(connection.easy)
                 settledAny = true
                 let now = MonotonicClock.now()
