@@ -33,9 +33,12 @@ extension Download {
 
     /// Downloads a small resource into memory and returns its bytes.
     ///
-    /// The resource is probed first: when it announces more than `limit`
-    /// bytes, no body is fetched and this throws `.tooLarge`; a stream of
-    /// unknown length is stopped as soon as it passes the limit. The bytes
+    /// The first request is also the probe (the zero-round-trip start, so a
+    /// small resource costs one round trip): when the resource announces
+    /// more than `limit` bytes, the download stops before a byte is kept,
+    /// having moved at most `limit` bytes over the wire, and this throws
+    /// `.tooLarge`; a stream of unknown length is stopped as soon as it
+    /// passes the limit. The bytes
     /// travel through a temporary file that is deleted before this returns,
     /// so memory never holds more than `limit` bytes. Cancelling the task
     /// stops the download.
@@ -47,6 +50,8 @@ extension Download {
         var options = options
         options.restart = true
         options.overwrite = true
+        // The opening request asks for the first minimum split: never more than the limit.
+        options.minimumSplit = max(1, min(options.minimumSplit, limit))
         let download = Download(url: url, destination: .file(directory + "/data"), options: options)
         // Set when the limit is passed: the announced size, or nil for a stream that ran past it.
         let refused = Mutex<Int64??>(nil)

@@ -40,6 +40,13 @@ public struct DownloadOptions: Sendable {
     public var checksum: Checksum?
     /// The most connections to one `scheme://host:port` (mirrors on one host share it).
     public var maxPerHost = 16
+    /// Probe with HEAD (then `GET Range: bytes=0-0` where HEAD fails) before
+    /// any data moves: one round trip more. By default the first request is
+    /// for the first `minimumSplit` bytes, and its head is the probe and its
+    /// body the start of the first piece (the zero-round-trip start); the
+    /// classic probe runs only when that answer is not a usable 206, and when
+    /// resuming.
+    public var probeWithHead = false
     /// How requests are made.
     public var transfer = TransferOptions()
     /// The disk calls used; tests inject faults here.
@@ -157,10 +164,14 @@ public final class Download: Sendable {
         let restart = options.restart && tally.attempts == 1
         if case let .file(path) = destination { try checkWritable(output: path) }
         let prober = Prober(options: options.transfer)
-        var (sources, probeReports) = try probeMirrors(prober, onEvent: onEvent)
+        // A partial download's first bytes are usually on disk already (the
+        // opening request, from byte 0, would fetch them again), or another
+        // run holds it and this one is about to be refused.
+        let opens = !options.probeWithHead && !partialDownloadExists
+        var (sources, probeReports, opening) = try probeMirrors(prober, opening: opens, onEvent: onEvent)
         var remote = sources[0]
         onEvent(.probed(remote))
-        let output = outputPath(for: remote)
+        let output = outputPath(url: remote.url, contentDisposition: remote.contentDisposition)
         if case .directory = destination { try checkWritable(output: output) }
 
         let partPath = output + ".part"
@@ -204,10 +215,11 @@ public final class Download: Sendable {
                 engine = try Engine(
                     mirrors: sources, file: file, manifest: plain ? nil : manifest,
                     manifestPath: plain ? nil : manifestPath, settings: engineSettings(plain: plain),
-                    options: options.transfer, calls: options.systemCalls, onEvent: onEvent)
+                    options: options.transfer, calls: options.systemCalls, opening: opening, onEvent: onEvent)
             } catch {
                 throw .network(url: url, message: "\(error)")
             }
+            opening = nil
             if controller.register(engine) { engine.requestStop() }
             let outcome = engine.run()
             _ = controller.register(nil)
@@ -236,7 +248,7 @@ public final class Download: Sendable {
                 }
                 onEvent(.restarting(reason: "the remote file changed (\(reason)); starting over"))
                 // A lying HEAD is the usual culprit: the ranged GET decides now.
-                (sources, probeReports) = try probeMirrors(prober, skipHead: true, onEvent: onEvent)
+                (sources, probeReports, _) = try probeMirrors(prober, skipHead: true, onEvent: onEvent)
                 remote = sources[0]
                 manifest = nil
                 try discard(file: file, manifestPath: manifestPath)
@@ -280,17 +292,31 @@ public final class Download: Sendable {
     /// Probes every mirror at once. The first that answers (in the order
     /// given) sets size and validators; a mirror that disagrees on the size,
     /// or on a strong ETag where both give one, is left out with a message.
+    /// With `opening`, the first mirror is probed by the opening request of
+    /// the zero-round-trip start, returned running when its answer was usable.
     private func probeMirrors(
-        _ prober: Prober, skipHead: Bool = false, onEvent: @Sendable (DownloadEvent) -> Void
-    ) throws(DownloadError) -> ([RemoteFile], [MirrorReport]) {
+        _ prober: Prober, skipHead: Bool = false, opening: Bool = false, onEvent: @Sendable (DownloadEvent) -> Void
+    ) throws(DownloadError) -> ([RemoteFile], [MirrorReport], Opening?) {
         let results = Mutex<[Int: Result<RemoteFile, DownloadError>]>([:])
         let finished = DispatchGroup()
-        for (index, url) in mirrors.enumerated() {
+        for (index, url) in mirrors.enumerated() where !(opening && index == 0) {
             finished.enter()
             startThread {
                 let result = Result { () throws(DownloadError) in try prober.probe(url, skipHead: skipHead) }
                 results.withLock { $0[index] = result }
                 finished.leave()
+            }
+        }
+        var opened: Opening?
+        if opening {
+            let transfer = options.transfer
+            let request = try? Opening(url: url, length: options.minimumSplit, options: transfer)
+            if let request, let remote = request.probe(url: url, timeout: transfer.connectTimeout + transfer.stallTimeout) {
+                opened = request
+                results.withLock { $0[0] = .success(remote) }
+            } else {
+                let result = Result { () throws(DownloadError) in try prober.probe(url) }
+                results.withLock { $0[0] = result }
             }
         }
         finished.wait()
@@ -318,7 +344,7 @@ public final class Download: Sendable {
             reports.append(report)
         }
         guard !usable.isEmpty else { throw firstError! }
-        return (usable, reports)
+        return (usable, reports, opened)
     }
 
     /// Why `remote` cannot be a mirror of `reference`, or nil.
@@ -340,12 +366,19 @@ public final class Download: Sendable {
         }
     }
 
-    private func outputPath(for remote: RemoteFile) -> String {
+    /// True when a manifest lies where this download would write without a
+    /// Content-Disposition name: a partial download to resume.
+    private var partialDownloadExists: Bool {
+        access(outputPath(url: url, contentDisposition: nil) + ".part.json", F_OK) == 0
+    }
+
+    /// The output path, named (for a directory) from `contentDisposition` or `url`.
+    private func outputPath(url: String, contentDisposition: String?) -> String {
         switch destination {
         case let .file(path):
             return path
         case let .directory(directory):
-            let name = FileName.choose(url: remote.url, contentDisposition: remote.contentDisposition)
+            let name = FileName.choose(url: url, contentDisposition: contentDisposition)
             return directory.hasSuffix("/") ? directory + name : directory + "/" + name
         }
     }

@@ -48,6 +48,9 @@ enum GetCommand {
             .value(nil, "max-per-host", "N", "at most N connections to one host:port (default 16)") { settings, text throws(UsageError) in
                 settings.options.maxPerHost = try Parse.positiveInteger(text, "max-per-host", max: 256)
             },
+            .flag(nil, "use-head", "probe with HEAD before any data moves (default: the first ranged GET is the probe)") {
+                $0.options.probeWithHead = true
+            },
             .flag("q", "quiet", "no progress display and no summary") { $0.quiet = true },
             .flag(nil, "json", "print one JSON object with the outcome and per-mirror figures on stdout") { $0.json = true },
             .flag(nil, "restart", "discard a partial download and start over") { $0.options.restart = true },
@@ -175,6 +178,9 @@ enum GetCommand {
         switch event {
         case let .progress(progress):
             display.show(progress)
+        case let .probed(remote) where !remote.acceptsRanges || remote.size == nil:
+            let why = remote.acceptsRanges ? "does not say how long the file is" : "does not serve byte ranges"
+            if !quiet { display.message("the server \(why): downloading as one stream (not resumable)") }
         case let .restarting(reason):
             if !quiet { display.message(reason) }
         case let .resuming(bytes):

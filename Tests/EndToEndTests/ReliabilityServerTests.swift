@@ -4,6 +4,10 @@
 // code, the message and what the server sent. Library-level tests route every
 // pwrite through DiskProbe, which fails the test if any byte that does not
 // belong at its offset reaches the disk ("no unvalidated byte").
+// Tests whose faults count requests with the probe as the first pass
+// --use-head (probeWithHead): the classic probe, HEAD then GET 0-0. Faults on
+// the default first request, which doubles as the probe, are in
+// ZeroRoundTripTests.swift.
 import Foundation
 import Glibc
 import RangeGet
@@ -155,6 +159,7 @@ final class ReliabilityServerTests: EndToEndTestCase {
         let output = path("f")
         let run = runLibrary([origin.url("f")], to: output, probe: probe) {
             $0.connections = 1
+            $0.probeWithHead = true  // the probe is not one of the scripted answers
             $0.retries = 8
             $0.retryWait = 0.01
         }
@@ -173,7 +178,7 @@ final class ReliabilityServerTests: EndToEndTestCase {
         server.setResource(resource, at: "f")
         server.setFaults([FaultRule(.wrongContentRangeShift(1), when: .fromRequest(2))])
         let output = path("f")
-        let run = try CLI.run(["-q", "-n", "2", "--retries", "2", "--retry-wait", "0.02", "-o", output, server.url("f")],
+        let run = try CLI.run(["-q", "--use-head", "-n", "2", "--retries", "2", "--retry-wait", "0.02", "-o", output, server.url("f")],
                               in: directory, timeout: 30)
         XCTAssertEqual(run.status, 1, run.stderr)
         XCTAssertTrue(run.stderr.contains("Content-Range"), run.stderr)
@@ -227,7 +232,7 @@ final class ReliabilityServerTests: EndToEndTestCase {
         server.setResource(Resource.generated(size: 0, seed: 109), at: "empty")
         server.setFaults([FaultRule(.headStatus(405))])
         let output = path("empty")
-        let run = try CLI.run(["-q", "-n", "4", "-o", output, server.url("empty")], in: directory)
+        let run = try CLI.run(["-q", "--use-head", "-n", "4", "-o", output, server.url("empty")], in: directory)
         XCTAssertEqual(run.status, 0, run.stderr)
         XCTAssertEqual(fileSize(output), 0)
         XCTAssertTrue(server.statistics.requests.contains { $0.status == 416 }, "the ranged probe got 416")
@@ -272,7 +277,7 @@ final class ReliabilityServerTests: EndToEndTestCase {
             server.setFaults([FaultRule(.headStatus(code))])
             server.resetStatistics()
             let output = path("f\(code)")
-            let run = try CLI.run(["-q", "-n", "4", "--min-split", "1M", "-o", output, server.url("f\(code)")], in: directory)
+            let run = try CLI.run(["-q", "--use-head", "-n", "4", "--min-split", "1M", "-o", output, server.url("f\(code)")], in: directory)
             XCTAssertEqual(run.status, 0, "HEAD \(code): \(run.stderr)")
             assertSameBytes(output, resource)
             XCTAssertTrue(server.statistics.requests.contains { $0.method == "GET" && $0.rangeHeader == "bytes=0-0" },
@@ -288,7 +293,7 @@ final class ReliabilityServerTests: EndToEndTestCase {
         server.setFaults([FaultRule(.headHang)])
         let output = path("f")
         let started = Date()
-        let run = try CLI.run(["-q", "-n", "4", "--min-split", "512K", "--connect-timeout", "0.5", "--stall-timeout", "0.5",
+        let run = try CLI.run(["-q", "--use-head", "-n", "4", "--min-split", "512K", "--connect-timeout", "0.5", "--stall-timeout", "0.5",
                                "-o", output, server.url("f")], in: directory, timeout: 30)
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(output, resource)
@@ -301,7 +306,7 @@ final class ReliabilityServerTests: EndToEndTestCase {
         server.setResource(resource, at: "f")
         server.setFaults([FaultRule(.headNoLength)])
         let output = path("f")
-        let run = try CLI.run(["-q", "-n", "4", "--min-split", "1M", "-o", output, server.url("f")], in: directory)
+        let run = try CLI.run(["-q", "--use-head", "-n", "4", "--min-split", "1M", "-o", output, server.url("f")], in: directory)
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(output, resource)
         XCTAssertTrue(server.statistics.requests.contains { $0.rangeHeader == "bytes=0-0" })
@@ -319,7 +324,7 @@ final class ReliabilityServerTests: EndToEndTestCase {
                                            "Content-Length: \(size / 2)", "Connection: close"].joined(separator: "\r\n"))
         }
         let output = path("f")
-        let run = try CLI.run(["-n", "4", "--min-split", "256K", "--retry-wait", "0.02", "-o", output, origin.url("f")],
+        let run = try CLI.run(["--use-head", "-n", "4", "--min-split", "256K", "--retry-wait", "0.02", "-o", output, origin.url("f")],
                               in: directory, timeout: 30)
         XCTAssertEqual(run.status, 0, run.stderr.replacingOccurrences(of: "\r", with: "\n"))
         assertSameBytes(output, resource)
@@ -334,7 +339,7 @@ final class ReliabilityServerTests: EndToEndTestCase {
                           FaultRule(.stallAfter(0), when: .nthRequest(2))])
         let output = path("f")
         let started = Date()
-        let run = try CLI.run(["-q", "--stall-timeout", "1", "--connect-timeout", "1", "--retry-wait", "0.02",
+        let run = try CLI.run(["-q", "--use-head", "--stall-timeout", "1", "--connect-timeout", "1", "--retry-wait", "0.02",
                                "-o", output, server.url("f")], in: directory, timeout: 30)
         XCTAssertLessThan(Date().timeIntervalSince(started), 20, "timeouts on every step")
         XCTAssertEqual(run.status, 0, run.stderr)
@@ -373,7 +378,7 @@ final class ReliabilityServerTests: EndToEndTestCase {
         server.setResource(resource, at: "f")
         server.setFaults([FaultRule(.acceptRangesNone, when: .method("HEAD"))])
         let output = path("f")
-        let run = try CLI.run(["-q", "-n", "4", "--min-split", "1M", "-o", output, server.url("f")], in: directory)
+        let run = try CLI.run(["-q", "--use-head", "-n", "4", "--min-split", "1M", "-o", output, server.url("f")], in: directory)
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(output, resource)
         XCTAssertGreaterThanOrEqual(rangedGETs.filter { $0.status == 206 && $0.rangeHeader != "bytes=0-0" }.count, 2,
@@ -575,19 +580,28 @@ final class ReliabilityServerTests: EndToEndTestCase {
 
     // MARK: 10. Connection cut, short body, reset
 
-    /// A body cut after 300,000 bytes: those are kept, and only the rest is asked for again.
+    /// A body cut after 300,000 bytes: those are kept, and only the rest is
+    /// asked for again, after the classic probe and when the cut hits the
+    /// opening request (the default first GET, which doubles as the probe).
     func test10CutBodyKeepsWhatArrivedAndRequestsOnlyTheRest() throws {
         let size: Int64 = 2 << 20
-        let resource = Resource.generated(size: size, seed: 131)
-        server.setResource(resource, at: "f")
-        server.setFaults([FaultRule(.cutAfter(300_000), when: .nthRequest(2))])
-        let output = path("f")
-        let run = try CLI.run(["-q", "-n", "1", "--retry-wait", "0.02", "-o", output, server.url("f")], in: directory)
-        XCTAssertEqual(run.status, 0, run.stderr)
-        assertSameBytes(output, resource)
-        let gets = rangedGETs
-        XCTAssertEqual(gets.map(\.rangeHeader), ["bytes=0-\(size - 1)", "bytes=300000-\(size - 1)"])
-        XCTAssertEqual(server.statistics.bodyBytesSent, size, "no byte fetched twice")
+        let cases: [(arguments: [String], request: Int, ranges: [String])] = [
+            (["--use-head"], 2, ["bytes=0-2097151", "bytes=300000-2097151"]),
+            ([], 1, ["bytes=0-1048575", "bytes=300000-1048575", "bytes=1048576-2097151"]),
+        ]
+        for (index, probeCase) in cases.enumerated() {
+            let resource = Resource.generated(size: size, seed: 131 + 1000 * UInt64(index))
+            server.setResource(resource, at: "f\(index)")
+            server.resetStatistics()
+            server.setFaults([FaultRule(.cutAfter(300_000), when: .nthRequest(probeCase.request))])
+            let output = path("f\(index)")
+            let run = try CLI.run(["-q", "-n", "1", "--retry-wait", "0.02"] + probeCase.arguments
+                                  + ["-o", output, server.url("f\(index)")], in: directory)
+            XCTAssertEqual(run.status, 0, "\(probeCase.arguments): \(run.stderr)")
+            assertSameBytes(output, resource)
+            XCTAssertEqual(rangedGETs.map(\.rangeHeader), probeCase.ranges)
+            XCTAssertEqual(server.statistics.bodyBytesSent, size, "\(probeCase.arguments): no byte fetched twice")
+        }
     }
 
     /// Random cuts on half the responses: still byte-identical; over one
@@ -647,6 +661,7 @@ final class ReliabilityServerTests: EndToEndTestCase {
         server.setFaults([FaultRule(.cutAfter(0), when: .fromRequest(2))])
         let run = runLibrary([server.url("f")], to: path("f")) { (options: inout DownloadOptions) in
             options.connections = 1
+            options.probeWithHead = true  // the cuts start at the first GET
             options.retries = 6
             options.retryWait = 0.02
             options.retryWaitLimit = 0.1
@@ -661,20 +676,25 @@ final class ReliabilityServerTests: EndToEndTestCase {
     // MARK: 11. Stall
 
     /// One connection stalls after 100,000 bytes: detected within seconds, and
-    /// the rest of its range is fetched again from where it stopped.
+    /// the rest of its range is fetched again from where it stopped; after the
+    /// classic probe and when the stalled answer is the opening request's.
     func test11StallIsDetectedWithinSecondsAndTheRangeMovesOn() throws {
         let size: Int64 = 1 << 20
-        let resource = Resource.generated(size: size, seed: 136)
-        server.setResource(resource, at: "f")
-        server.setFaults([FaultRule(.stallAfter(100_000), when: .nthRequest(2))])
-        let output = path("f")
-        let started = Date()
-        let run = try CLI.run(["-q", "-n", "1", "--stall-timeout", "1", "--retry-wait", "0.02", "-o", output,
-                               server.url("f")], in: directory, timeout: 30)
-        XCTAssertEqual(run.status, 0, run.stderr)
-        XCTAssertLessThan(Date().timeIntervalSince(started), 10)
-        assertSameBytes(output, resource)
-        XCTAssertEqual(rangedGETs.map(\.rangeHeader), ["bytes=0-\(size - 1)", "bytes=100000-\(size - 1)"])
+        let cases: [(arguments: [String], request: Int)] = [(["--use-head"], 2), ([], 1)]
+        for (index, probeCase) in cases.enumerated() {
+            let resource = Resource.generated(size: size, seed: 136 + 1000 * UInt64(index))
+            server.setResource(resource, at: "f\(index)")
+            server.resetStatistics()
+            server.setFaults([FaultRule(.stallAfter(100_000), when: .nthRequest(probeCase.request))])
+            let output = path("f\(index)")
+            let started = Date()
+            let run = try CLI.run(["-q", "-n", "1", "--stall-timeout", "1", "--retry-wait", "0.02"] + probeCase.arguments
+                                  + ["-o", output, server.url("f\(index)")], in: directory, timeout: 30)
+            XCTAssertEqual(run.status, 0, "\(probeCase.arguments): \(run.stderr)")
+            XCTAssertLessThan(Date().timeIntervalSince(started), 10)
+            assertSameBytes(output, resource)
+            XCTAssertEqual(rangedGETs.map(\.rangeHeader), ["bytes=0-\(size - 1)", "bytes=100000-\(size - 1)"])
+        }
     }
 
     /// With several connections, a stalled range is taken over by another
@@ -720,7 +740,7 @@ final class ReliabilityServerTests: EndToEndTestCase {
         server.setResource(Resource.generated(size: 1 << 20, seed: 139), at: "f")
         server.setFaults([FaultRule(.multipart, when: .fromRequest(2))])
         let output = path("f")
-        let run = try CLI.run(["-q", "-n", "2", "--min-split", "256K", "--retries", "2", "--retry-wait", "0.01",
+        let run = try CLI.run(["-q", "--use-head", "-n", "2", "--min-split", "256K", "--retries", "2", "--retry-wait", "0.01",
                                "-o", output, server.url("f")], in: directory, timeout: 30)
         XCTAssertEqual(run.status, 1, run.stderr)
         XCTAssertTrue(run.stderr.contains("multipart"), run.stderr)

@@ -67,8 +67,8 @@ final class SchedulingTests: EndToEndTestCase {
         server.setRatePerConnection(1 << 20)
         healthy.setRatePerConnection(2 << 20)
         let output = path("f")
-        let run = try CLI.run(["-q", "--json", "-n", "4", "--min-split", "256K", "--retry-wait", "0.05", "-o", output,
-                               server.url("f"), healthy.url("f")], in: directory, timeout: 60)
+        let run = try CLI.run(["-q", "--use-head", "--json", "-n", "4", "--min-split", "256K", "--retry-wait", "0.05",
+                               "-o", output, server.url("f"), healthy.url("f")], in: directory, timeout: 60)
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(output, resource)
         let mirrors = try XCTUnwrap(try json(run)["mirrors"] as? [[String: Any]])

@@ -34,13 +34,11 @@ public struct TransferOptions: Sendable {
 extension EasyHandle {
     /// Applies the shared settings for a request to `url`.
     func configure(url: String, options: TransferOptions) throws(CurlError) {
-        try set(CURLOPT_URL, url)
+        try setTarget(url)
         try set(CURLOPT_NOSIGNAL, true)
         try set(CURLOPT_FOLLOWLOCATION, true)
         try set(CURLOPT_MAXREDIRS, options.maxRedirects)
         try set(CURLOPT_PROTOCOLS_STR, "http,https")
-        // An https download never follows a redirect down to plain http.
-        try set(CURLOPT_REDIR_PROTOCOLS_STR, url.lowercased().hasPrefix("https:") ? "https" : "http,https")
         try set(CURLOPT_CONNECTTIMEOUT_MS, Int(options.connectTimeout * 1000))
         try set(CURLOPT_USERAGENT, options.userAgent)
         try set(CURLOPT_BUFFERSIZE, options.receiveBufferSize)
@@ -52,7 +50,14 @@ extension EasyHandle {
         if let caCertificates = options.caCertificates { try set(CURLOPT_CAINFO, caCertificates) }
         if let proxy = options.proxy { try set(CURLOPT_PROXY, proxy) }
         if options.useNetrc { try set(CURLOPT_NETRC, Int(CURL_NETRC_OPTIONAL.rawValue)) }
+    }
 
+    /// Points the handle at `url`. Every request goes through here, because
+    /// the redirects it may follow depend on it: an https URL never follows
+    /// a redirect down to plain http.
+    func setTarget(_ url: String) throws(CurlError) {
+        try set(CURLOPT_URL, url)
+        try set(CURLOPT_REDIR_PROTOCOLS_STR, url.lowercased().hasPrefix("https:") ? "https" : "http,https")
     }
 }
 

@@ -50,11 +50,15 @@ struct FinishedTransfer {
 final class Connection {
     let id: Int
     let easy: EasyHandle
-    private let file: OutputFile
+    /// Where bytes go; nil only while an opening request waits for the probe's verdict.
+    private var file: OutputFile?
     private let baseHeaders: [String]
     private let rateLimit: RateLimit?
     /// True while the transfer waits for the rate limit's tokens.
     private(set) var isPaused = false
+    /// True while this connection carries the opening request: a transfer
+    /// with no piece yet, held paused at its first body byte.
+    private(set) var isOpening = false
 
     /// The work in flight; nil when idle.
     private(set) var piece: Piece?
@@ -89,7 +93,7 @@ final class Connection {
     private var writeFailure: IOError?
     private var reachedEnd = false
 
-    init(id: Int, file: OutputFile, options: TransferOptions) throws(CurlError) {
+    init(id: Int, file: OutputFile?, options: TransferOptions) throws(CurlError) {
         self.id = id
         self.file = file
         baseHeaders = options.headers
@@ -102,6 +106,42 @@ final class Connection {
         try easy.set(CURLOPT_HEADERDATA, pointer: me)
         try easy.set(CURLOPT_WRITEFUNCTION, callback: connectionWrite)
         try easy.set(CURLOPT_HEADERFUNCTION, callback: connectionHeader)
+    }
+
+    /// Gives an opening connection the file its bytes go to.
+    func attach(_ file: OutputFile) {
+        self.file = file
+    }
+
+    /// The response head of the transfer in flight (or the last one).
+    var responseHead: ResponseHead { head }
+
+    /// Prepares the opening request for `range` of `url` with the user's
+    /// headers. Its head is the probe; its body waits (paused) until `adopt`
+    /// names the piece it belongs to.
+    func open(_ url: String, range: ByteRange, now: Double) throws(CurlError) {
+        isOpening = true
+        head = ResponseHead()
+        startedAt = now
+        lastProgress = now
+        try easy.setTarget(url)
+        try easy.set(CURLOPT_RANGE, String(range.rangeHeaderValue.dropFirst("bytes=".count)))
+        try easy.setHeaders(baseHeaders)
+        easy.clearError()
+    }
+
+    /// Makes the opening transfer, which the server answers with `served`
+    /// (nil: a 200 with the whole file), fetch `piece` (from byte 0) for
+    /// `mirror`, and lets its body flow.
+    func adopt(_ piece: Piece, from mirror: Mirror, served: ByteRange?, now: Double) {
+        precondition(isOpening && file != nil && piece.range.start == 0 && piece.range.end <= served?.end ?? .max)
+        isOpening = false
+        let requestedAt = startedAt
+        begin(piece, from: mirror, requested: served, race: nil, now: now)
+        startedAt = requestedAt
+        // The body held back since the head arrived flows again (libcurl may
+        // call the write callback from inside this call).
+        curl_easy_pause(easy.raw, CURLPAUSE_CONT)
     }
 
     /// The connection that owns `easy`, from its `CURLOPT_PRIVATE` pointer
@@ -129,11 +169,27 @@ final class Connection {
 
     /// Prepares the handle to fetch `piece` from `mirror` (ranged unless `plain`).
     func start(_ piece: Piece, from mirror: Mirror, plain: Bool, race: Race? = nil, now: Double) throws(CurlError) {
+        begin(piece, from: mirror, requested: plain ? nil : piece.range, race: race, now: now)
+        head = ResponseHead()
+        var headers = mirror.remote.headers(from: baseHeaders)
+        try easy.setTarget(mirror.remote.effectiveURL)
+        if let requested {
+            try easy.set(CURLOPT_RANGE, String(requested.rangeHeaderValue.dropFirst("bytes=".count)))
+            if let ifRange = mirror.remote.ifRange { headers.append("If-Range: \(ifRange)") }
+        } else {
+            try easy.set(CURLOPT_RANGE, nil)
+        }
+        try easy.setHeaders(headers)
+        easy.clearError()
+    }
+
+    /// The bookkeeping of a transfer that starts fetching `piece`.
+    private func begin(_ piece: Piece, from mirror: Mirror, requested: ByteRange?, race: Race?, now: Double) {
         self.piece = piece
         self.mirror = mirror
         self.race = race
         expected = mirror.expectation
-        requested = plain ? nil : piece.range
+        self.requested = requested
         position = piece.range.start
         end = piece.range.end
         transferBytes = 0
@@ -143,23 +199,12 @@ final class Connection {
         firstByteAt = nil
         recent = RateMeter(window: 1)
         recent.add(bytes: 0, at: now)
-        head = ResponseHead()
         accepted = false
         rejection = nil
         writeFailure = nil
         reachedEnd = false
         isPaused = false
         wasUsed = true
-        var headers = mirror.remote.headers(from: baseHeaders)
-        try easy.set(CURLOPT_URL, mirror.remote.effectiveURL)
-        if let requested {
-            try easy.set(CURLOPT_RANGE, String(requested.rangeHeaderValue.dropFirst("bytes=".count)))
-            if let ifRange = mirror.remote.ifRange { headers.append("If-Range: \(ifRange)") }
-        } else {
-            try easy.set(CURLOPT_RANGE, nil)
-        }
-        try easy.setHeaders(headers)
-        easy.clearError()
         mirror.activeConnections += 1
     }
 
@@ -253,6 +298,12 @@ final class Connection {
     }
 
     fileprivate func receiveBody(_ data: UnsafeMutablePointer<CChar>, count: Int) -> Int {
+        if isOpening {
+            // The probe's verdict is pending: hold the body of a 206 (or of a
+            // 200, the whole file as one stream), refuse anything else.
+            return head.status == 206 || head.status == 200 ? Int(CURL_WRITEFUNC_PAUSE) : 0
+        }
+        guard let file else { return 0 }
         if !accepted {
             if let problem = ResponseCheck.check(head, requested: requested, expected: expected) {
                 rejection = problem

@@ -71,11 +71,16 @@ final class Engine: @unchecked Sendable {
     static let quickSaveInterval = 0.05
     private var meter = RateMeter(window: 3)
     private var lastReport = 0.0
+    /// The opening request until the first connection adopts it: the bytes
+    /// its server is sending (nil inside: a 200 with the whole file).
+    private var pendingOpening: ByteRange??
 
-    /// An engine for the file behind `mirrors` (the first one's size is the size).
+    /// An engine for the file behind `mirrors` (the first one's size is the
+    /// size). `opening`, the zero-round-trip start's request to the first
+    /// mirror, becomes the first connection when its bytes are still missing.
     init(
         mirrors remotes: [RemoteFile], file: OutputFile, manifest: Manifest?, manifestPath: String?,
-        settings: EngineSettings, options: TransferOptions, calls: SystemCalls,
+        settings: EngineSettings, options: TransferOptions, calls: SystemCalls, opening: Opening? = nil,
         onEvent: @escaping @Sendable (DownloadEvent) -> Void
     ) throws(CurlError) {
         precondition(!remotes.isEmpty)
@@ -84,16 +89,28 @@ final class Engine: @unchecked Sendable {
         self.onEvent = onEvent
         size = remotes[0].size
         mirrors = remotes.enumerated().map { Mirror(index: $0.offset, remote: $0.element) }
-        multi = try MultiHandle()
+        let done = manifest?.done ?? RangeSet()
+        written = done
+        // A plain stream starts from byte 0 anyway; a ranged plan needs byte 0 to be missing.
+        let adopts = opening?.isUsable == true && (settings.plain || !done.contains(ByteRange(0, 1)))
+        if let opening, adopts {
+            let (multi, connection) = opening.handOver()
+            connection.attach(file)
+            self.multi = multi
+            connections.append(connection)
+        } else {
+            opening?.end()
+            multi = try MultiHandle()
+        }
+        pendingOpening = adopts ? .some(opening?.served) : nil
         planner = Planner(connections: settings.connections, minimumSplit: settings.minimumSplit)
-        written = manifest?.done ?? RangeSet()
         connectionLimit = settings.plain ? 1 : settings.connections
         if let manifestPath, manifest != nil, !settings.plain {
             checkpointer = Checkpointer(file: file, manifest: manifest!, manifestPath: manifestPath, calls: calls)
         } else {
             checkpointer = nil
         }
-        for id in 0..<connectionLimit {
+        for id in connections.count..<connectionLimit {
             connections.append(try Connection(id: id, file: file, options: options))
         }
         try multi.set(CURLMOPT_MAXCONNECTS, max(16, settings.connections * 2))
@@ -119,6 +136,7 @@ final class Engine: @unchecked Sendable {
             queue = planner.plan(written.complement(size: size)).map { Piece(range: $0) }
         }
         let started = MonotonicClock.now()
+        if let pendingOpening { adoptOpening(served: pendingOpening, now: started) }
         lastCheckpoint = started
         meter.add(bytes: currentlyDone, at: started)
         let outcome = loop()
@@ -174,6 +192,23 @@ final class Engine: @unchecked Sendable {
                 return .failed(.network(url: mirrors[0].remote.url, message: error.message))
             }
         }
+    }
+
+    /// Gives the opening request, already answered from byte 0, the first
+    /// piece of the plan, cut at what the server sends. The rest of that
+    /// piece goes to the back of the queue: the other connections start on
+    /// the other pieces, and the first to free up, usually this one, goes on
+    /// with it, so every connection ends up with about an even share.
+    private func adoptOpening(served: ByteRange?, now: Double) {
+        pendingOpening = nil
+        // The engine takes the opening only while byte 0 is missing, so the plan starts there.
+        guard let first = queue.first, first.range.start == 0 else { preconditionFailure("no piece at byte 0") }
+        queue.removeFirst()
+        let end = min(first.range.end, served?.end ?? .max)
+        if end < first.range.end { queue.append(Piece(range: ByteRange(end, first.range.end))) }
+        let piece = Piece(range: ByteRange(0, end))
+        connections[0].adopt(piece, from: mirrors[0], served: served, now: now)
+        onEvent(.segmentStarted(connection: 0, range: piece.range, url: mirrors[0].remote.url))
     }
 
     /// Starts `piece` on `connection`.

@@ -39,11 +39,8 @@ struct Prober {
         guard (200..<300).contains(head.status) else {
             throw DownloadError.server(url: url, message: "HEAD answered \(head.status)")
         }
-        return RemoteFile(
-            url: url, effectiveURL: easy.effectiveURL ?? url, size: head.contentLength,
-            etag: head.etag, lastModified: head.lastModified,
-            acceptsRanges: head["accept-ranges"]?.lowercased() != "none",
-            contentDisposition: head["content-disposition"])
+        return RemoteFile(url: url, effectiveURL: easy.effectiveURL, head: head, size: head.contentLength,
+                          acceptsRanges: head["accept-ranges"]?.lowercased() != "none")
     }
 
     /// `GET Range: bytes=0-0`, reading only the response head.
@@ -80,10 +77,7 @@ struct Prober {
             }
             throw .network(url: url, message: failure.message)
         }
-        var remote = RemoteFile(
-            url: url, effectiveURL: easy.effectiveURL ?? url, size: nil,
-            etag: head.etag, lastModified: head.lastModified, acceptsRanges: false,
-            contentDisposition: head["content-disposition"])
+        var remote = RemoteFile(url: url, effectiveURL: easy.effectiveURL, head: head, size: nil, acceptsRanges: false)
         switch head.status {
         case 206:
             guard let value = head["content-range"], let contentRange = ContentRange(value),

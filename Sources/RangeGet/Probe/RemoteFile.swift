@@ -51,3 +51,18 @@ public struct RemoteFile: Sendable, Equatable {
         return nil
     }
 }
+
+extension RemoteFile {
+    /// What `head`, the answer to a request for `url` that ended at
+    /// `effectiveURL`, says about the file; size and range support are the
+    /// caller's reading of the status.
+    init(url: String, effectiveURL: String?, head: ResponseHead, size: Int64?, acceptsRanges: Bool) {
+        self.url = url
+        self.effectiveURL = effectiveURL ?? url
+        self.size = size
+        etag = head.etag
+        lastModified = head.lastModified
+        self.acceptsRanges = acceptsRanges
+        contentDisposition = head["content-disposition"]
+    }
+}

@@ -1,0 +1,140 @@
+// The zero-round-trip start (issue 7): the first request, `GET Range:
+// bytes=0-(min-split - 1)`, is the probe and its body the start of the first
+// piece. Checked from the server's request log and the bytes on disk: no
+// HEAD, no byte sent twice, and every fault on that first request (cut,
+// wrong Content-Range, multipart, 200) ends in the right file. Faults count
+// requests with this opening request as the first. Cuts and stalls of the
+// opening request are in ReliabilityServerTests (cases 10 and 11), redirects
+// in ReliabilityRedirectSecurityTests (14, 15), beside their classic-probe twins.
+import Foundation
+import RangeGet
+import RangeServer
+import XCTest
+
+final class ZeroRoundTripTests: EndToEndTestCase {
+    private var requests: [RequestRecord] { server.statistics.requests }
+
+    /// A file no larger than the minimum split comes in exactly one request.
+    func testSmallFileIsOneRequest() throws {
+        let resource = Resource.generated(size: 300 << 10, seed: 301)
+        server.setResource(resource, at: "small")
+        let output = path("small")
+        let run = try CLI.run(["-q", "-n", "8", "-o", output, server.url("small")], in: directory)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        assertSameBytes(output, resource)
+        XCTAssertEqual(requests.map(\.method), ["GET"], "\(requests)")
+        XCTAssertEqual(requests.first?.rangeHeader, "bytes=0-1048575")
+        XCTAssertEqual(requests.first?.status, 206)
+        XCTAssertEqual(server.statistics.bodyBytesSent, resource.size)
+    }
+
+    /// A segmented download: the first request is the opening one, no HEAD and
+    /// no `bytes=0-0` probe, the ranges asked for are disjoint and cover the
+    /// file, and no byte is sent twice.
+    func testSegmentedDownloadStartsWithTheOpeningRequestAndSendsEachByteOnce() throws {
+        let size: Int64 = 8 << 20
+        let resource = Resource.generated(size: size, seed: 302)
+        server.setResource(resource, at: "f")
+        let output = path("f")
+        let run = try CLI.run(["-q", "-n", "4", "--min-split", "1M", "-o", output, server.url("f")], in: directory)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        assertSameBytes(output, resource)
+        XCTAssertEqual(requests.first?.rangeHeader, "bytes=0-1048575")
+        XCTAssertFalse(requests.contains { $0.method == "HEAD" || $0.rangeHeader == "bytes=0-0" }, "\(requests)")
+        var covered = RangeSet()
+        for range in requests.compactMap({ requestedRange($0.rangeHeader) }) {
+            let bytes = ByteRange(range.lowerBound, range.upperBound)
+            XCTAssertEqual(covered.byteCount + bytes.count, covered.union(RangeSet([bytes])).byteCount,
+                           "\(bytes) asked twice: \(requests)")
+            covered.insert(bytes)
+        }
+        XCTAssertEqual(covered.ranges, [ByteRange(0, size)])
+        XCTAssertEqual(server.statistics.bodyBytesSent, size, "no byte sent twice")
+    }
+
+    /// The library's event record: connection 0 starts on the first piece
+    /// right after the probe, with the opening request's bytes.
+    func testFirstConnectionAdoptsTheOpeningRequest() throws {
+        let resource = Resource.generated(size: 4 << 20, seed: 303)
+        server.setResource(resource, at: "f")
+        let run = runLibrary([server.url("f")], to: path("f")) { $0.connections = 4 }
+        XCTAssertNil(run.error)
+        assertSameBytes(path("f"), resource)
+        let started = run.events.compactMap { event -> (Int, ByteRange)? in
+            guard case let .segmentStarted(connection, range, _) = event else { return nil }
+            return (connection, range)
+        }
+        XCTAssertEqual(started.first?.0, 0)
+        XCTAssertEqual(started.first?.1, ByteRange(0, 1 << 20))
+        XCTAssertEqual(server.statistics.bodyBytesSent, resource.size)
+    }
+
+    /// A server that ignores ranges answers the opening request with 200 and
+    /// the whole file: that response is the single plain stream, so the file
+    /// is sent exactly once, in one request.
+    func testOpeningAnswered200IsTheSingleStream() throws {
+        let resource = Resource.generated(size: 3 << 20, seed: 309)
+        server.setResource(resource, at: "f")
+        server.setFaults([FaultRule(.ignoreRange)])
+        let output = path("f")
+        let run = try CLI.run(["-q", "-n", "4", "-o", output, server.url("f")], in: directory)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        assertSameBytes(output, resource)
+        XCTAssertEqual(requests.map(\.status), [200], "\(requests)")
+        XCTAssertEqual(server.statistics.bodyBytesSent, resource.size)
+    }
+
+    /// Answers the opening request must not be written from: a shifted
+    /// Content-Range, multipart. Each falls back to the classic probe and the
+    /// download completes with no wrong byte.
+    func testUnusableOpeningAnswersFallBackToTheClassicProbe() throws {
+        let cases: [(String, Fault)] = [("shift", .wrongContentRangeShift(1)), ("multipart", .multipart)]
+        for (index, (name, fault)) in cases.enumerated() {
+            let resource = Resource.generated(size: 3 << 20, seed: 306 + UInt64(index))
+            server.setResource(resource, at: name)
+            server.resetStatistics()
+            server.setFaults([FaultRule(fault, when: .nthRequest(1))])
+            let probe = DiskProbe(resource: resource)
+            let run = runLibrary([server.url(name)], to: path(name), probe: probe) { $0.connections = 4 }
+            XCTAssertNil(run.error, name)
+            assertSameBytes(path(name), resource)
+            XCTAssertEqual(probe.snapshot.wrongWrites, [], name)
+            XCTAssertEqual(requests.dropFirst().first?.method, "HEAD", "\(name): the classic probe follows: \(requests)")
+            XCTAssertGreaterThanOrEqual(requests.filter { $0.status == 206 }.count, 2, "\(name): still segmented")
+        }
+    }
+
+    /// The opening request answered with an error status: the classic probe
+    /// decides, and a file that is really missing fails with exit 1.
+    func testMissingFileFailsClearly() throws {
+        let run = try CLI.run(["-q", "-o", path("none"), server.url("none")], in: directory)
+        XCTAssertEqual(run.status, 1, run.stderr)
+        XCTAssertTrue(run.stderr.contains("404"), run.stderr)
+        XCTAssertEqual(run.stderr.split(separator: "\n").count, 1, run.stderr)
+        XCTAssertEqual(directoryEntries(), [])
+    }
+
+    /// A run that resumes uses the classic probe: the opening request would
+    /// fetch byte 0 on, which is on disk already. Both runs together send the
+    /// file about once.
+    func testResumeProbesWithHEADAndFetchesOnlyWhatIsMissing() throws {
+        let size: Int64 = 8 << 20
+        let resource = Resource.generated(size: size, seed: 310)
+        server.setResource(resource, at: "f")
+        server.setRatePerConnection(4 << 20)
+        let output = path("f")
+        let first = runLibrary([server.url("f")], to: output, stopWhen: { event in
+            if case let .progress(progress) = event { return progress.bytesDone >= 2 << 20 }
+            return false
+        }) { $0.connections = 4 }
+        guard case .interrupted? = first.error else { return XCTFail("expected a stop, got \(String(describing: first.error))") }
+        XCTAssertEqual(requests.first?.rangeHeader, "bytes=0-1048575")
+        server.setRatePerConnection(nil)
+        let before = requests.count
+        let second = runLibrary([server.url("f")], to: output) { $0.connections = 4 }
+        XCTAssertNil(second.error)
+        assertSameBytes(output, resource)
+        XCTAssertEqual(requests[before].method, "HEAD", "\(requests[before...])")
+        XCTAssertLessThanOrEqual(server.statistics.bodyBytesSent, size + size / 4, "resumed, not fetched again")
+    }
+}
