@@ -120,11 +120,13 @@ public final class Download: Sendable {
         while true {
             switch step {
             case .attempt:
+                if controller.announcesResume() { controller.emit(.resumed) }
                 var tally = controller.tally
                 let outcome = DownloadOutcome { () throws(DownloadError) in
                     try attempt(tally: &tally, onEvent: { [controller] event in controller.emit(event) })
                 }
                 controller.tally = tally
+                if controller.announcesPause(after: outcome) { controller.emit(.paused) }
                 step = controller.settle(outcome)
             case let .park(signal):
                 signal.wait()

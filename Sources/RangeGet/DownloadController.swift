@@ -91,6 +91,8 @@ final class DownloadController: Sendable {
         var request = Request.none
         /// `resume()` came while the transfers were still stopping for a pause.
         var resumedWhilePausing = false
+        /// A `paused` event went out; the next attempt announces `resumed`.
+        var pauseAnnounced = false
         /// The driver thread leaves instead of parking while paused (`start()`, not `run(onEvent:)`).
         var threaded = false
         var engine: Engine?
@@ -239,6 +241,26 @@ final class DownloadController: Sendable {
     }
 
     // MARK: - Driving
+
+    /// True when an attempt that ended with `outcome` stopped for a pause,
+    /// which the caller then announces (before `settle` lets `resume()` in,
+    /// so `paused` always comes before `resumed`).
+    func announcesPause(after outcome: DownloadOutcome) -> Bool {
+        guard case .failure(.interrupted) = outcome else { return false }
+        return state.withLock { state in
+            guard state.request == .pause else { return false }
+            state.pauseAnnounced = true
+            return true
+        }
+    }
+
+    /// True, once, when the attempt about to start continues an announced pause.
+    func announcesResume() -> Bool {
+        state.withLock { state in
+            defer { state.pauseAnnounced = false }
+            return state.pauseAnnounced
+        }
+    }
 
     /// Decides what follows an attempt that ended with `outcome`.
     func settle(_ outcome: DownloadOutcome) -> Step {

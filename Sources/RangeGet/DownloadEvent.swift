@@ -58,6 +58,12 @@ public enum DownloadEvent: Sendable {
     case raced(connection: Int, range: ByteRange)
     /// The manifest now records this many durable bytes.
     case checkpoint(bytesDurable: Int64)
+    /// `pause()` took effect: every transfer stopped and the manifest is
+    /// saved (`state` is `.paused` right after). A `cancel()` may still end it.
+    case paused
+    /// A paused download goes on after `resume()`: it probes again (so a
+    /// changed file restarts) and fetches only what is missing.
+    case resumed
     /// The file is complete and in place.
     case finished(DownloadResult)
 }

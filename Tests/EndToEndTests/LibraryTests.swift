@@ -160,6 +160,15 @@ final class LibraryTests: EndToEndTestCase {
         }
         XCTAssertEqual(resumed, [saved], "the resume reused the bytes saved at the pause")
         XCTAssertEqual(events.filter(isProbed).count, 2, "probed again on resume")
+        let controls = events.compactMap { event -> String? in
+            switch event {
+            case .paused: return "paused"
+            case .resumed: return "resumed"
+            case .probed: return "probed"
+            default: return nil
+            }
+        }
+        XCTAssertEqual(controls, ["probed", "paused", "resumed", "probed"], "the pause and the resume are announced in order")
     }
 
     func testResumeWhilePausingContinuesAndPauseIsIgnoredWhenNotRunning() async throws {
