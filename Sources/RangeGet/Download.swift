@@ -313,7 +313,11 @@ public final class Download: Sendable {
         if opening {
             let transfer = options.transfer
             let request = try? Opening(url: url, length: options.minimumSplit, options: transfer)
-            if let request, let remote = request.probe(url: url, timeout: transfer.connectTimeout + transfer.stallTimeout) {
+            // With other mirrors, one that ignores ranges is dropped rather than
+            // making the whole download one stream (the classic probe and the
+            // engine see to that).
+            let timeout = transfer.connectTimeout + transfer.stallTimeout
+            if let request, let remote = request.probe(url: url, timeout: timeout, wholeFile: mirrors.count == 1) {
                 opened = request
                 results.withLock { $0[0] = .success(remote) }
             } else {

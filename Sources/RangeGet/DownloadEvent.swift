@@ -59,7 +59,9 @@ public enum DownloadEvent: Sendable {
     /// The manifest now records this many durable bytes.
     case checkpoint(bytesDurable: Int64)
     /// `pause()` took effect: every transfer stopped and the manifest is
-    /// saved (`state` is `.paused` right after). A `cancel()` may still end it.
+    /// saved; `state` becomes `.paused` next, unless a `resume()` that came
+    /// meanwhile continues at once (then `resumed` follows) or a `cancel()`
+    /// ends the download.
     case paused
     /// A paused download goes on after `resume()`: it probes again (so a
     /// changed file restarts) and fetches only what is missing.

@@ -84,6 +84,27 @@ final class ZeroRoundTripTests: EndToEndTestCase {
         XCTAssertEqual(server.statistics.bodyBytesSent, resource.size)
     }
 
+    /// With another mirror, a first mirror that ignores ranges is dropped
+    /// rather than turning the whole download into one stream from it.
+    func testFirstMirrorIgnoringRangesIsDroppedAndTheOthersStaySegmented() throws {
+        let resource = Resource.generated(size: 4 << 20, seed: 311)
+        let healthy = RangeServer()
+        try healthy.start()
+        defer { healthy.stop() }
+        server.setResource(resource, at: "f")
+        healthy.setResource(resource, at: "f")
+        server.setFaults([FaultRule(.ignoreRange, when: .method("GET"))])
+        let output = path("f")
+        let run = try CLI.run(["-q", "--json", "-n", "4", "--min-split", "512K", "--retry-wait", "0.02", "-o", output,
+                               server.url("f"), healthy.url("f")], in: directory, timeout: 60)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        assertSameBytes(output, resource)
+        let summary = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any])
+        let mirrors = try XCTUnwrap(summary["mirrors"] as? [[String: Any]])
+        XCTAssertNotNil(mirrors.first?["dropped"], "\(mirrors)")
+        XCTAssertGreaterThanOrEqual(healthy.statistics.requests.filter { $0.status == 206 }.count, 2, "still segmented")
+    }
+
     /// Answers the opening request must not be written from: a shifted
     /// Content-Range, multipart. Each falls back to the classic probe and the
     /// download completes with no wrong byte.

@@ -89,6 +89,8 @@ final class Connection {
     private var recent = RateMeter(window: 1)
     private var head = ResponseHead()
     private var accepted = false
+    /// False for an adopted opening request: its time to first byte says nothing about a new request's.
+    private var measuresSetup = true
     private var rejection: Rejection?
     private var writeFailure: IOError?
     private var reachedEnd = false
@@ -136,9 +138,10 @@ final class Connection {
     func adopt(_ piece: Piece, from mirror: Mirror, served: ByteRange?, now: Double) {
         precondition(isOpening && file != nil && piece.range.start == 0 && piece.range.end <= served?.end ?? .max)
         isOpening = false
-        let requestedAt = startedAt
         begin(piece, from: mirror, requested: served, race: nil, now: now)
-        startedAt = requestedAt
+        // Its request went out before the probe's local work (other mirrors'
+        // probes, the lock, fallocate): no measure of a request's setup time.
+        measuresSetup = false
         // The body held back since the head arrived flows again (libcurl may
         // call the write callback from inside this call).
         curl_easy_pause(easy.raw, CURLPAUSE_CONT)
@@ -200,6 +203,7 @@ final class Connection {
         recent = RateMeter(window: 1)
         recent.add(bytes: 0, at: now)
         accepted = false
+        measuresSetup = true
         rejection = nil
         writeFailure = nil
         reachedEnd = false
@@ -236,7 +240,7 @@ final class Connection {
             lastProgress = now
             if firstByteAt == nil {
                 firstByteAt = now
-                timeToFirstByte = now - startedAt
+                if measuresSetup { timeToFirstByte = now - startedAt }
             }
         }
         if now - recent.newest >= 0.05 { recent.add(bytes: transferBytes, at: now) }

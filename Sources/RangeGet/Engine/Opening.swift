@@ -42,9 +42,10 @@ final class Opening {
 
     /// Drives the request until its head is in (or `timeout` seconds pass);
     /// the file it describes when the head is a 206 whose body can be
-    /// written as it comes, or a 200 (ranges unsupported: the whole file as
-    /// one plain stream). Otherwise the request is ended and nil returned.
-    func probe(url: String, timeout: Double) -> RemoteFile? {
+    /// written as it comes, or, when `wholeFile`, a 200 (ranges unsupported:
+    /// the whole file as one plain stream). Otherwise the request is ended
+    /// and nil returned.
+    func probe(url: String, timeout: Double, wholeFile: Bool) -> RemoteFile? {
         let deadline = MonotonicClock.now() + timeout
         // A transfer that already ended (cut, refused) cannot be handed on.
         var ended = false
@@ -59,7 +60,7 @@ final class Opening {
             guard (try? multi.poll(timeoutMilliseconds: max(1, min(100, Int(left * 1000))))) != nil else { break }
         }
         let head = connection.responseHead
-        if !ended, Self.isFinal(head), head.status == 200 {
+        if wholeFile, !ended, Self.isFinal(head), head.status == 200 {
             isUsable = true
             return RemoteFile(url: url, effectiveURL: connection.easy.effectiveURL, head: head,
                               size: head.contentEncoding == nil ? head.contentLength : nil, acceptsRanges: false)
