@@ -50,8 +50,8 @@ extension Download {
         var options = options
         options.restart = true
         options.overwrite = true
-        // The opening request asks for the first minimum split: never more than the limit.
-        options.minimumSplit = max(1, min(options.minimumSplit, limit))
+        // The opening request (the probe) asks for no more than the limit.
+        options.openingLimit = max(1, limit)
         let download = Download(url: url, destination: .file(directory + "/data"), options: options)
         // Set when the limit is passed: the announced size, or nil for a stream that ran past it.
         let refused = Mutex<Int64??>(nil)

@@ -47,6 +47,8 @@ public struct DownloadOptions: Sendable {
     /// classic probe runs only when that answer is not a usable 206, and when
     /// resuming.
     public var probeWithHead = false
+    /// The most bytes the opening request asks for (it asks for `minimumSplit`).
+    var openingLimit: Int64 = .max
     /// How requests are made.
     public var transfer = TransferOptions()
     /// The disk calls used; tests inject faults here.
@@ -312,7 +314,7 @@ public final class Download: Sendable {
         var opened: Opening?
         if opening {
             let transfer = options.transfer
-            let request = try? Opening(url: url, length: options.minimumSplit, options: transfer)
+            let request = try? Opening(url: url, length: min(options.minimumSplit, options.openingLimit), options: transfer)
             // With other mirrors, one that ignores ranges is dropped rather than
             // making the whole download one stream (the classic probe and the
             // engine see to that).
