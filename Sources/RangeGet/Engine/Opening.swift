@@ -4,9 +4,9 @@
 // usable 206 that head is the probe (size from Content-Range, validators,
 // file name), and the transfer, held paused at its first body byte until the
 // output file is open, becomes the first connection's first piece. A file of
-// at most K bytes thus comes in one request instead of a HEAD and a GET. A
-// 200 with the whole file (a server that ignores ranges) becomes the single
-// plain stream just the same.
+// at most K bytes thus comes in one request instead of a HEAD and a GET. For
+// a download from one URL, a 200 with the whole file (a server that ignores
+// ranges) becomes the single plain stream just the same.
 // Why K and not `bytes=0-`: every planned piece is at least K long (or the
 // whole file), so the response never runs past its piece and no byte is
 // fetched twice; an open range would push a socket buffer's worth (MBs on a
