@@ -47,6 +47,11 @@ public struct DownloadOptions: Sendable {
     /// classic probe runs only when that answer is not a usable 206, and when
     /// resuming.
     public var probeWithHead = false
+    /// Connections shared with other downloads (a list): beyond its first,
+    /// this download runs more transfers, up to `connections`, only on spare
+    /// connections of the budget, and gives each back when it has no work
+    /// for it. Nil: `connections` are this download's own.
+    public var connectionBudget: ConnectionBudget?
     /// The most bytes the opening request asks for (it asks for `minimumSplit`).
     var openingLimit: Int64 = .max
     /// How requests are made.
@@ -290,7 +295,7 @@ public final class Download: Sendable {
             connections: options.connections, minimumSplit: options.minimumSplit, retries: options.retries,
             retryWait: options.retryWait, retryWaitLimit: options.retryWaitLimit,
             checkpointInterval: options.checkpointInterval, stallTimeout: options.transfer.stallTimeout,
-            plain: plain, maxPerHost: options.maxPerHost)
+            plain: plain, maxPerHost: options.maxPerHost, budget: options.connectionBudget)
     }
 
     /// Probes every mirror at once. The first that answers (in the order

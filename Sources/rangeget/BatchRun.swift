@@ -1,7 +1,11 @@
-// Several files in one run (`-i LIST`): at most `--jobs` files in flight,
-// the `-n` connection budget shared among them (small files use one
-// connection each, large ones are split). A failed file does not stop the
-// others; the summary and the exit code say which failed.
+// Several files in one run (`-i LIST`): at most `--jobs` files in flight
+// (lanes), the `-n` connections shared among them. Every file in flight runs
+// one transfer; the connections beyond one per lane are a ConnectionBudget
+// the files take from while they have work and give back at once, and a
+// lane that finds the list empty gives its own connection to it too. So a
+// large file at the end of a list ends up with every connection the small
+// ones no longer need. A failed file does not stop the others; the summary
+// and the exit code say which failed.
 import FoundationEssentials
 import Glibc
 import RangeGet
@@ -35,6 +39,8 @@ final class BatchRun: Sendable {
     /// Downloads every entry; returns the exit code.
     func run(jobs: Int) -> Int32 {
         let lanes = max(1, min(jobs, entries.count))
+        // The connections beyond one per lane (none when there are more lanes than connections).
+        let budget = ConnectionBudget(spare: settings.options.connections - lanes)
         let interrupts = InterruptHandler { [self] in
             let downloads = state.withLock { state in
                 state.stopping = true
@@ -45,23 +51,27 @@ final class BatchRun: Sendable {
         defer { interrupts.cancel() }
         // Real threads: each lane blocks in a download, and the global dispatch
         // queue runs only about one blocking job per core.
-        Lanes.run(count: lanes) { [self] in work(lanes: lanes) }
+        Lanes.run(count: lanes) { [self] in work(budget: budget, ownsConnection: lanes <= settings.options.connections) }
         display.clear()
         return finish()
     }
 
-    /// One lane: takes the next entry until none is left.
-    private func work(lanes: Int) {
+    /// One lane: takes the next entry until none is left, then gives its
+    /// connection (when it is one of the `-n`) to the files still running.
+    private func work(budget: ConnectionBudget, ownsConnection: Bool) {
         while true {
             let taken: (index: Int, download: Download)? = state.withLock { state in
                 guard !state.stopping, state.next < entries.count else { return nil }
                 let index = state.next
                 state.next += 1
-                let download = makeDownload(entries[index], lanes: lanes)
+                let download = makeDownload(entries[index], budget: budget)
                 state.running[index] = download
                 return (index, download)
             }
-            guard let (index, download) = taken else { return }
+            guard let (index, download) = taken else {
+                if ownsConnection { budget.giveBack() }
+                return
+            }
             let result = Result { () throws(DownloadError) in
                 try download.run { [self] event in observe(event, of: index) }
             }
@@ -79,9 +89,9 @@ final class BatchRun: Sendable {
         }
     }
 
-    private func makeDownload(_ entry: ListEntry, lanes: Int) -> Download {
+    private func makeDownload(_ entry: ListEntry, budget: ConnectionBudget) -> Download {
         var options = settings.options
-        options.connections = max(1, settings.options.connections / lanes)
+        options.connectionBudget = budget
         let directory = settings.directory ?? "."
         let name = entry.output ?? entry.urls.first.flatMap { FileName.fromURL($0) }.flatMap(FileName.sanitize) ?? ""
         if let checksum = checksums[name] { options.checksum = checksum }

@@ -39,7 +39,7 @@ enum GetCommand {
             .value("j", "jobs", "N", "with -i: at most N files at once (default: one per connection)") { settings, text throws(UsageError) in
                 settings.jobs = try Parse.positiveInteger(text, "jobs", max: 1000)
             },
-            .value("n", "connections", "N", "connections at once, for the whole run (default 8)") { settings, text throws(UsageError) in
+            .value("n", "connections", "N", "connections at once, for the whole run, shared by the files of a list (default 8)") { settings, text throws(UsageError) in
                 settings.options.connections = try Parse.positiveInteger(text, "connections", max: 256)
             },
             .value("k", "min-split", "SIZE", "never split a piece below SIZE bytes (default 1M)") { settings, text throws(UsageError) in

@@ -153,3 +153,57 @@ final class SchedulingTests: EndToEndTestCase {
         XCTAssertLessThanOrEqual(server.statistics.bodyBytesSent, size + size / 20, "stealing refetched little")
     }
 }
+
+/// The connections of a list are shared: a large file gets those the small
+/// ones no longer need, and every spare connection taken is given back.
+final class ConnectionBudgetTests: EndToEndTestCase {
+    /// 1 x 8 MiB and 3 small files over `-n 4` at 2 MiB/s per connection: a
+    /// static split gives the large file one connection (about 4 s); once the
+    /// small ones are done it gets the other three.
+    func testLargeFileOfAListTakesTheConnectionsTheSmallOnesNoLongerNeed() throws {
+        let large = Resource.generated(size: 8 << 20, seed: 401)
+        server.setResource(large, at: "large.bin")
+        let small = (1...3).map { Resource.generated(size: 100_000, seed: 401 + UInt64($0)) }
+        for (index, resource) in small.enumerated() { server.setResource(resource, at: "s\(index).bin") }
+        server.setRatePerConnection(2 << 20)
+        let list = ([server.url("large.bin")] + small.indices.map { server.url("s\($0).bin") }).joined(separator: "\n")
+        FileManager.default.createFile(atPath: path("list"), contents: Data(list.utf8))
+        try FileManager.default.createDirectory(atPath: path("out"), withIntermediateDirectories: true)
+        let run = try CLI.run(["-q", "--json", "-n", "4", "-d", path("out"), "-i", path("list")], in: directory, timeout: 60)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        assertSameBytes(path("out/large.bin"), large)
+        for (index, resource) in small.enumerated() { assertSameBytes(path("out/s\(index).bin"), resource) }
+        let summary = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any])
+        let files = try XCTUnwrap(summary["files"] as? [[String: Any]])
+        let used = try XCTUnwrap(files.first?["connectionsUsed"] as? Int, "\(files)")
+        XCTAssertGreaterThanOrEqual(used, 3, "the large file ran on the connections the small ones freed: \(files)")
+    }
+
+    /// Two downloads sharing two spare connections, one of them cut now and
+    /// then: both complete, and afterwards both spares are back.
+    func testSpareConnectionsAreAllGivenBack() throws {
+        let resources = (0..<2).map { Resource.generated(size: 4 << 20, seed: 410 + UInt64($0)) }
+        for (index, resource) in resources.enumerated() { server.setResource(resource, at: "f\(index)") }
+        server.setRatePerConnection(4 << 20)
+        server.setFaults([FaultRule(.cutAfter(200_000), when: .probability(0.3, seed: 5))])
+        let budget = ConnectionBudget(spare: 2)
+        let outcomes = Mutex<[Int: Result<DownloadResult, DownloadError>]>([:])
+        let urls = (0..<2).map { server.url("f\($0)") }
+        let outputs = (0..<2).map { path("f\($0)") }
+        DispatchQueue.concurrentPerform(iterations: 2) { index in
+            var options = DownloadOptions()
+            options.connections = 4
+            options.retries = 20
+            options.retryWait = 0.01
+            options.connectionBudget = budget
+            let download = Download(url: urls[index], destination: .file(outputs[index]), options: options)
+            let outcome = Result { () throws(DownloadError) in try download.run { _ in } }
+            outcomes.withLock { $0[index] = outcome }
+        }
+        for index in 0..<2 {
+            if case let .failure(error)? = outcomes.withLock({ $0[index] }) { XCTFail("download \(index): \(error)") }
+            assertSameBytes(path("f\(index)"), resources[index])
+        }
+        XCTAssertEqual(budget.available, 2, "every spare connection taken was given back")
+    }
+}

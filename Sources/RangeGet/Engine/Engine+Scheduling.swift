@@ -5,12 +5,20 @@
 // per-host cap; stealing then hands more work to whatever runs faster.
 
 extension Engine {
-    /// Gives every idle connection within the limits a piece.
+    /// Gives every idle connection within the limits a piece. With a budget
+    /// shared among downloads, a transfer beyond one plus the spares held
+    /// first takes a spare connection (and stops here when none is free).
     func startIdleConnections(now: Double) -> EngineOutcome? {
         var busy = connections.count(where: \.isBusy)
         for connection in connections where !connection.isBusy && busy < connectionLimit {
+            let budget = busy >= 1 + sparesHeld ? settings.budget : nil
+            if let budget, !budget.take() { break }
             guard let mirror = chooseMirror(now: now),
-                  let (piece, race) = nextPiece(for: connection, now: now) else { break }
+                  let (piece, race) = nextPiece(for: connection, now: now) else {
+                budget?.giveBack()
+                break
+            }
+            if budget != nil { sparesHeld += 1 }
             do {
                 try launch(connection, piece, from: mirror, race: race, now: now)
             } catch {
@@ -19,6 +27,17 @@ extension Engine {
             busy += 1
         }
         return nil
+    }
+
+    /// Gives back the spare connections no transfer runs on any more, so
+    /// other downloads of the budget can use them: called whenever a
+    /// transfer ends, so that sparesHeld == max(0, busy - 1) between turns.
+    func returnSpares() {
+        guard let budget = settings.budget else { return }
+        let unused = sparesHeld - max(0, connections.count(where: \.isBusy) - 1)
+        guard unused > 0 else { return }
+        budget.giveBack(unused)
+        sparesHeld -= unused
     }
 
     /// The mirror for a connection about to start, among usable mirrors whose

@@ -23,6 +23,9 @@ struct EngineSettings: Sendable {
     var plain: Bool
     /// The most connections to one `scheme://host:port`.
     var maxPerHost: Int
+    /// Spare connections shared with other downloads: every transfer beyond
+    /// the first needs one. Nil: `connections` are this download's own.
+    var budget: ConnectionBudget?
 }
 
 /// How an engine run ended.
@@ -69,6 +72,9 @@ final class Engine: @unchecked Sendable {
     /// Seconds between quick (not fsynced, same-boot) saves of what is written:
     /// after kill -9 at most about this much transfer is fetched again.
     static let quickSaveInterval = 0.05
+    /// Spare connections taken from `settings.budget`: transfers may run on
+    /// one connection plus these.
+    var sparesHeld = 0
     private var meter = RateMeter(window: 3)
     private var lastReport = 0.0
     /// The opening request until the first connection adopts it: the bytes
@@ -143,6 +149,7 @@ final class Engine: @unchecked Sendable {
         for connection in connections where connection.isBusy {
             cancel(connection, reason: "stopped", requeue: true, now: MonotonicClock.now())
         }
+        returnSpares()
         switch outcome {
         case .complete, .remoteChanged, .rangesUnsupported:
             checkpointer?.waitForBackgroundSave()
@@ -222,6 +229,7 @@ final class Engine: @unchecked Sendable {
     func cancel(_ connection: Connection, reason: String, requeue: Bool, now: Double) {
         multi.remove(connection.easy)
         let finished = connection.abandon(reason: reason, now: now)
+        returnSpares()
         written.insert(finished.written)
         onEvent(.segmentFinished(connection: connection.id, written: finished.written, complete: false))
         if requeue, !partnerIsBusy(connection, in: finished.race) {
@@ -234,6 +242,7 @@ final class Engine: @unchecked Sendable {
 
     /// Records what a finished transfer wrote and decides what happens to the rest.
     func settle(_ connection: Connection, _ finished: FinishedTransfer, now: Double) -> EngineOutcome? {
+        returnSpares()
         written.insert(finished.written)
         var complete = false
         if case .complete = finished.end { complete = true }
