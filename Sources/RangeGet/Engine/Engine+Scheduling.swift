@@ -10,7 +10,14 @@ extension Engine {
     /// first takes a spare connection (and stops here when none is free).
     func startIdleConnections(now: Double) -> EngineOutcome? {
         var busy = connections.count(where: \.isBusy)
-        for connection in connections where !connection.isBusy && busy < connectionLimit {
+        while busy < connectionLimit {
+            let connection: Connection
+            do {
+                guard let idle = try idleConnection() else { break }
+                connection = idle
+            } catch {
+                return .failed(.network(url: mirrors[0].remote.url, message: error.message))
+            }
             let budget = busy >= 1 + sparesHeld ? settings.budget : nil
             if let budget, !budget.take() { break }
             guard let mirror = chooseMirror(now: now),

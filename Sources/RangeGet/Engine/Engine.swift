@@ -54,6 +54,7 @@ final class Engine: @unchecked Sendable {
     let planner: Planner
     let onEvent: @Sendable (DownloadEvent) -> Void
     private let file: OutputFile
+    private let transferOptions: TransferOptions
     private let multi: MultiHandle
     private let checkpointer: Checkpointer?
     private let stopRequested = Atomic<Bool>(false)
@@ -116,9 +117,7 @@ final class Engine: @unchecked Sendable {
         } else {
             checkpointer = nil
         }
-        for id in connections.count..<connectionLimit {
-            connections.append(try Connection(id: id, file: file, options: options))
-        }
+        transferOptions = options
         try multi.set(CURLMOPT_MAXCONNECTS, max(16, settings.connections * 2))
     }
 
@@ -216,6 +215,19 @@ final class Engine: @unchecked Sendable {
         let piece = Piece(range: ByteRange(0, end))
         connections[0].adopt(piece, from: mirrors[0], served: served, now: now)
         onEvent(.segmentStarted(connection: 0, range: piece.range, url: mirrors[0].remote.url))
+    }
+
+    /// An idle connection for the next transfer: one that ran before (its
+    /// handle keeps its connection alive for reuse), else a new one while
+    /// fewer than the connection limit exist. Created on demand, so a small
+    /// file (or one of a list, which may use every connection of the run)
+    /// makes no handles it never uses.
+    func idleConnection() throws(CurlError) -> Connection? {
+        if let idle = connections.first(where: { !$0.isBusy }) { return idle }
+        guard connections.count < connectionLimit else { return nil }
+        let connection = try Connection(id: connections.count, file: file, options: transferOptions)
+        connections.append(connection)
+        return connection
     }
 
     /// Starts `piece` on `connection`.
