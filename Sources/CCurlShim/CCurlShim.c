@@ -1,3 +1,5 @@
+#define _GNU_SOURCE /* sync_file_range */
+#include <fcntl.h>
 #include "CCurlShim.h"
 
 CURLcode rg_easy_setopt_long(CURL *easy, CURLoption option, long value) {
@@ -37,4 +39,8 @@ CURLcode rg_easy_getinfo_pointer(CURL *easy, CURLINFO info, void **value) {
 
 CURLMcode rg_multi_setopt_long(CURLM *multi, CURLMoption option, long value) {
     return curl_multi_setopt(multi, option, value);
+}
+
+int rg_start_writeback(int fd) {
+    return sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
 }

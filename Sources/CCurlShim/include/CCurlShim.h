@@ -1,6 +1,7 @@
 // Typed, non-variadic entry points for libcurl's variadic setters and getters.
 // Swift cannot call C variadic functions; each wrapper below fixes one
 // argument type, and passes `long` exactly where libcurl wants `long`.
+// Also the one Linux call Glibc's module map hides (it needs _GNU_SOURCE).
 #ifndef RANGEGET_CCURLSHIM_H
 #define RANGEGET_CCURLSHIM_H
 
@@ -23,5 +24,9 @@ CURLcode rg_easy_getinfo_string(CURL *easy, CURLINFO info, char **value);
 CURLcode rg_easy_getinfo_pointer(CURL *easy, CURLINFO info, void **value);
 
 CURLMcode rg_multi_setopt_long(CURLM *multi, CURLMoption option, long value);
+
+/// `sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE)`: starts writing the
+/// file's dirty pages to disk and returns at once; no durability promise.
+int rg_start_writeback(int fd);
 
 #endif

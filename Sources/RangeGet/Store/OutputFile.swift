@@ -1,6 +1,7 @@
 // OutputFile: the `.part` file bytes are written into, at their offsets,
 // straight from libcurl's buffer. The descriptor never changes after open, and
 // pwrite/fdatasync are safe from several threads, so the file is Sendable.
+import CCurlShim
 import Glibc
 
 /// An open data file: positioned writes, sync, size, an exclusive lock.
@@ -48,12 +49,14 @@ final class OutputFile: Sendable {
         guard retryingOnInterrupt({ calls.fdatasync(descriptor) }) == 0 else { throw IOError("sync", path) }
     }
 
-    /// Starts writeback of the file's dirty pages without waiting for it, and
-    /// lets the kernel drop pages already on disk: on Linux
-    /// `posix_fadvise(POSIX_FADV_DONTNEED)` does both. Durability still comes
-    /// only from `synchronize`.
+    /// Starts writeback of the file's dirty pages without waiting for it
+    /// (`sync_file_range(SYNC_FILE_RANGE_WRITE)`), so the next `synchronize`
+    /// finds little left. Durability still comes only from `synchronize`.
+    /// (`posix_fadvise(DONTNEED)`, used before, also starts writeback, but
+    /// walks and drops the file's whole page cache on every call: 1 GiB over
+    /// loopback took 1.06-1.09 s with it and 0.87-0.88 s with this.)
     func startWriteback() {
-        _ = posix_fadvise(descriptor, 0, 0, POSIX_FADV_DONTNEED)
+        _ = rg_start_writeback(descriptor)
     }
 
     /// Sets the length, dropping or zero-extending the end.
