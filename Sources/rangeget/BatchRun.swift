@@ -39,7 +39,7 @@ final class BatchRun: Sendable {
     /// Downloads every entry; returns the exit code.
     func run(jobs: Int) -> Int32 {
         let lanes = max(1, min(jobs, entries.count))
-        // The connections beyond one per lane (none when there are more lanes than connections).
+        // The connections beyond one per lane; a debt when there are more lanes than connections.
         let budget = ConnectionBudget(spare: settings.options.connections - lanes)
         let interrupts = InterruptHandler { [self] in
             let downloads = state.withLock { state in
@@ -51,14 +51,14 @@ final class BatchRun: Sendable {
         defer { interrupts.cancel() }
         // Real threads: each lane blocks in a download, and the global dispatch
         // queue runs only about one blocking job per core.
-        Lanes.run(count: lanes) { [self] in work(budget: budget, ownsConnection: lanes <= settings.options.connections) }
+        Lanes.run(count: lanes) { [self] in work(budget: budget) }
         display.clear()
         return finish()
     }
 
     /// One lane: takes the next entry until none is left, then gives its
-    /// connection (when it is one of the `-n`) to the files still running.
-    private func work(budget: ConnectionBudget, ownsConnection: Bool) {
+    /// connection to the files still running.
+    private func work(budget: ConnectionBudget) {
         while true {
             let taken: (index: Int, download: Download)? = state.withLock { state in
                 guard !state.stopping, state.next < entries.count else { return nil }
@@ -69,7 +69,7 @@ final class BatchRun: Sendable {
                 return (index, download)
             }
             guard let (index, download) = taken else {
-                if ownsConnection { budget.giveBack() }
+                budget.giveBack()
                 return
             }
             let result = Result { () throws(DownloadError) in

@@ -179,6 +179,27 @@ final class ConnectionBudgetTests: EndToEndTestCase {
         XCTAssertGreaterThanOrEqual(used, 3, "the large file ran on the connections the small ones freed: \(files)")
     }
 
+    /// More files at once than connections (`-j 4 -n 2`): the budget starts
+    /// in debt, and once the small files are done the large one still gets
+    /// both connections.
+    func testMoreJobsThanConnectionsStillHandTheLastFileEveryConnection() throws {
+        let large = Resource.generated(size: 6 << 20, seed: 420)
+        server.setResource(large, at: "large.bin")
+        let small = (1...3).map { Resource.generated(size: 100_000, seed: 420 + UInt64($0)) }
+        for (index, resource) in small.enumerated() { server.setResource(resource, at: "s\(index).bin") }
+        server.setRatePerConnection(2 << 20)
+        let list = ([server.url("large.bin")] + small.indices.map { server.url("s\($0).bin") }).joined(separator: "\n")
+        FileManager.default.createFile(atPath: path("list"), contents: Data(list.utf8))
+        try FileManager.default.createDirectory(atPath: path("out"), withIntermediateDirectories: true)
+        let run = try CLI.run(["-q", "--json", "-n", "2", "-j", "4", "-d", path("out"), "-i", path("list")],
+                              in: directory, timeout: 60)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        assertSameBytes(path("out/large.bin"), large)
+        let summary = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any])
+        let files = try XCTUnwrap(summary["files"] as? [[String: Any]])
+        XCTAssertEqual(files.first?["connectionsUsed"] as? Int, 2, "\(files)")
+    }
+
     /// Two downloads sharing two spare connections, one of them cut now and
     /// then: both complete, and afterwards both spares are back.
     func testSpareConnectionsAreAllGivenBack() throws {

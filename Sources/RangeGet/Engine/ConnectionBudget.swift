@@ -11,12 +11,14 @@ import Synchronization
 public final class ConnectionBudget: Sendable {
     private let spare: Mutex<Int>
 
-    /// A budget with `spare` connections beyond each download's first.
+    /// A budget with `spare` connections beyond each download's first. A
+    /// negative `spare` is a debt (more downloads at once than connections):
+    /// connections given back pay it off before any can be taken.
     public init(spare: Int) {
-        self.spare = Mutex(max(0, spare))
+        self.spare = Mutex(spare)
     }
 
-    /// Spare connections free now.
+    /// Spare connections free now (negative while in debt).
     public var available: Int { spare.withLock { $0 } }
 
     /// Takes one spare connection; false when none is free.

@@ -9,29 +9,25 @@ extension Engine {
     /// shared among downloads, a transfer beyond one plus the spares held
     /// first takes a spare connection (and stops here when none is free).
     func startIdleConnections(now: Double) -> EngineOutcome? {
-        var busy = connections.count(where: \.isBusy)
-        while busy < connectionLimit {
-            let connection: Connection
-            do {
-                guard let idle = try idleConnection() else { break }
-                connection = idle
-            } catch {
-                return .failed(.network(url: mirrors[0].remote.url, message: error.message))
+        while connections.count(where: \.isBusy) < connectionLimit {
+            if let budget = settings.budget, connections.count(where: \.isBusy) >= 1 + sparesHeld {
+                guard budget.take() else { break }
+                sparesHeld += 1
             }
-            let budget = busy >= 1 + sparesHeld ? settings.budget : nil
-            if let budget, !budget.take() { break }
+            // The piece first (a steal may end a transfer), then a handle for it.
+            let reuse = connections.first { !$0.isBusy }
             guard let mirror = chooseMirror(now: now),
-                  let (piece, race) = nextPiece(for: connection, now: now) else {
-                budget?.giveBack()
+                  let (piece, race) = nextPiece(thiefRate: reuse?.lastRate, now: now) else {
+                returnSpares()
                 break
             }
-            if budget != nil { sparesHeld += 1 }
             do {
+                let connection = if let reuse { reuse } else { try newConnection() }
+                if race != nil { onEvent(.raced(connection: connection.id, range: piece.range)) }
                 try launch(connection, piece, from: mirror, race: race, now: now)
             } catch {
                 return .failed(.network(url: mirror.remote.url, message: error.message))
             }
-            busy += 1
         }
         return nil
     }
@@ -73,13 +69,15 @@ extension Engine {
         return mirror.ratePerConnection
     }
 
-    private func nextPiece(for thief: Connection, now: Double) -> (Piece, Race?)? {
+    /// The next piece for a connection that fetched at `thiefRate` last
+    /// (nil: a new one): a queued piece, else a stolen end, else a race.
+    private func nextPiece(thiefRate: Double?, now: Double) -> (Piece, Race?)? {
         if let index = queue.firstIndex(where: { $0.notBefore <= now }) {
             return (queue.remove(at: index), nil)
         }
         guard queue.isEmpty, !settings.plain else { return nil }
-        if let stolen = steal(for: thief, now: now) { return (stolen, nil) }
-        return race(for: thief, now: now)
+        if let stolen = steal(thiefRate: thiefRate, now: now) { return (stolen, nil) }
+        return race(thiefRate: thiefRate, now: now)
     }
 
     /// Running transfers that may be cut or raced, with the rate to plan with:
@@ -96,10 +94,10 @@ extension Engine {
     /// The end of the piece that will take longest to finish, cut so that
     /// victim and thief finish together. A victim whose rate is not known yet
     /// is assumed to run like the thief did on its last piece.
-    private func steal(for thief: Connection, now: Double) -> Piece? {
+    private func steal(thiefRate lastRate: Double?, now: Double) -> Piece? {
         let running = candidates(now: now)
         let known = running.compactMap(\.rate).filter { $0 > 0 }.sorted()
-        let thiefRate = thief.lastRate ?? (known.isEmpty ? nil : known[known.count / 2])
+        let thiefRate = lastRate ?? (known.isEmpty ? nil : known[known.count / 2])
         func secondsLeft(_ candidate: (connection: Connection, remaining: ByteRange, rate: Double?)) -> Double {
             guard let rate = candidate.rate ?? thiefRate else { return Double(candidate.remaining.count) }
             return rate > 0 ? Double(candidate.remaining.count) / rate : .infinity
@@ -117,11 +115,11 @@ extension Engine {
     }
 
     /// The end game: a piece too small to cut whose connection is far slower
-    /// than a fresh request would be is fetched by `thief` as well.
-    private func race(for thief: Connection, now: Double) -> (Piece, Race)? {
+    /// than a fresh request would be is fetched by a free connection as well.
+    private func race(thiefRate lastRate: Double?, now: Double) -> (Piece, Race)? {
         let running = candidates(now: now)
         let known = running.compactMap(\.rate).filter { $0 > 0 }.sorted()
-        guard let thiefRate = thief.lastRate ?? (known.isEmpty ? nil : known[known.count / 2]) else { return nil }
+        guard let thiefRate = lastRate ?? (known.isEmpty ? nil : known[known.count / 2]) else { return nil }
         let slow = running.compactMap { candidate -> (Connection, ByteRange, Double)? in
             let rate = candidate.rate ?? (candidate.connection.age(now: now).sinceLastByte > max(1, 4 * setupDelay) ? 0 : nil)
             guard let rate, planner.shouldRace(candidate.remaining, victimRate: rate, thiefRate: thiefRate,
@@ -131,7 +129,6 @@ extension Engine {
         guard let (victim, remaining, _) = slow.max(by: { $0.1.count < $1.1.count }) else { return nil }
         let race = Race(frontier: remaining.start)
         victim.join(race)
-        onEvent(.raced(connection: thief.id, range: remaining))
         return (Piece(range: remaining), race)
     }
 }

@@ -138,7 +138,12 @@ final class Engine: @unchecked Sendable {
             queue = [Piece(range: ByteRange(0, size ?? Int64.max))]
             written = RangeSet()
         } else if let size {
-            queue = planner.plan(written.complement(size: size)).map { Piece(range: $0) }
+            // With a shared budget, plan for the connections it can give now (a
+            // piece per connection that will wait would cost a request each);
+            // spares that come later take work by stealing.
+            let available = settings.budget.map { min(settings.connections, 1 + max(0, $0.available)) }
+            let initial = available.map { Planner(connections: $0, minimumSplit: settings.minimumSplit) } ?? planner
+            queue = initial.plan(written.complement(size: size)).map { Piece(range: $0) }
         }
         let started = MonotonicClock.now()
         if let pendingOpening { adoptOpening(served: pendingOpening, now: started) }
@@ -217,14 +222,12 @@ final class Engine: @unchecked Sendable {
         onEvent(.segmentStarted(connection: 0, range: piece.range, url: mirrors[0].remote.url))
     }
 
-    /// An idle connection for the next transfer: one that ran before (its
-    /// handle keeps its connection alive for reuse), else a new one while
-    /// fewer than the connection limit exist. Created on demand, so a small
-    /// file (or one of a list, which may use every connection of the run)
-    /// makes no handles it never uses.
-    func idleConnection() throws(CurlError) -> Connection? {
-        if let idle = connections.first(where: { !$0.isBusy }) { return idle }
-        guard connections.count < connectionLimit else { return nil }
+    /// A new connection, for a transfer when every existing one is busy.
+    /// Connections are made on demand, so a small file (or one of a list,
+    /// which may use every connection of the run) makes no handle it never
+    /// uses; an idle one is always reused first (its handle keeps its
+    /// connection alive).
+    func newConnection() throws(CurlError) -> Connection {
         let connection = try Connection(id: connections.count, file: file, options: transferOptions)
         connections.append(connection)
         return connection
