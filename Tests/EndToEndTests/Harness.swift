@@ -9,6 +9,12 @@ struct Run {
     var status: Int32
     var stdout: String
     var stderr: String
+
+    /// stdout as the JSON object `--json` prints.
+    func jsonObject() throws -> [String: Any] {
+        let object = try JSONSerialization.jsonObject(with: Data(stdout.utf8)) as? [String: Any]
+        return try XCTUnwrap(object, stdout)
+    }
 }
 
 enum CLI {

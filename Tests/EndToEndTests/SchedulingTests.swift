@@ -23,8 +23,7 @@ final class SchedulingTests: EndToEndTestCase {
     }
 
     private func json(_ run: Run) throws -> [String: Any] {
-        let object = try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any]
-        return try XCTUnwrap(object, run.stdout)
+        try run.jsonObject()
     }
 
     /// axel and aria2 "stuck at 99%": one request stalls forever after 256 KiB.
@@ -157,24 +156,32 @@ final class SchedulingTests: EndToEndTestCase {
 /// The connections of a list are shared: a large file gets those the small
 /// ones no longer need, and every spare connection taken is given back.
 final class ConnectionBudgetTests: EndToEndTestCase {
-    /// 1 x 8 MiB and 3 small files over `-n 4` at 2 MiB/s per connection: a
-    /// static split gives the large file one connection (about 4 s); once the
-    /// small ones are done it gets the other three.
-    func testLargeFileOfAListTakesTheConnectionsTheSmallOnesNoLongerNeed() throws {
-        let large = Resource.generated(size: 8 << 20, seed: 401)
+    /// Runs `rangeget -q --json ARGUMENTS -d out -i list` on a list of one
+    /// large file then 3 small ones, at 2 MiB/s per connection; checks the
+    /// exit status and the large file, and returns the per-file summaries.
+    private func runList(largeSize: Int64, seed: UInt64, _ arguments: [String]) throws
+        -> (files: [[String: Any]], small: [Resource]) {
+        let large = Resource.generated(size: largeSize, seed: seed)
         server.setResource(large, at: "large.bin")
-        let small = (1...3).map { Resource.generated(size: 100_000, seed: 401 + UInt64($0)) }
+        let small = (1...3).map { Resource.generated(size: 100_000, seed: seed + UInt64($0)) }
         for (index, resource) in small.enumerated() { server.setResource(resource, at: "s\(index).bin") }
         server.setRatePerConnection(2 << 20)
         let list = ([server.url("large.bin")] + small.indices.map { server.url("s\($0).bin") }).joined(separator: "\n")
         FileManager.default.createFile(atPath: path("list"), contents: Data(list.utf8))
         try FileManager.default.createDirectory(atPath: path("out"), withIntermediateDirectories: true)
-        let run = try CLI.run(["-q", "--json", "-n", "4", "-d", path("out"), "-i", path("list")], in: directory, timeout: 60)
+        let run = try CLI.run(["-q", "--json"] + arguments + ["-d", path("out"), "-i", path("list")],
+                              in: directory, timeout: 60)
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(path("out/large.bin"), large)
+        return (try XCTUnwrap(try run.jsonObject()["files"] as? [[String: Any]]), small)
+    }
+
+    /// 1 x 8 MiB and 3 small files over `-n 4` at 2 MiB/s per connection: a
+    /// static split gives the large file one connection (about 4 s); once the
+    /// small ones are done it gets the other three.
+    func testLargeFileOfAListTakesTheConnectionsTheSmallOnesNoLongerNeed() throws {
+        let (files, small) = try runList(largeSize: 8 << 20, seed: 401, ["-n", "4"])
         for (index, resource) in small.enumerated() { assertSameBytes(path("out/s\(index).bin"), resource) }
-        let summary = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any])
-        let files = try XCTUnwrap(summary["files"] as? [[String: Any]])
         let used = try XCTUnwrap(files.first?["connectionsUsed"] as? Int, "\(files)")
         XCTAssertGreaterThanOrEqual(used, 3, "the large file ran on the connections the small ones freed: \(files)")
     }
@@ -183,20 +190,7 @@ final class ConnectionBudgetTests: EndToEndTestCase {
     /// in debt, and once the small files are done the large one still gets
     /// both connections.
     func testMoreJobsThanConnectionsStillHandTheLastFileEveryConnection() throws {
-        let large = Resource.generated(size: 6 << 20, seed: 420)
-        server.setResource(large, at: "large.bin")
-        let small = (1...3).map { Resource.generated(size: 100_000, seed: 420 + UInt64($0)) }
-        for (index, resource) in small.enumerated() { server.setResource(resource, at: "s\(index).bin") }
-        server.setRatePerConnection(2 << 20)
-        let list = ([server.url("large.bin")] + small.indices.map { server.url("s\($0).bin") }).joined(separator: "\n")
-        FileManager.default.createFile(atPath: path("list"), contents: Data(list.utf8))
-        try FileManager.default.createDirectory(atPath: path("out"), withIntermediateDirectories: true)
-        let run = try CLI.run(["-q", "--json", "-n", "2", "-j", "4", "-d", path("out"), "-i", path("list")],
-                              in: directory, timeout: 60)
-        XCTAssertEqual(run.status, 0, run.stderr)
-        assertSameBytes(path("out/large.bin"), large)
-        let summary = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any])
-        let files = try XCTUnwrap(summary["files"] as? [[String: Any]])
+        let (files, _) = try runList(largeSize: 6 << 20, seed: 420, ["-n", "2", "-j", "4"])
         XCTAssertEqual(files.first?["connectionsUsed"] as? Int, 2, "\(files)")
     }
 

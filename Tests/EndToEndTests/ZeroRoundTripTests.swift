@@ -99,8 +99,7 @@ final class ZeroRoundTripTests: EndToEndTestCase {
                                server.url("f"), healthy.url("f")], in: directory, timeout: 60)
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(output, resource)
-        let summary = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any])
-        let mirrors = try XCTUnwrap(summary["mirrors"] as? [[String: Any]])
+        let mirrors = try XCTUnwrap(try run.jsonObject()["mirrors"] as? [[String: Any]])
         XCTAssertNotNil(mirrors.first?["dropped"], "\(mirrors)")
         XCTAssertGreaterThanOrEqual(healthy.statistics.requests.filter { $0.status == 206 }.count, 2, "still segmented")
     }

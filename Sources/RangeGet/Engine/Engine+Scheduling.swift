@@ -9,8 +9,11 @@ extension Engine {
     /// shared among downloads, a transfer beyond one plus the spares held
     /// first takes a spare connection (and stops here when none is free).
     func startIdleConnections(now: Double) -> EngineOutcome? {
-        while connections.count(where: \.isBusy) < connectionLimit {
-            if let budget = settings.budget, connections.count(where: \.isBusy) >= 1 + sparesHeld {
+        while true {
+            // Counted anew each turn: a steal below may end a transfer.
+            let busy = connections.count(where: \.isBusy)
+            guard busy < connectionLimit else { break }
+            if let budget = settings.budget, busy >= 1 + sparesHeld {
                 guard budget.take() else { break }
                 sparesHeld += 1
             }

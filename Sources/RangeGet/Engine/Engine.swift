@@ -141,9 +141,9 @@ final class Engine: @unchecked Sendable {
             // With a shared budget, plan for the connections it can give now (a
             // piece per connection that will wait would cost a request each);
             // spares that come later take work by stealing.
-            let available = settings.budget.map { min(settings.connections, 1 + max(0, $0.available)) }
-            let initial = available.map { Planner(connections: $0, minimumSplit: settings.minimumSplit) } ?? planner
-            queue = initial.plan(written.complement(size: size)).map { Piece(range: $0) }
+            let reachable = settings.budget.map { min(settings.connections, 1 + max(0, $0.available)) } ?? settings.connections
+            queue = Planner(connections: reachable, minimumSplit: settings.minimumSplit)
+                .plan(written.complement(size: size)).map { Piece(range: $0) }
         }
         let started = MonotonicClock.now()
         if let pendingOpening { adoptOpening(served: pendingOpening, now: started) }
