@@ -173,6 +173,7 @@ public final class Download: Sendable {
         let restart = options.restart && tally.attempts == 1
         if case let .file(path) = destination { try checkWritable(output: path) }
         let prober = Prober(options: options.transfer)
+        defer { tally.tcpConnections += prober.connectionsOpened.total }
         // A partial download's first bytes are usually on disk already (the
         // opening request, from byte 0, would fetch them again), or another
         // run holds it and this one is about to be refused.
@@ -243,7 +244,8 @@ public final class Download: Sendable {
                 let result = DownloadResult(
                     path: output, size: size, seconds: tally.seconds + MonotonicClock.now() - started,
                     bytesFetched: tally.fetched, bytesReused: tally.reused ?? 0, retries: tally.retries,
-                    mirrors: merge(probeReports, tally.mirrors), connectionsUsed: tally.connectionsUsed)
+                    mirrors: merge(probeReports, tally.mirrors), connectionsUsed: tally.connectionsUsed,
+                    tcpConnections: tally.tcpConnections + prober.connectionsOpened.total)
                 onEvent(.finished(result))
                 return result
             case .stopped:
@@ -328,6 +330,7 @@ public final class Download: Sendable {
                 opened = request
                 results.withLock { $0[0] = .success(remote) }
             } else {
+                prober.connectionsOpened.add(request?.connectionsOpened ?? 0)
                 let result = Result { () throws(DownloadError) in try prober.probe(url) }
                 results.withLock { $0[0] = result }
             }

@@ -20,12 +20,15 @@ struct Tally: Sendable {
     var retries = 0
     /// The most connections that carried a transfer in one engine run.
     var connectionsUsed = 0
+    /// TCP connections opened, probes included.
+    var tcpConnections = 0
     /// Per URL: engine figures added up over every engine run.
     var mirrors: [String: MirrorReport] = [:]
 
     /// Adds one engine run's figures.
     mutating func add(_ reports: [MirrorReport]) {
         for report in reports {
+            tcpConnections += report.tcpConnections
             guard var total = mirrors[report.url] else {
                 mirrors[report.url] = report
                 continue
@@ -34,6 +37,8 @@ struct Tally: Sendable {
             total.seconds += report.seconds
             total.errors += report.errors
             total.dropped = report.dropped
+            total.tcpConnections += report.tcpConnections
+            total.httpVersion = report.httpVersion ?? total.httpVersion
             mirrors[report.url] = total
         }
     }

@@ -88,6 +88,8 @@ public struct DownloadResult: Sendable, Equatable {
     public var mirrors: [MirrorReport]
     /// Connections that carried at least one transfer.
     public var connectionsUsed: Int
+    /// TCP connections opened, probes included (keep-alive reuse opens none).
+    public var tcpConnections: Int
 }
 
 /// What one mirror contributed to a download.
@@ -102,6 +104,10 @@ public struct MirrorReport: Sendable, Equatable, Codable {
     public var errors: Int
     /// Why it was dropped, nil if it stayed in use.
     public var dropped: String?
+    /// TCP connections the transfers opened to it (probes not included).
+    public var tcpConnections = 0
+    /// The HTTP version of its last response ("1.1", "2"), nil before one.
+    public var httpVersion: String?
 
     /// Bytes per second per connection.
     public var bytesPerSecond: Double { seconds > 0 ? Double(bytes) / seconds : 0 }

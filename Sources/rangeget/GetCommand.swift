@@ -84,6 +84,12 @@ enum GetCommand {
             },
             .value(nil, "user-agent", "TEXT", "the User-Agent header") { $0.options.transfer.userAgent = $1 },
             .value(nil, "proxy", "URL", "use this proxy") { $0.options.transfer.proxy = $1 },
+            .flag(nil, "http2", "offer HTTP/2 over TLS (default HTTP/1.1; either way each range has a TCP connection of its own)") {
+                $0.options.transfer.httpVersion = .http2
+            },
+            .flag(nil, "multiplex", "let ranges to one host share a TCP connection as HTTP/2 streams (one flow; off by default)") {
+                $0.options.transfer.multiplex = true
+            },
             .flag(nil, "insecure", "do not verify TLS certificates") { $0.options.transfer.insecure = true },
             .value(nil, "cacert", "FILE", "verify TLS certificates with the CAs in FILE") { $0.options.transfer.caCertificates = $1 },
             .flag("h", "help", "show this help") { $0.help = true },
@@ -199,6 +205,9 @@ enum GetCommand {
         line += ", \(ByteCount.format(Int64(rate)))/s"
         if result.bytesReused > 0 { line += ", \(ByteCount.format(result.bytesReused)) reused from an earlier run" }
         if result.retries > 0 { line += ", \(result.retries) retries" }
+        line += ", \(result.tcpConnections) TCP connection\(result.tcpConnections == 1 ? "" : "s")"
+        let versions = Set(result.mirrors.compactMap(\.httpVersion)).sorted()
+        if !versions.isEmpty { line += " over " + versions.map { "HTTP/\($0)" }.joined(separator: " and ") }
         if result.mirrors.count > 1 {
             let parts = result.mirrors.map { mirror in
                 let host = URLComponents(string: mirror.url).map { "\($0.host ?? ""):\($0.port.map(String.init) ?? "")" } ?? mirror.url

@@ -16,6 +16,7 @@ struct JSONSummary: Encodable {
     var bytesReused: Int64?
     var retries: Int?
     var connectionsUsed: Int?
+    var tcpConnections: Int?
     var mirrors: [Mirror]
 
     struct Mirror: Encodable {
@@ -24,6 +25,8 @@ struct JSONSummary: Encodable {
         var bytesPerSecondPerConnection: Double
         var errors: Int
         var dropped: String?
+        var tcpConnections: Int
+        var httpVersion: String?
     }
 
     init(result: DownloadResult) {
@@ -37,9 +40,11 @@ struct JSONSummary: Encodable {
         bytesReused = result.bytesReused
         retries = result.retries
         connectionsUsed = result.connectionsUsed
+        tcpConnections = result.tcpConnections
         mirrors = result.mirrors.map {
             Mirror(url: $0.url, bytes: $0.bytes, bytesPerSecondPerConnection: $0.bytesPerSecond,
-                   errors: $0.errors, dropped: $0.dropped)
+                   errors: $0.errors, dropped: $0.dropped, tcpConnections: $0.tcpConnections,
+                   httpVersion: $0.httpVersion)
         }
     }
 
@@ -47,7 +52,10 @@ struct JSONSummary: Encodable {
         outcome = code == .interrupted ? "interrupted" : "failed"
         exitCode = code.rawValue
         self.error = error.description
-        mirrors = urls.map { Mirror(url: $0, bytes: 0, bytesPerSecondPerConnection: 0, errors: 0, dropped: nil) }
+        mirrors = urls.map {
+            Mirror(url: $0, bytes: 0, bytesPerSecondPerConnection: 0, errors: 0, dropped: nil, tcpConnections: 0,
+                   httpVersion: nil)
+        }
     }
 
     func encoded() -> String { Self.encode(self) }

@@ -151,7 +151,7 @@ public struct MirrorBenchmark: Sendable {
     }
 
     /// A one-byte ranged GET: time to first byte, HTTP version, Server header.
-    private func firstByte(of url: String) throws -> (seconds: Double, httpVersion: String, server: String?) {
+    private func firstByte(of url: String) throws -> (seconds: Double, httpVersion: String?, server: String?) {
         let fetched = try fetch(url, range: ByteRange(0, 1))
         return (fetched.timeToFirstByte, fetched.httpVersion, fetched.head["server"])
     }
@@ -167,7 +167,7 @@ public struct MirrorBenchmark: Sendable {
     }
 
 
-    private func fetch(_ url: String, range: ByteRange) throws -> (head: ResponseHead, body: [UInt8], timeToFirstByte: Double, httpVersion: String) {
+    private func fetch(_ url: String, range: ByteRange) throws -> (head: ResponseHead, body: [UInt8], timeToFirstByte: Double, httpVersion: String?) {
         let easy = try EasyHandle()
         try easy.configure(url: url, options: transfer)
         try easy.setHeaders(transfer.headers)

@@ -90,8 +90,8 @@ final class EasyHandle {
         return String(cString: pointer)
     }
 
-    /// The HTTP version libcurl used for the last response, e.g. "1.1" or "2".
-    var httpVersion: String {
+    /// The HTTP version of the last response, e.g. "1.1" or "2"; nil when none came.
+    var httpVersion: String? {
         var version = 0
         _ = rg_easy_getinfo_long(raw, CURLINFO_HTTP_VERSION, &version)
         switch version {
@@ -99,8 +99,15 @@ final class EasyHandle {
         case Int(CURL_HTTP_VERSION_1_1): return "1.1"
         case Int(CURL_HTTP_VERSION_2_0): return "2"
         case Int(CURL_HTTP_VERSION_3): return "3"
-        default: return "?"
+        default: return nil
         }
+    }
+
+    /// TCP connections libcurl opened for the last transfer (0 when it reused one).
+    var connectionsOpened: Int {
+        var count = 0
+        _ = rg_easy_getinfo_long(raw, CURLINFO_NUM_CONNECTS, &count)
+        return count
     }
 
     /// Seconds from the start of the last transfer to its first byte.

@@ -8,10 +8,13 @@ import CCurlShim
 final class MultiHandle {
     let raw: UnsafeMutableRawPointer
 
-    init() throws(CurlError) {
+    /// A multi handle; unless `multiplex`, two transfers in flight never
+    /// share a connection (libcurl multiplexes HTTP/2 streams by default).
+    init(multiplex: Bool) throws(CurlError) {
         _ = CurlGlobal.initialized
         guard let raw = curl_multi_init() else { throw CurlError(CURLE_FAILED_INIT) }
         self.raw = raw
+        try set(CURLMOPT_PIPELINING, multiplex ? Int(CURLPIPE_MULTIPLEX) : Int(CURLPIPE_NOTHING))
     }
 
     deinit {

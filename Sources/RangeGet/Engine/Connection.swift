@@ -287,6 +287,8 @@ final class Connection {
         let finished = FinishedTransfer(piece: piece, end: end, written: writtenSoFar!, mirror: mirror, race: race)
         totalBytes += transferBytes
         mirror.bytes += transferBytes
+        mirror.tcpConnections += easy.connectionsOpened
+        if let version = easy.httpVersion { mirror.httpVersion = version }
         mirror.busySeconds += now - startedAt
         mirror.activeConnections -= 1
         self.piece = nil

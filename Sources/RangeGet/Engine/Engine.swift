@@ -107,7 +107,8 @@ final class Engine: @unchecked Sendable {
             connections.append(connection)
         } else {
             opening?.end()
-            multi = try MultiHandle()
+            mirrors[0].tcpConnections += opening?.connectionsOpened ?? 0
+            multi = try MultiHandle(multiplex: options.multiplex)
         }
         pendingOpening = adopts ? .some(opening?.served) : nil
         planner = Planner(connections: settings.connections, minimumSplit: settings.minimumSplit)

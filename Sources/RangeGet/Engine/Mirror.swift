@@ -19,6 +19,10 @@ final class Mirror {
     var activeConnections = 0
     /// Seconds a transfer of this mirror was running, summed over its connections.
     var busySeconds = 0.0
+    /// TCP connections its transfers opened.
+    var tcpConnections = 0
+    /// The HTTP version of its last response.
+    var httpVersion: String?
 
     init(index: Int, remote: RemoteFile) {
         self.index = index
@@ -43,6 +47,7 @@ final class Mirror {
 
     /// The figures for the final report.
     var report: MirrorReport {
-        MirrorReport(url: remote.url, bytes: bytes, seconds: busySeconds, errors: errors, dropped: droppedBecause)
+        MirrorReport(url: remote.url, bytes: bytes, seconds: busySeconds, errors: errors, dropped: droppedBecause,
+                     tcpConnections: tcpConnections, httpVersion: httpVersion)
     }
 }

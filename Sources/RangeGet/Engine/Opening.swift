@@ -28,7 +28,7 @@ final class Opening {
 
     /// Sends the request for the first `length` bytes of `url`.
     init(url: String, length: Int64, options: TransferOptions) throws(CurlError) {
-        multi = try MultiHandle()
+        multi = try MultiHandle(multiplex: options.multiplex)
         connection = try Connection(id: 0, file: nil, options: options)
         try connection.open(url, range: ByteRange(0, length), now: MonotonicClock.now())
         self.length = length
@@ -86,6 +86,9 @@ final class Opening {
     private static func isFinal(_ head: ResponseHead) -> Bool {
         head.isComplete && !(100..<200).contains(head.status) && !(300..<400).contains(head.status)
     }
+
+    /// TCP connections the request opened.
+    var connectionsOpened: Int { connection.easy.connectionsOpened }
 
     /// Ends the request (its connection's handle leaves the multi handle).
     func end() {

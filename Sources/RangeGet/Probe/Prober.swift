@@ -4,9 +4,12 @@
 // the total from Content-Range; a 200 to that, or a ranged GET that never
 // answers, means one plain stream.
 import CCurl
+import Synchronization
 
 struct Prober {
     let options: TransferOptions
+    /// TCP connections the probes opened, from every thread probing with this prober.
+    let connectionsOpened = ConnectionCount()
 
     /// Probes `url`, following redirects; `skipHead` goes straight to the
     /// ranged GET (after a HEAD was caught lying about the size).
@@ -34,6 +37,7 @@ struct Prober {
         // A HEAD that hangs must not hold up the download: the GET probe follows.
         try easy.set(CURLOPT_TIMEOUT_MS, Int((options.connectTimeout + options.stallTimeout) * 1000))
         var collector = HeadCollector()
+        defer { connectionsOpened.add(easy.connectionsOpened) }
         try withCollector(&collector, on: easy) { try easy.perform() }
         let head = collector.head
         guard (200..<300).contains(head.status) else {
@@ -60,6 +64,7 @@ struct Prober {
             } catch let error as CurlError {
                 failure = error
             }
+            connectionsOpened.add(easy.connectionsOpened)
         } catch {
             throw .network(url: url, message: "\(error)")
         }
@@ -113,6 +118,17 @@ struct Prober {
             try body()
         }
     }
+}
+
+/// A count of TCP connections opened, safe to add to from any thread.
+final class ConnectionCount: Sendable {
+    private let count = Atomic<Int>(0)
+
+    func add(_ opened: Int) {
+        count.add(opened, ordering: .relaxed)
+    }
+
+    var total: Int { count.load(ordering: .relaxed) }
 }
 
 /// Collects a probe's response head and refuses bodies beyond one byte.
