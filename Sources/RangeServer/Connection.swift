@@ -191,19 +191,35 @@ final class Connection {
 
     /// Sends `count` bytes through `write(offset, maxCount)`, which sends
     /// at most `maxCount` bytes from `offset` and returns how many it sent,
-    /// pacing the writes to the connection's current rate.
+    /// pacing the writes to the connection's current rate and the server's
+    /// current total rate: a slice waits for the connection's bucket, then
+    /// books its slot on the shared uplink and waits for that.
     private func sendPaced(_ count: Int64, _ write: (_ offset: Int64, _ maxCount: Int) throws -> Int) throws {
+        core.uplink.beginSending()
+        defer { core.uplink.endSending() }
         var done: Int64 = 0
+        // Booked on the uplink but not sent yet, after a write shorter than
+        // its slice (generated content ends a chunk where its pattern wraps).
+        var prepaid = 0
         while done < count {
             var maxCount = Int(min(count - done, Int64(Self.unpacedChunk)))
-            let rate = core.rate
-            if let rate {
+            let rates = core.rates
+            if let rate = rates.perConnection {
                 maxCount = min(maxCount, Pacer.sliceSize(rate: rate))
                 guard stop.sleep(pacer.delay(now: monotonicSeconds())) else { throw Stopped() }
             }
+            if prepaid > 0 {
+                maxCount = min(maxCount, prepaid)
+            } else if let total = rates.total {
+                maxCount = min(maxCount, core.uplink.sliceSize(rate: total))
+                let start = core.uplink.book(maxCount, rate: total, now: monotonicSeconds())
+                prepaid = maxCount
+                guard stop.sleep(start - monotonicSeconds()) else { throw Stopped() }
+            }
             let now = monotonicSeconds()
             let sent = try write(done, maxCount)
-            if let rate { pacer.book(sent, rate: rate, now: now) }
+            if let rate = rates.perConnection { pacer.book(sent, rate: rate, now: now) }
+            prepaid = max(0, prepaid - sent)
             done += Int64(sent)
         }
     }

@@ -2,8 +2,9 @@
 // faults and statistics. See README.md in this folder.
 import FoundationEssentials
 
-/// A range-capable HTTP/1.1 server on 127.0.0.1 with per-connection rate
-/// limits, latency and injectable faults, for tests, demos and benchmarks.
+/// A range-capable HTTP/1.1 server on 127.0.0.1 with per-connection and
+/// server-wide rate limits, latency and injectable faults, for tests, demos
+/// and benchmarks.
 ///
 /// One thread accepts connections and one thread serves each connection.
 /// Every method is thread-safe; settings changed while running apply to the
@@ -16,6 +17,11 @@ public final class RangeServer: Sendable {
         /// Bytes per second per connection (a smooth token bucket over the
         /// connection's lifetime); nil for no limit.
         public var ratePerConnection: Int?
+        /// Bytes per second for the whole server, shared by all its
+        /// connections (one token bucket, like an uplink; connections
+        /// sending at once get equal shares); nil for no limit. Applies on
+        /// top of ``ratePerConnection``: a send waits for both.
+        public var totalRate: Int?
         /// Seconds to wait before sending each response's headers.
         public var latency: Double
         /// Fault rules; the first matching rule wins.
@@ -26,14 +32,15 @@ public final class RangeServer: Sendable {
         /// server stays small; later ones are only counted.
         public var maxRecordedRequests: Int
 
-        /// A configuration; the defaults give an ephemeral port, no limit,
+        /// A configuration; the defaults give an ephemeral port, no limits,
         /// no latency, no faults, a 30 s idle timeout and 100,000 records.
         public init(
-            port: UInt16 = 0, ratePerConnection: Int? = nil, latency: Double = 0, faults: [FaultRule] = [],
-            idleTimeout: Double = 30, maxRecordedRequests: Int = 100_000
+            port: UInt16 = 0, ratePerConnection: Int? = nil, totalRate: Int? = nil, latency: Double = 0,
+            faults: [FaultRule] = [], idleTimeout: Double = 30, maxRecordedRequests: Int = 100_000
         ) {
             self.port = port
             self.ratePerConnection = ratePerConnection
+            self.totalRate = totalRate
             self.latency = latency
             self.faults = faults
             self.idleTimeout = idleTimeout
@@ -107,6 +114,13 @@ public final class RangeServer: Sendable {
     /// Sets the per-connection rate in bytes per second; nil for no limit.
     public func setRatePerConnection(_ bytesPerSecond: Int?) {
         core.state.withLock { $0.rate = bytesPerSecond.map { max(1, $0) } }
+    }
+
+    /// Sets the rate of the whole server in bytes per second, shared by all
+    /// its connections; nil for no limit. Applies from each connection's
+    /// next slice.
+    public func setTotalRate(_ bytesPerSecond: Int?) {
+        core.state.withLock { $0.totalRate = bytesPerSecond.map { max(1, $0) } }
     }
 
     /// Sets the delay before each response's headers, in seconds.

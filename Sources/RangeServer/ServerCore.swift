@@ -23,6 +23,7 @@ final class ServerCore: Sendable {
     struct State {
         var port: UInt16
         var rate: Int?
+        var totalRate: Int?
         var latency: Double
         var idleTimeout: Double
         var maxRecordedRequests: Int
@@ -58,11 +59,14 @@ final class ServerCore: Sendable {
     }
 
     let state: Mutex<State>
+    /// The shared bucket of `totalRate`, across start() and stop().
+    let uplink = Uplink()
 
     init(configuration: RangeServer.Configuration) {
         state = Mutex(
             State(
-                port: configuration.port, rate: configuration.ratePerConnection, latency: configuration.latency,
+                port: configuration.port, rate: configuration.ratePerConnection,
+                totalRate: configuration.totalRate.map { max(1, $0) }, latency: configuration.latency,
                 idleTimeout: configuration.idleTimeout, maxRecordedRequests: configuration.maxRecordedRequests,
                 faults: configuration.faults))
     }
@@ -281,7 +285,8 @@ final class ServerCore: Sendable {
     }
 
     var latency: Double { state.withLock { $0.latency } }
-    var rate: Int? { state.withLock { $0.rate } }
+    /// The per-connection and the shared rate, read together.
+    var rates: (perConnection: Int?, total: Int?) { state.withLock { ($0.rate, $0.totalRate) } }
     var idleTimeout: Double { state.withLock { $0.idleTimeout } }
 
     // MARK: Statistics
