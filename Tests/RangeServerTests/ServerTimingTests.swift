@@ -24,6 +24,63 @@ final class ServerTimingTests: XCTestCase {
         XCTAssertLessThan(Date().timeIntervalSince(fast), 0.3)
     }
 
+    func testTotalRateCapsOneConnection() throws {
+        let rate = 2 << 20
+        let server = try startServer(
+            ["f.bin": .generated(size: 64 << 20, seed: 3)], configuration: .init(totalRate: rate), on: self)
+        let seconds = 0.8
+        let received = try receiveConcurrently(from: server, "/f.bin", connections: 1, for: seconds)
+        let share = Double(received[0]) / (Double(rate) * seconds)
+        print("total rate, one connection: \(String(format: "%.2f", share)) of the total rate")
+        XCTAssertGreaterThan(share, 0.6)
+        XCTAssertLessThan(share, 1.4)
+
+        server.setTotalRate(nil)
+        server.setResource(.generated(size: 4 << 20, seed: 3), at: "g.bin")
+        let fast = Date()
+        XCTAssertEqual(try fetch(server, "/g.bin").body.count, 4 << 20)
+        XCTAssertLessThan(Date().timeIntervalSince(fast), 0.5)
+    }
+
+    func testTotalRateIsSharedFairlyByFourConnections() throws {
+        let rate = 2 << 20
+        let server = try startServer(
+            ["f.bin": .generated(size: 64 << 20, seed: 3)], configuration: .init(totalRate: rate), on: self)
+        let seconds = 1.0
+        let received = try receiveConcurrently(from: server, "/f.bin", connections: 4, for: seconds)
+        let shares = received.map { Double($0) / (Double(rate) * seconds) }
+        print("total rate, four connections: \(shares.map { String(format: "%.3f", $0) }) of the total rate")
+        // About R in total, not 4R; each about R/4, none starved.
+        XCTAssertGreaterThan(shares.reduce(0, +), 0.6)
+        XCTAssertLessThan(shares.reduce(0, +), 1.4)
+        for share in shares { XCTAssertGreaterThan(share, 1.0 / 8) }
+    }
+
+    func testTheSmallerOfBothRatesBinds() throws {
+        let server = try startServer(
+            ["f.bin": .generated(size: 64 << 20, seed: 3)],
+            configuration: .init(ratePerConnection: 512 << 10, totalRate: 4 << 20), on: self)
+        let seconds = 0.6
+        // The connection cap binds: two connections get 2 x 512 KiB/s, not 4 MiB/s.
+        let perConnection = try receiveConcurrently(from: server, "/f.bin", connections: 2, for: seconds)
+            .map { Double($0) / (Double(512 << 10) * seconds) }
+        print("both rates, connection cap binds: \(perConnection.map { String(format: "%.2f", $0) }) of 512 KiB/s")
+        for share in perConnection {
+            XCTAssertGreaterThan(share, 0.6)
+            XCTAssertLessThan(share, 1.4)
+        }
+
+        // The total cap binds: two connections get 1 MiB/s together, not 2 x 4 MiB/s.
+        server.setRatePerConnection(4 << 20)
+        server.setTotalRate(1 << 20)
+        let total = try receiveConcurrently(from: server, "/f.bin", connections: 2, for: seconds)
+            .map { Double($0) / (Double(1 << 20) * seconds) }
+        print("both rates, total cap binds: \(total.map { String(format: "%.2f", $0) }) of 1 MiB/s")
+        XCTAssertGreaterThan(total.reduce(0, +), 0.6)
+        XCTAssertLessThan(total.reduce(0, +), 1.4)
+        for share in total { XCTAssertGreaterThan(share, 0.25) }
+    }
+
     func testLatencyComesBeforeEveryResponse() throws {
         let server = try startServer(["f.bin": .data([1, 2, 3])], configuration: .init(latency: 0.15), on: self)
         let connection = try TestConnection(port: server.port)

@@ -232,3 +232,39 @@ func startServer(
     testCase.addTeardownBlock { server.stop() }
     return server
 }
+
+/// Opens `count` connections, sends each a GET of `path` at once and reads
+/// on every connection in a thread of its own for `seconds`. Returns the
+/// bytes each connection received in that time (heads included, a few
+/// hundred bytes), for rate and fairness checks.
+func receiveConcurrently(
+    from server: RangeServer, _ path: String, connections count: Int, for seconds: Double
+) throws -> [Int] {
+    final class Tally: @unchecked Sendable {
+        let lock = NSLock()
+        var bytes: [Int]
+        init(_ count: Int) { bytes = Array(repeating: 0, count: count) }
+    }
+    let connections = try (0..<count).map { _ in try TestConnection(port: server.port, timeout: 0.05) }
+    let tally = Tally(count)
+    let group = DispatchGroup()
+    let deadline = Date().addingTimeInterval(seconds)
+    for connection in connections { connection.sendRequest("GET", path) }
+    for (index, connection) in connections.enumerated() {
+        let fd = connection.fd
+        group.enter()
+        Thread {
+            var buffer = [UInt8](repeating: 0, count: 256 << 10)
+            var total = 0
+            while Date() < deadline {
+                let received = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+                if received > 0 { total += received } else if received == 0 || errno != EAGAIN && errno != EINTR { break }
+            }
+            tally.lock.withLock { tally.bytes[index] = total }
+            group.leave()
+        }.start()
+    }
+    group.wait()
+    withExtendedLifetime(connections) {}
+    return tally.lock.withLock { tally.bytes }
+}
