@@ -1,6 +1,6 @@
 // `rangeget serve DIR`: the project's own range-capable HTTP/1.1 server on
-// loopback, with per-connection rate limits, latency and injected faults, for
-// demos and benchmarks. The server itself is the RangeServer library.
+// loopback, with per-connection and total rate limits, latency and injected
+// faults, for demos and benchmarks. The server itself is the RangeServer library.
 import Glibc
 import Dispatch
 import FoundationEssentials
@@ -22,6 +22,9 @@ enum ServeCommand {
             },
             .value(nil, "rate-per-connection", "RATE", "cap each connection at RATE bytes/s, e.g. 20M") { settings, text throws(UsageError) in
                 settings.configuration.ratePerConnection = Int(try Parse.bytes(text, "rate-per-connection"))
+            },
+            .value(nil, "rate-total", "RATE", "cap the whole server at RATE bytes/s, shared fairly by all connections, e.g. 40M") { settings, text throws(UsageError) in
+                settings.configuration.totalRate = Int(try Parse.bytes(text, "rate-total"))
             },
             .value(nil, "latency", "MS", "wait MS milliseconds before every response") { settings, text throws(UsageError) in
                 guard let milliseconds = Double(text), milliseconds >= 0 else {
