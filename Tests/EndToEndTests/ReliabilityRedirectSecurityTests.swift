@@ -1,7 +1,7 @@
 // RELIABILITY.md cases 14-18: redirects, credentials, server-chosen file
 // names, secrets in the manifest, TLS. Several RangeServers on different
-// ports stand in for different origins; TLS tests run `openssl s_server`
-// (skipped when openssl is not installed).
+// ports stand in for different origins; TLS tests run a real nginx
+// (NginxServer), which `make test` installs: a missing one fails them.
 import Foundation
 import Glibc
 import RangeGet
@@ -10,10 +10,12 @@ import XCTest
 
 final class ReliabilityRedirectSecurityTests: EndToEndTestCase {
     private var extraServers: [RangeServer] = []
+    private var tlsServers: [NginxServer] = []
     private var children: [Child] = []
 
     override func tearDownWithError() throws {
         for server in extraServers { server.stop() }
+        for server in tlsServers { server.stop() }
         for child in children { child.kill9() }
         try super.tearDownWithError()
     }
@@ -302,62 +304,30 @@ final class ReliabilityRedirectSecurityTests: EndToEndTestCase {
         assertSameBytes(path("out"), resource)
     }
 
-    // MARK: 18. TLS (and the https-to-http downgrade), with openssl s_server
+    // MARK: 18. TLS (and the https-to-http downgrade), with nginx
 
-    /// A TLS server serving `files` (each a complete HTTP response) with a
-    /// self-signed certificate for 127.0.0.1; nil when openssl is missing.
-    private func tlsServer(files: [String: [UInt8]]) throws -> (port: Int, certificate: String)? {
-        let openssl = ["/usr/bin/openssl", "/usr/local/bin/openssl", "/bin/openssl"].first {
-            FileManager.default.isExecutableFile(atPath: $0)
-        }
-        guard let openssl else { return nil }
-        let root = path("tls")
-        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
-        let generate = try Child(executable: openssl, arguments: [
-            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", root + "/key.pem", "-out", root + "/cert.pem",
-            "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
-        ], in: root)
-        guard generate.finish(timeout: 30).status == 0 else { return nil }
-        for (name, bytes) in files { FileManager.default.createFile(atPath: root + "/" + name, contents: Data(bytes)) }
-        let server = try Child(executable: openssl, arguments: [
-            "s_server", "-accept", "127.0.0.1:0", "-cert", root + "/cert.pem", "-key", root + "/key.pem", "-HTTP",
-        ], in: root)
-        children.append(server)
-        var port: Int?
-        _ = wait(timeout: 10) {
-            let text = (try? String(contentsOf: server.stdoutURL, encoding: .utf8)) ?? ""
-            if let line = text.split(separator: "\n").first(where: { $0.hasPrefix("ACCEPT ") }),
-               let value = line.split(separator: ":").last.flatMap({ Int($0) }) {
-                port = value
-            }
-            return port != nil
-        }
-        guard let port else { return nil }
-        return (port, root + "/cert.pem")
-    }
-
-    private func httpResponse(_ bytes: [UInt8]) -> [UInt8] {
-        Array("HTTP/1.0 200 OK\r\nContent-Length: \(bytes.count)\r\nContent-Type: application/octet-stream\r\n\r\n".utf8) + bytes
+    /// nginx over TLS with a self-signed certificate for 127.0.0.1, stopped in tearDown.
+    private func tlsServer(redirects: [String: String] = [:]) throws -> NginxServer {
+        let tls = try NginxServer(redirects: redirects)
+        tlsServers.append(tls)
+        return tls
     }
 
     func test18TLSVerificationIsOnByDefaultAndInsecureIsExplicit() throws {
         let resource = Resource.generated(size: 100_000, seed: 164)
-        guard let tls = try tlsServer(files: ["f": httpResponse(resource.bytes(in: 0..<resource.size))]) else {
-            throw XCTSkip("openssl is not available")
-        }
-        let url = "https://127.0.0.1:\(tls.port)/f"
-        // s_server never answers HEAD: short timeouts keep the probe quick.
-        let quick = ["-q", "--connect-timeout", "0.4", "--stall-timeout", "0.4", "--retries", "1", "--retry-wait", "0.01"]
-        let refused = try CLI.run(quick + ["-o", path("out"), url], in: directory, timeout: 30)
+        let tls = try tlsServer()
+        try tls.serve(resource, at: "f")
+        let quick = ["-q", "--retries", "1", "--retry-wait", "0.01"]
+        let refused = try CLI.run(quick + ["-o", path("out"), tls.url("f")], in: directory, timeout: 30)
         XCTAssertEqual(refused.status, 1, refused.stderr)
         XCTAssertTrue(refused.stderr.lowercased().contains("certificate"), refused.stderr)
         XCTAssertFalse(FileManager.default.fileExists(atPath: path("out")))
 
-        let insecure = try CLI.run(quick + ["--insecure", "-o", path("out"), url], in: directory, timeout: 30)
+        let insecure = try CLI.run(quick + ["--insecure", "-o", path("out"), tls.url("f")], in: directory, timeout: 30)
         XCTAssertEqual(insecure.status, 0, insecure.stderr)
         assertSameBytes(path("out"), resource)
 
-        let trusted = try CLI.run(quick + ["--cacert", tls.certificate, "-o", path("out2"), url], in: directory, timeout: 30)
+        let trusted = try CLI.run(quick + ["--cacert", tls.certificate, "-o", path("out2"), tls.url("f")], in: directory, timeout: 30)
         XCTAssertEqual(trusted.status, 0, trusted.stderr)
         assertSameBytes(path("out2"), resource)
     }
@@ -365,11 +335,12 @@ final class ReliabilityRedirectSecurityTests: EndToEndTestCase {
     /// An https URL redirecting to plain http is refused: the http server never hears a request.
     func test15HTTPSToHTTPDowngradeIsRefused() throws {
         server.setResource(Resource.generated(size: 1000, seed: 165), at: "f")
-        let redirect = Array("HTTP/1.0 302 Found\r\nLocation: \(server.url("f"))\r\nContent-Length: 0\r\n\r\n".utf8)
-        guard let tls = try tlsServer(files: ["r": redirect]) else { throw XCTSkip("openssl is not available") }
-        let run = try CLI.run(["-q", "--insecure", "--connect-timeout", "0.4", "--stall-timeout", "0.4", "--retries", "1",
-                               "-o", path("out"), "https://127.0.0.1:\(tls.port)/r"], in: directory, timeout: 30)
+        let tls = try tlsServer(redirects: ["r": server.url("f")])
+        let run = try CLI.run(["-q", "--insecure", "--retries", "1", "--retry-wait", "0.01", "-o", path("out"), tls.url("r")],
+                              in: directory, timeout: 30)
         XCTAssertEqual(run.status, 1, run.stderr)
+        let traffic = try tls.traffic()
+        XCTAssertTrue(traffic.requests.contains { $0.path == "/r" && $0.status == 302 }, "the redirect was sent: \(traffic.summary)")
         XCTAssertEqual(server.statistics.requests.count, 0, "the plain-http server was contacted")
         XCTAssertFalse(FileManager.default.fileExists(atPath: path("out")))
     }
