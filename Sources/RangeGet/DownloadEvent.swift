@@ -52,6 +52,9 @@ public enum DownloadEvent: Sendable {
     case segmentFinished(connection: Int, written: ByteRange, complete: Bool)
     /// A free connection took over `range`, the end of connection `from`'s piece.
     case stolen(from: Int, range: ByteRange)
+    /// The placement moved `count` connections from the mirror at `from`
+    /// to the one at `to`, where they add more (their ranges go back to the queue).
+    case connectionsMoved(from: String, to: String, count: Int)
     /// A mirror is no longer used, and why.
     case mirrorDropped(url: String, reason: String)
     /// A free connection fetches the rest of a slow connection's piece too; the first to finish wins.

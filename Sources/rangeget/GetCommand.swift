@@ -193,7 +193,7 @@ enum GetCommand {
             if !quiet { display.message("resuming: \(ByteCount.format(bytes)) already done") }
         case let .mirrorDropped(url, reason):
             if !quiet { display.message("dropping mirror \(url): \(reason)") }
-        case .probed, .retry, .stolen, .raced, .checkpoint, .finished, .segmentStarted, .segmentFinished, .paused,
+        case .probed, .retry, .stolen, .raced, .connectionsMoved, .checkpoint, .finished, .segmentStarted, .segmentFinished, .paused,
              .resumed:
             break
         }

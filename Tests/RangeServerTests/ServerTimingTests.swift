@@ -31,7 +31,6 @@ final class ServerTimingTests: XCTestCase {
         let seconds = 0.8
         let received = try receiveConcurrently(from: server, "/f.bin", connections: 1, for: seconds)
         let share = Double(received[0]) / (Double(rate) * seconds)
-        print("total rate, one connection: \(String(format: "%.2f", share)) of the total rate")
         XCTAssertGreaterThan(share, 0.6)
         XCTAssertLessThan(share, 1.4)
 
@@ -49,7 +48,6 @@ final class ServerTimingTests: XCTestCase {
         let seconds = 1.0
         let received = try receiveConcurrently(from: server, "/f.bin", connections: 4, for: seconds)
         let shares = received.map { Double($0) / (Double(rate) * seconds) }
-        print("total rate, four connections: \(shares.map { String(format: "%.3f", $0) }) of the total rate")
         // About R in total, not 4R; each about R/4, none starved.
         XCTAssertGreaterThan(shares.reduce(0, +), 0.6)
         XCTAssertLessThan(shares.reduce(0, +), 1.4)
@@ -64,7 +62,6 @@ final class ServerTimingTests: XCTestCase {
         // The connection cap binds: two connections get 2 x 512 KiB/s, not 4 MiB/s.
         let perConnection = try receiveConcurrently(from: server, "/f.bin", connections: 2, for: seconds)
             .map { Double($0) / (Double(512 << 10) * seconds) }
-        print("both rates, connection cap binds: \(perConnection.map { String(format: "%.2f", $0) }) of 512 KiB/s")
         for share in perConnection {
             XCTAssertGreaterThan(share, 0.6)
             XCTAssertLessThan(share, 1.4)
@@ -75,7 +72,6 @@ final class ServerTimingTests: XCTestCase {
         server.setTotalRate(1 << 20)
         let total = try receiveConcurrently(from: server, "/f.bin", connections: 2, for: seconds)
             .map { Double($0) / (Double(1 << 20) * seconds) }
-        print("both rates, total cap binds: \(total.map { String(format: "%.2f", $0) }) of 1 MiB/s")
         XCTAssertGreaterThan(total.reduce(0, +), 0.6)
         XCTAssertLessThan(total.reduce(0, +), 1.4)
         for share in total { XCTAssertGreaterThan(share, 0.25) }

@@ -254,6 +254,9 @@ final class Connection {
         return recent.rate
     }
 
+    /// True once the current transfer's first byte arrived.
+    var hasDelivered: Bool { firstByteAt != nil }
+
     /// Seconds since the request was made, and since its last byte.
     func age(now: Double) -> (sinceStart: Double, sinceLastByte: Double) {
         (now - startedAt, now - lastProgress)

@@ -1,8 +1,8 @@
 // Who fetches what: an idle connection takes the first ready piece of the
 // queue; when none is left it steals the end of the piece that will finish
 // last; when no piece can be cut any more, it races a very slow connection
-// for its tail (first to finish wins). Mirrors are filled evenly within the
-// per-host cap; stealing then hands more work to whatever runs faster.
+// for its tail (first to finish wins). How many connections each mirror
+// gets is the placement's call (MirrorPlacement), within the per-host cap.
 
 extension Engine {
     /// Gives every idle connection within the limits a piece. With a budget
@@ -46,23 +46,72 @@ extension Engine {
         sparesHeld -= unused
     }
 
-    /// The mirror for a connection about to start, among usable mirrors whose
-    /// host is below its cap. Until speeds are known, connections are spread
-    /// evenly; then each goes where it adds least load per unit of measured
-    /// per-connection speed, so connections end up in proportion to speed (a
-    /// mirror not measured yet counts as fast as the best, so it gets tried).
+    /// The mirror for a connection about to start: where the placement
+    /// wants more connections, among usable mirrors whose host is below its cap.
     private func chooseMirror(now: Double) -> Mirror? {
+        placement.choose(placementObservations(now: now)).map { mirrors[$0] }
+    }
+
+    /// What the placement needs of each mirror: its connections, its total
+    /// over the last window (once that many connections delivered for a
+    /// whole window) and its room under the per-host cap.
+    func placementObservations(now: Double) -> [MirrorPlacement.Observation] {
         var perHost: [String: Int] = [:]
         for mirror in mirrors { perHost[mirror.host, default: 0] += mirror.activeConnections }
-        let open = mirrors.filter { $0.isUsable && perHost[$0.host, default: 0] < settings.maxPerHost }
-        let rates = open.map { measuredRate(of: $0, now: now) }
-        guard let best = rates.compactMap({ $0 }).max(), best > 0 else {
-            return open.min { $0.activeConnections < $1.activeConnections }
+        return mirrors.map { mirror in
+            let measured = mirror.activeConnections > 0 && now - mirror.steadySince >= Self.placementWindow
+                && mirror.meter.span >= 0.9 * Self.placementWindow
+            return MirrorPlacement.Observation(
+                connections: mirror.activeConnections, rate: measured ? mirror.meter.rate : nil,
+                room: mirror.isUsable ? max(0, settings.maxPerHost - perHost[mirror.host, default: 0]) : 0)
         }
-        return zip(open, rates).min { lhs, rhs in
-            Double(lhs.0.activeConnections + 1) / max(lhs.1 ?? best, 1) < Double(rhs.0.activeConnections + 1) / max(rhs.1 ?? best, 1)
-        }?.0
     }
+
+    /// Measures every mirror's total and carries out the placement's moves:
+    /// a moved transfer stops where it is (its range goes back to the queue)
+    /// and its connection starts on the recipient.
+    func placeConnections(now: Double) {
+        guard mirrors.count > 1, now - lastPlacement >= 0.01 else { return }
+        lastPlacement = now
+        for mirror in mirrors {
+            let running = connections.filter { $0.isBusy && $0.mirror === mirror }
+            mirror.meter.add(bytes: running.reduce(mirror.bytes) { $0 + $1.transferBytes }, at: now)
+            // A window counts from when this many connections all deliver.
+            if running.count != mirror.measuredConnections || !running.allSatisfy(\.hasDelivered) {
+                mirror.steadySince = now
+                mirror.measuredConnections = running.count
+            }
+        }
+        let moves = placement.update(placementObservations(now: now), worthMoving: worthMoving(now: now))
+        if !moves.isEmpty || Int(now * 10) != Int((now - 0.01) * 10) {
+            let obs = placementObservations(now: now)
+            var line: String = "\(Int((now - debugStart) * 1000)) ms \(moves) targets \(placement.targets) "
+            for o in obs { let r: Double = o.rate ?? -1; line += "\(o.connections):\(Int(r / 1048576)) " }
+            writeToStandardErrorDebug(line + "\n")
+        }
+        for move in moves {
+            let donor = mirrors[move.from]
+            let moving = connections.filter { $0.isBusy && $0.mirror === donor && $0.race == nil }
+                .sorted { ($0.remaining?.count ?? 0) > ($1.remaining?.count ?? 0) }
+                .prefix(move.count)
+            for connection in moving {
+                cancel(connection, reason: "moved to another mirror", requeue: true, now: now)
+            }
+            onEvent(.connectionsMoved(from: donor.remote.url, to: mirrors[move.to].remote.url, count: moving.count))
+        }
+    }
+
+    /// True while enough is left that a move pays back its new requests:
+    /// a second's worth and a few measurements.
+    private func worthMoving(now: Double) -> Bool {
+        guard let size else { return false }
+        let rate = mirrors.map(\.meter.rate).reduce(0, +)
+        guard rate > 0 else { return true }
+        return Double(size - currentlyDone) / rate > 1 + 3 * (2 * setupDelay + Self.placementWindow)
+    }
+
+    /// Seconds over which a mirror's total is measured for the placement.
+    static let placementWindow = 0.2
 
     /// A mirror's bytes per second per connection: its running transfers'
     /// recent rates, else its finished transfers' average; nil before any data.
@@ -135,3 +184,7 @@ extension Engine {
         return (Piece(range: remaining), race)
     }
 }
+
+import Glibc
+let debugStart = MonotonicClock.now()
+func writeToStandardErrorDebug(_ s: String) { _ = s.withCString { write(2, $0, strlen($0)) } }

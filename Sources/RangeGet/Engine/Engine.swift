@@ -77,6 +77,9 @@ final class Engine: @unchecked Sendable {
     /// one connection plus these.
     var sparesHeld = 0
     private var meter = RateMeter(window: 3)
+    /// How many connections each mirror gets.
+    var placement: MirrorPlacement
+    var lastPlacement = 0.0
     private var lastReport = 0.0
     /// The opening request until the first connection adopts it: the bytes
     /// its server is sending (nil inside: a 200 with the whole file).
@@ -112,6 +115,7 @@ final class Engine: @unchecked Sendable {
         }
         pendingOpening = adopts ? .some(opening?.served) : nil
         planner = Planner(connections: settings.connections, minimumSplit: settings.minimumSplit)
+        placement = MirrorPlacement(connections: settings.connections, room: mirrors.map { _ in settings.maxPerHost })
         connectionLimit = settings.plain ? 1 : settings.connections
         if let manifestPath, manifest != nil, !settings.plain {
             checkpointer = Checkpointer(file: file, manifest: manifest!, manifestPath: manifestPath, calls: calls)
@@ -192,6 +196,7 @@ final class Engine: @unchecked Sendable {
                 }
             }
             if let outcome = watchTransfers(now: now) { return outcome }
+            placeConnections(now: now)
             report(now: now, force: false)
             if let failure = checkpointer?.failure { return .failed(.io(failure)) }
             checkpointIfDue(now: now)
@@ -353,6 +358,7 @@ final class Engine: @unchecked Sendable {
     /// Stops using `mirror`; its transfers' ranges go back to the queue.
     private func drop(_ mirror: Mirror, because reason: String, now: Double) -> EngineOutcome? {
         mirror.droppedBecause = reason
+        placement.drop(mirror.index)
         onEvent(.mirrorDropped(url: mirror.remote.url, reason: reason))
         for connection in connections where connection.isBusy && connection.mirror === mirror {
             cancel(connection, reason: "mirror dropped", requeue: true, now: now)
@@ -396,7 +402,7 @@ final class Engine: @unchecked Sendable {
     }
 
     /// Bytes done: durable before this run plus everything written since.
-    private var currentlyDone: Int64 {
+    var currentlyDone: Int64 {
         writtenSnapshot().byteCount
     }
 

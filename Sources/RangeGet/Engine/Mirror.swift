@@ -23,6 +23,12 @@ final class Mirror {
     var tcpConnections = 0
     /// The HTTP version of its last response.
     var httpVersion: String?
+    /// Its total bytes (finished transfers plus running ones) over the placement's window.
+    var meter = RateMeter(window: Engine.placementWindow)
+    /// Since when the same number of connections deliver data from it.
+    var steadySince = 0.0
+    /// Its connections at the last measurement.
+    var measuredConnections = 0
 
     init(index: Int, remote: RemoteFile) {
         self.index = index
