@@ -83,12 +83,6 @@ extension Engine {
             }
         }
         let moves = placement.update(placementObservations(now: now), worthMoving: worthMoving(now: now))
-        if !moves.isEmpty || Int(now * 10) != Int((now - 0.01) * 10) {
-            let obs = placementObservations(now: now)
-            var line: String = "\(Int((now - debugStart) * 1000)) ms \(moves) targets \(placement.targets) "
-            for o in obs { let r: Double = o.rate ?? -1; line += "\(o.connections):\(Int(r / 1048576)) " }
-            writeToStandardErrorDebug(line + "\n")
-        }
         for move in moves {
             let donor = mirrors[move.from]
             let moving = connections.filter { $0.isBusy && $0.mirror === donor && $0.race == nil }
@@ -102,12 +96,12 @@ extension Engine {
     }
 
     /// True while enough is left that a move pays back its new requests:
-    /// a second's worth and a few measurements.
+    /// two moves' worth of time (a new request and a measurement each).
     private func worthMoving(now: Double) -> Bool {
         guard let size else { return false }
         let rate = mirrors.map(\.meter.rate).reduce(0, +)
         guard rate > 0 else { return true }
-        return Double(size - currentlyDone) / rate > 1 + 3 * (2 * setupDelay + Self.placementWindow)
+        return Double(size - currentlyDone) / rate > 2 * (2 * setupDelay + Self.placementWindow)
     }
 
     /// Seconds over which a mirror's total is measured for the placement.
@@ -185,6 +179,3 @@ extension Engine {
     }
 }
 
-import Glibc
-let debugStart = MonotonicClock.now()
-func writeToStandardErrorDebug(_ s: String) { _ = s.withCString { write(2, $0, strlen($0)) } }
