@@ -174,11 +174,18 @@ public final class Download: Sendable {
         if case let .file(path) = destination { try checkWritable(output: path) }
         let prober = Prober(options: options.transfer)
         defer { tally.tcpConnections += prober.connectionsOpened.total }
-        // A partial download's first bytes are usually on disk already (the
-        // opening request, from byte 0, would fetch them again), or another
-        // run holds it and this one is about to be refused.
-        let opens = !options.probeWithHead && !partialDownloadExists
-        var (sources, probeReports, opening) = try probeMirrors(prober, opening: opens, onEvent: onEvent)
+        var sources: [RemoteFile]
+        var probeReports: [MirrorReport]
+        var opening: Opening?
+        if !restart, let known = resumableWithoutProbe() {
+            (sources, probeReports, opening) = ([known], [MirrorReport(url: url, bytes: 0, seconds: 0, errors: 0)], nil)
+        } else {
+            // A partial download's first bytes are usually on disk already (the
+            // opening request, from byte 0, would fetch them again), or another
+            // run holds it and this one is about to be refused.
+            let opens = !options.probeWithHead && !partialDownloadExists
+            (sources, probeReports, opening) = try probeMirrors(prober, opening: opens, onEvent: onEvent)
+        }
         var remote = sources[0]
         onEvent(.probed(remote))
         let output = outputPath(url: remote.url, contentDisposition: remote.contentDisposition)
@@ -380,6 +387,23 @@ public final class Download: Sendable {
             guard report.dropped == nil, let used = engine[report.url] else { return report }
             return used
         }
+    }
+
+    /// The file as the manifest of a partial download of `url` describes it,
+    /// when that manifest holds a validator `If-Range` can carry (a strong
+    /// ETag, else Last-Modified when there is no ETag): the resume then sends
+    /// its first ranged requests at once, each with `If-Range`, instead of
+    /// probing first, and a changed file is still caught (its server answers
+    /// 200, with the new validator). Nil with several mirrors (the others
+    /// must be probed to be compared), with `probeWithHead`, or when no such
+    /// manifest is there.
+    private func resumableWithoutProbe() -> RemoteFile? {
+        guard mirrors.count == 1, !options.probeWithHead, partialDownloadExists,
+              let stored = try? Manifest.load(from: outputPath(url: url, contentDisposition: nil) + ".part.json"),
+              stored.url == Manifest.redacting(url) else { return nil }
+        let remote = RemoteFile(url: url, effectiveURL: url, size: stored.size, etag: stored.etag,
+                                lastModified: stored.lastModified, acceptsRanges: true, contentDisposition: nil)
+        return remote.ifRange == nil ? nil : remote
     }
 
     /// True when a manifest lies where this download would write without a

@@ -66,8 +66,8 @@ public enum DownloadEvent: Sendable {
     /// meanwhile continues at once (then `resumed` follows) or a `cancel()`
     /// ends the download.
     case paused
-    /// A paused download goes on after `resume()`: it probes again (so a
-    /// changed file restarts) and fetches only what is missing.
+    /// A paused download goes on after `resume()`: it fetches only what is
+    /// missing, with `If-Range` (or after a new probe), so a changed file restarts.
     case resumed
     /// The file is complete and in place.
     case finished(DownloadResult)

@@ -85,6 +85,63 @@ final class ResumeTests: EndToEndTestCase {
         assertSameBytes(output, replacement)
     }
 
+    /// Interrupts a throttled download of `resource` with SIGINT, then
+    /// resumes it unthrottled with fresh server statistics.
+    @discardableResult
+    private func interruptAndResume(_ resource: Resource) throws -> Run {
+        server.setResource(resource, at: "f")
+        let output = path("f")
+        let process = try startThrottled(output)
+        kill(process.processIdentifier, SIGINT)
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationStatus, 130)
+        server.setRatePerConnection(nil)
+        server.resetStatistics()
+        let run = try CLI.run(["-n", "\(connections)", "-o", output, server.url("f")], in: directory)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        assertSameBytes(output, resource)
+        return run
+    }
+
+    /// Issue 11: with a strong ETag in the manifest, a resume sends its
+    /// ranged requests at once, each with If-Range, instead of a probe first.
+    func testAResumeWithAStrongETagSendsEveryRequestWithIfRangeAndNoProbe() throws {
+        let resource = Resource.generated(size: size, seed: 26)
+        try interruptAndResume(resource)
+        let requests = server.statistics.requests
+        XCTAssertFalse(requests.isEmpty)
+        XCTAssertFalse(requests.contains { $0.method == "HEAD" }, "no HEAD probe")
+        for request in requests {
+            XCTAssertNotNil(requestedRange(request.rangeHeader), "a ranged GET: \(request)")
+            XCTAssertEqual(request.ifRangeHeader, resource.etag, "every request carries If-Range: \(request)")
+        }
+        XCTAssertFalse(requests.contains { requestedRange($0.rangeHeader)?.lowerBound == 0 },
+                       "no opening request for byte 0, which is on disk")
+    }
+
+    /// Without an ETag, Last-Modified is the If-Range validator, and still no probe goes first.
+    func testAResumeWithOnlyLastModifiedSendsTheDateAsIfRange() throws {
+        var resource = Resource.generated(size: size, seed: 27)
+        resource.etag = nil
+        try interruptAndResume(resource)
+        let requests = server.statistics.requests
+        XCTAssertFalse(requests.contains { $0.method == "HEAD" }, "no HEAD probe")
+        XCTAssertFalse(requests.isEmpty)
+        for request in requests {
+            XCTAssertNotNil(request.ifRangeHeader.flatMap { $0.hasSuffix("GMT") ? $0 : nil }, "If-Range is a date: \(request)")
+        }
+    }
+
+    /// A weak ETag cannot validate ranges (RFC 9110 13.1.5): the resume probes first, as before.
+    func testAResumeWithAWeakETagProbesFirst() throws {
+        var resource = Resource.generated(size: size, seed: 28)
+        resource.etag = "W/\"weak-28\""
+        try interruptAndResume(resource)
+        let requests = server.statistics.requests
+        XCTAssertEqual(requests.first?.method, "HEAD", "the probe goes first: \(requests.prefix(2))")
+        XCTAssertFalse(requests.contains { $0.ifRangeHeader != nil }, "no If-Range with a weak ETag")
+    }
+
     func testRestartOptionDiscardsThePartialDownload() throws {
         let resource = Resource.generated(size: size, seed: 25)
         server.setResource(resource, at: "f")
