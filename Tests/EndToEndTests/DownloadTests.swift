@@ -60,7 +60,7 @@ final class DownloadTests: EndToEndTestCase {
         let resource = Resource.generated(size: 100, seed: 5)
         server.setResource(resource, at: "f")
         let output = path("f")
-        FileManager.default.createFile(atPath: output, contents: Data("keep me".utf8))
+        _ = FileManager.default.createFile(atPath: output, contents: Data("keep me".utf8))
         let refused = try CLI.run(["-q", "-o", output, server.url("f")], in: directory)
         XCTAssertEqual(refused.status, 2)
         XCTAssertTrue(refused.stderr.contains("--force"), refused.stderr)

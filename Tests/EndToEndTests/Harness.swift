@@ -36,8 +36,8 @@ enum CLI {
         process.currentDirectoryURL = URL(fileURLWithPath: directory)
         let out = URL(fileURLWithPath: directory).appendingPathComponent(".stdout-\(UUID().uuidString)")
         let err = URL(fileURLWithPath: directory).appendingPathComponent(".stderr-\(UUID().uuidString)")
-        FileManager.default.createFile(atPath: out.path, contents: nil)
-        FileManager.default.createFile(atPath: err.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: out.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: err.path, contents: nil)
         process.standardOutput = try FileHandle(forWritingTo: out)
         process.standardError = try FileHandle(forWritingTo: err)
         process.standardInput = FileHandle.nullDevice

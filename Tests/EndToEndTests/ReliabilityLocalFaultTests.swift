@@ -217,8 +217,8 @@ final class ReliabilityLocalFaultTests: EndToEndTestCase {
         ]
         let output = path("f")
         for item in cases {
-            FileManager.default.createFile(atPath: output + ".part", contents: Data(repeating: 7, count: 4096))
-            FileManager.default.createFile(atPath: output + ".part.json", contents: item.data)
+            _ = FileManager.default.createFile(atPath: output + ".part", contents: Data(repeating: 7, count: 4096))
+            _ = FileManager.default.createFile(atPath: output + ".part.json", contents: item.data)
             let run = try CLI.run(["-q", "-n", "4", "-o", output, url], in: directory)
             XCTAssertEqual(run.status, 4, "\(item.name): \(run.stderr)")
             XCTAssertEqual(run.stderr.split(separator: "\n").count, 1, "\(item.name): one line: \(run.stderr)")
@@ -243,7 +243,7 @@ final class ReliabilityLocalFaultTests: EndToEndTestCase {
         let resource = Resource.generated(size: size, seed: 216)
         server.setResource(resource, at: "f")
         let output = path("f")
-        FileManager.default.createFile(atPath: output + ".part", contents: Data(repeating: 7, count: 4096))
+        _ = FileManager.default.createFile(atPath: output + ".part", contents: Data(repeating: 7, count: 4096))
         try ManifestFile.write(output + ".part.json", url: server.url("f"), size: size / 2, etag: resource.etag,
                                lastModified: defaultLastModifiedHeader, done: [0..<4096])
         let run = try CLI.run(["-q", "-n", "4", "-o", output, server.url("f")], in: directory)
@@ -343,7 +343,7 @@ final class ReliabilityLocalFaultTests: EndToEndTestCase {
     func test24BadInputGetsOneLineExitTwoAndWritesNothing() throws {
         let url = server.url("f")
         server.setResource(Resource.generated(size: 1000, seed: 219), at: "f")
-        FileManager.default.createFile(atPath: path("plain-file"), contents: Data("x".utf8))
+        _ = FileManager.default.createFile(atPath: path("plain-file"), contents: Data("x".utf8))
         try FileManager.default.createDirectory(atPath: path("a-directory"), withIntermediateDirectories: false)
         var cases: [[String]] = [
             ["-n", "0", url], ["-n", "-1", url], ["-n", "257", url], ["--connections=abc", url], ["-n", "", url],

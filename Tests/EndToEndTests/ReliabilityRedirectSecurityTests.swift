@@ -230,7 +230,7 @@ final class ReliabilityRedirectSecurityTests: EndToEndTestCase {
         var resource = Resource.generated(size: 5000, seed: 160)
         resource.contentDisposition = "attachment; filename=\"report.pdf\""
         server.setResource(resource, at: "get")
-        FileManager.default.createFile(atPath: path("report.pdf"), contents: Data("precious".utf8))
+        _ = FileManager.default.createFile(atPath: path("report.pdf"), contents: Data("precious".utf8))
         let refused = try CLI.run(["-q", "-d", directory, server.url("get")], in: directory)
         XCTAssertEqual(refused.status, 2, refused.stderr)
         XCTAssertTrue(refused.stderr.contains("--force"), refused.stderr)
@@ -247,7 +247,7 @@ final class ReliabilityRedirectSecurityTests: EndToEndTestCase {
         let resource = Resource.generated(size: 5000, seed: 161)
         server.setResource(resource, at: "f")
         let victim = path("victim.txt")
-        FileManager.default.createFile(atPath: victim, contents: Data("do not touch".utf8))
+        _ = FileManager.default.createFile(atPath: victim, contents: Data("do not touch".utf8))
         try FileManager.default.createSymbolicLink(atPath: path("out"), withDestinationPath: victim)
         let refused = try CLI.run(["-q", "-o", path("out"), server.url("f")], in: directory)
         XCTAssertEqual(refused.status, 2, refused.stderr)
@@ -263,7 +263,7 @@ final class ReliabilityRedirectSecurityTests: EndToEndTestCase {
         let resource = Resource.generated(size: 5000, seed: 162)
         server.setResource(resource, at: "f")
         let victim = path("victim.txt")
-        FileManager.default.createFile(atPath: victim, contents: Data("do not touch".utf8))
+        _ = FileManager.default.createFile(atPath: victim, contents: Data("do not touch".utf8))
         try FileManager.default.createSymbolicLink(atPath: path("out.part"), withDestinationPath: victim)
         let run = try CLI.run(["-q", "-o", path("out"), server.url("f")], in: directory)
         XCTAssertEqual(FileManager.default.contents(atPath: victim), Data("do not touch".utf8),

@@ -217,7 +217,7 @@ final class ReliabilityServerTests: EndToEndTestCase {
         let resource = Resource.generated(size: size, seed: 108)
         server.setResource(resource, at: "f")
         let output = path("f")
-        FileManager.default.createFile(atPath: output + ".part", contents: Data(resource.bytes(in: 0..<size)))
+        _ = FileManager.default.createFile(atPath: output + ".part", contents: Data(resource.bytes(in: 0..<size)))
         try ManifestFile.write(output + ".part.json", url: server.url("f"), size: size, etag: resource.etag,
                                lastModified: defaultLastModifiedHeader, done: [0..<size])
         let run = try CLI.run(["-n", "4", "-o", output, server.url("f")], in: directory)

@@ -167,7 +167,7 @@ final class ConnectionBudgetTests: EndToEndTestCase {
         for (index, resource) in small.enumerated() { server.setResource(resource, at: "s\(index).bin") }
         server.setRatePerConnection(2 << 20)
         let list = ([server.url("large.bin")] + small.indices.map { server.url("s\($0).bin") }).joined(separator: "\n")
-        FileManager.default.createFile(atPath: path("list"), contents: Data(list.utf8))
+        _ = FileManager.default.createFile(atPath: path("list"), contents: Data(list.utf8))
         try FileManager.default.createDirectory(atPath: path("out"), withIntermediateDirectories: true)
         let run = try CLI.run(["-q", "--json"] + arguments + ["-d", path("out"), "-i", path("list")],
                               in: directory, timeout: 60)

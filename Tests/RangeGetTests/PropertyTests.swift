@@ -385,7 +385,7 @@ final class ManifestPropertyTests: XCTestCase {
     /// recover, or a manifest whose every field is usable.
     private func check(_ data: Data, _ label: String, file: StaticString = #filePath, line: UInt = #line) -> Manifest? {
         let path = directory + "/f.part.json"
-        FileManager.default.createFile(atPath: path, contents: data)
+        _ = FileManager.default.createFile(atPath: path, contents: data)
         do {
             guard let manifest = try Manifest.load(from: path) else {
                 XCTFail("an existing manifest loaded as nil: \(label)", file: file, line: line)
