@@ -1,6 +1,7 @@
 // `rangeget bench URL...`: which mirrors of a file to use, and how many
-// connections. Measurement lives in RangeGet's MirrorBenchmark; this prints a
-// ranked table and a recommendation, or JSON.
+// connections. Measurement lives in RangeGet's MirrorBenchmark and the
+// recommendation in its MirrorChoice; this prints a ranked table and the
+// command line to use, or JSON.
 import FoundationEssentials
 import Glibc
 import RangeGet
@@ -17,11 +18,12 @@ enum BenchCommand {
         usage: "rangeget bench [OPTIONS] URL [URL...]",
         summary: """
         Benchmark mirrors of one file: probe time, time to first byte, HTTP version and server,
-        throughput on one and on N connections, and whether every mirror serves the same bytes
-        (digests of small ranges at the same random offsets). Ends with a recommendation.
+        throughput on one and on N connections (so whether its rate is per connection or shared),
+        TCP connections opened, and whether every mirror serves the same bytes (digests of small
+        ranges at the same random offsets). Ends with the mirrors and -n that are fastest together.
         """,
         options: [
-            .value("n", "connections", "N", "connections for the multi-connection measurement (default 8)") { settings, text throws(UsageError) in
+            .value("n", "connections", "N", "connections for the multi-connection measurement, and the most the recommendation uses (default 8)") { settings, text throws(UsageError) in
                 settings.benchmark.connections = try Parse.positiveInteger(text, "connections", max: 256)
             },
             .value(nil, "seconds", "SECONDS", "length of each throughput measurement (default 5)") { settings, text throws(UsageError) in
@@ -54,61 +56,45 @@ enum BenchCommand {
         }
         let display = ProgressDisplay(quiet: settings.json)
         let results = settings.benchmark.run { step in display.message(step) }
-        let advice = recommendation(results, connections: settings.benchmark.connections)
+        let choice = MirrorChoice(results, connections: settings.benchmark.connections)
         if settings.json {
-            print(JSONSummary.encode(BenchReport(mirrors: results, recommendation: advice)))
+            print(JSONSummary.encode(BenchReport(mirrors: results, recommendation: choice)))
         } else {
             print(table(results))
-            print(advice.text)
+            print(advice(choice, results))
         }
         return results.contains { $0.error == nil } ? ExitCode.success.rawValue : ExitCode.network.rawValue
     }
 
-    struct Recommendation: Encodable {
-        var mirrors: [String]
-        var connections: Int
-        var text: String
-    }
-
     struct BenchReport: Encodable {
         var mirrors: [MirrorMeasurement]
-        var recommendation: Recommendation
+        var recommendation: MirrorChoice
     }
 
-    /// Mirrors within a quarter of the best multi-connection rate that serve
-    /// the same bytes; as many connections as still helped.
-    static func recommendation(_ results: [MirrorMeasurement], connections: Int) -> Recommendation {
-        let healthy = results.filter { $0.error == nil && $0.sameBytes != false && ($0.manyConnections ?? 0) > 0 }
-        guard let best = healthy.map({ $0.manyConnections ?? 0 }).max() else {
-            let disagree = results.contains { $0.sameBytes == false }
-            return Recommendation(mirrors: [], connections: 0, text: disagree
-                ? "recommendation: none: the mirrors serve different bytes and no majority agrees"
-                : "recommendation: none of the mirrors is usable")
-        }
-        let chosen = healthy.filter { ($0.manyConnections ?? 0) >= best / 4 }
-            .sorted { ($0.manyConnections ?? 0) > ($1.manyConnections ?? 0) }
-        let gain = chosen.compactMap { mirror in mirror.oneConnection.map { (mirror.manyConnections ?? 0) / max($0, 1) } }.max() ?? 1
-        let count = gain >= 1.5 ? connections * max(1, chosen.count) : max(1, chosen.count)
-        var text = "recommendation: rangeget -n \(count) " + chosen.map(\.url).joined(separator: " ")
-        if gain < 1.5 { text += "\n  (more connections did not help: the mirrors cap the total, not each connection)" }
+    /// The command line to use, why, and a warning naming mirrors that serve other bytes.
+    static func advice(_ choice: MirrorChoice, _ results: [MirrorMeasurement]) -> String {
+        guard !choice.mirrors.isEmpty else { return "recommendation: none: " + choice.reason }
+        var text = "recommendation: rangeget -n \(choice.connections) " + choice.mirrors.joined(separator: " ")
+            + "\n  (\(choice.reason))"
         let differing = results.filter { $0.sameBytes == false }.map(\.url)
         if !differing.isEmpty { text += "\n  WARNING: serves different bytes, do not use: " + differing.joined(separator: ", ") }
-        return Recommendation(mirrors: chosen.map(\.url), connections: count, text: text)
+        return text
     }
 
     private static func table(_ results: [MirrorMeasurement]) -> String {
         let ranked = results.sorted { ($0.manyConnections ?? -1) > ($1.manyConnections ?? -1) }
-        var rows = [["#", "MIRROR", "PROBE", "TTFB", "HTTP", "SERVER", "1 CONN", "N CONN", "SAME BYTES"]]
+        var rows = [["#", "MIRROR", "PROBE", "TTFB", "HTTP", "SERVER", "1 CONN", "N CONN", "LIMIT", "TCP", "SAME BYTES"]]
         func rate(_ value: Double?) -> String { value.map { ByteCount.format(Int64($0)) + "/s" } ?? "-" }
         func millis(_ value: Double?) -> String { value.map { "\(Int(($0 * 1000).rounded())) ms" } ?? "-" }
         for (rank, result) in ranked.enumerated() {
             if let error = result.error {
-                rows.append(["\(rank + 1)", result.url, "-", "-", "-", "-", "-", "-", "error: \(error)"])
+                rows.append(["\(rank + 1)", result.url, "-", "-", "-", "-", "-", "-", "-", "-", "error: \(error)"])
                 continue
             }
             rows.append([
                 "\(rank + 1)", result.url, millis(result.probeSeconds), millis(result.timeToFirstByte),
                 result.httpVersion ?? "-", result.server ?? "-", rate(result.oneConnection), rate(result.manyConnections),
+                result.limit?.rawValue ?? "-", result.tcpConnections.map(String.init) ?? "-",
                 result.sameBytes.map { $0 ? "yes" : "NO" } ?? "-",
             ])
         }

@@ -193,6 +193,35 @@ final class CommandLineTests: EndToEndTestCase {
         XCTAssertTrue(split.stdout.contains("no majority"), split.stdout)
     }
 
+    /// Issue 11: bench recommended a fast and a slow mirror together, though
+    /// with both capped per connection the fast one alone is faster on the
+    /// same connections. It also reports how the rate behaves and the TCP
+    /// connections the N-connection measurement opened.
+    func testBenchRecommendsOnlyTheFastMirrorWhenBothCapEachConnection() throws {
+        let resource = Resource.generated(size: 64 << 20, seed: 89)
+        let slow = RangeServer(configuration: .init(ratePerConnection: 1_000_000))
+        try slow.start()
+        defer { slow.stop() }
+        server.setResource(resource, at: "f")
+        server.setRatePerConnection(8_000_000)
+        slow.setResource(resource, at: "f")
+        let run = try CLI.run(["bench", "--json", "--seconds", "0.5", "-n", "4", slow.url("f"), server.url("f")],
+                              in: directory, timeout: 30)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        let report = try run.jsonObject()
+        let mirrors = try XCTUnwrap(report["mirrors"] as? [[String: Any]])
+        XCTAssertEqual(mirrors.count, 2)
+        for mirror in mirrors {
+            XCTAssertEqual(mirror["limit"] as? String, "per-connection", run.stdout)
+            XCTAssertEqual(mirror["tcpConnections"] as? Int, 4, "one per connection on HTTP/1.1: \(run.stdout)")
+            XCTAssertEqual(mirror["httpVersion"] as? String, "1.1")
+        }
+        let recommendation = try XCTUnwrap(report["recommendation"] as? [String: Any])
+        XCTAssertEqual(recommendation["mirrors"] as? [String], [server.url("f")], run.stdout)
+        XCTAssertEqual(recommendation["connections"] as? Int, 4, run.stdout)
+        XCTAssertTrue((recommendation["reason"] as? String ?? "").contains("per connection"), run.stdout)
+    }
+
     private func sha256(of resource: Resource) throws -> String {
         let reference = path("reference-\(UUID().uuidString)")
         try resource.write(to: reference)

@@ -1,8 +1,10 @@
 // MirrorBenchmark: `rangeget bench URL...`. For each mirror of one file: the
 // probe time, time to first byte, HTTP version and server, throughput on one
-// connection and on N (each for a few seconds, through the real engine), and
-// digests of a few small ranges at the same random offsets on every mirror,
-// so a mirror serving other bytes is caught before anyone splices from it.
+// connection and on N (each for a few seconds, through the real engine) and
+// so whether its rate is per connection or shared, the TCP connections the
+// N-connection download opened, and digests of a few small ranges at the
+// same random offsets on every mirror, so a mirror serving other bytes is
+// caught before anyone splices from it. What to use is MirrorChoice's call.
 import Digests
 import CCurl
 import CCurlShim
@@ -30,10 +32,40 @@ public struct MirrorMeasurement: Sendable, Codable, Equatable {
     public var oneConnection: Double?
     /// Bytes per second on `connections` connections.
     public var manyConnections: Double?
+    /// How the rate grew from one connection to `connections`; nil when
+    /// either was not measured or both were on one connection.
+    public var limit: RateLimit?
+    /// TCP connections the `connections`-connection download opened, its probe included.
+    public var tcpConnections: Int?
     /// SHA-256 of each sampled range, in offset order.
     public var sampleDigests: [String] = []
     /// False when a sampled range differs from what most mirrors serve.
     public var sameBytes: Bool?
+
+    /// What limits a mirror's rate, told from its total on 1 and on N connections.
+    public enum RateLimit: String, Sendable, Codable, Equatable {
+        /// Each connection is capped (nginx's limit_rate, per-flow shaping):
+        /// N connections gave at least 3/4 of N times one connection's rate.
+        case perConnection = "per-connection"
+        /// One uplink for all connections: N gave at most 1.25 times one's rate.
+        case shared = "shared"
+        /// In between: more connections help up to a ceiling.
+        case partlyShared = "partly shared"
+
+        /// The kind `one` (bytes per second on 1 connection) and `many` (on
+        /// `connections`) show; nil without two rates to compare.
+        public init?(one: Double?, many: Double?, connections: Int) {
+            guard connections > 1, let one, let many, one > 0, many > 0 else { return nil }
+            let speedup = many / one
+            if speedup >= 0.75 * Double(connections) {
+                self = .perConnection
+            } else if speedup <= 1.25 {
+                self = .shared
+            } else {
+                self = .partlyShared
+            }
+        }
+    }
 }
 
 /// How to benchmark the mirrors of one file.
@@ -88,9 +120,13 @@ public struct MirrorBenchmark: Sendable {
                 (try? digest(of: remote.effectiveURL, range: ByteRange(offset, min(size, offset + sampleLength)))) ?? "error"
             }
             onStep("measuring \(url) on 1 connection")
-            results[index].oneConnection = throughput(url, connections: 1)
+            results[index].oneConnection = throughput(url, connections: 1).rate
             onStep("measuring \(url) on \(connections) connections")
-            results[index].manyConnections = throughput(url, connections: connections)
+            let many = throughput(url, connections: connections)
+            results[index].manyConnections = many.rate
+            results[index].tcpConnections = many.tcpConnections
+            results[index].limit = MirrorMeasurement.RateLimit(
+                one: results[index].oneConnection, many: many.rate, connections: connections)
         }
         markDifferences(&results)
         return results
@@ -119,8 +155,9 @@ public struct MirrorBenchmark: Sendable {
         return (0..<samples).map { _ in Int64.random(in: 0...(size - sampleLength), using: &generator) }.sorted()
     }
 
-    /// Bytes per second of a real download on `connections` connections, stopped after `seconds`.
-    private func throughput(_ url: String, connections: Int) -> Double? {
+    /// Bytes per second of a real download on `connections` connections,
+    /// stopped after `seconds`, and the TCP connections it opened.
+    private func throughput(_ url: String, connections: Int) -> (rate: Double?, tcpConnections: Int) {
         let path = scratchDirectory + "/rangeget-bench-\(getpid())-\(connections).tmp"
         var options = DownloadOptions()
         options.connections = connections
@@ -143,11 +180,13 @@ public struct MirrorBenchmark: Sendable {
         unlink(path)
         unlink(path + ".part")
         unlink(path + ".part.json")
+        // A stopped download returns no result; its tally has the figure, probe included.
+        let opened = download.controller.tally.tcpConnections
         let points = samples.withLock { $0 }.filter { $0.bytes > 0 }
         // Finished within the measurement: the whole file over the whole run.
-        if let result { return result.seconds > 0 ? Double(result.size) / result.seconds : nil }
-        guard let first = points.first, let last = points.last, last.time > first.time else { return nil }
-        return Double(last.bytes - first.bytes) / (last.time - first.time)
+        if let result { return (result.seconds > 0 ? Double(result.size) / result.seconds : nil, opened) }
+        guard let first = points.first, let last = points.last, last.time > first.time else { return (nil, opened) }
+        return (Double(last.bytes - first.bytes) / (last.time - first.time), opened)
     }
 
     /// A one-byte ranged GET: time to first byte, HTTP version, Server header.
