@@ -177,8 +177,11 @@ public final class Download: Sendable {
         var sources: [RemoteFile]
         var probeReports: [MirrorReport]
         var opening: Opening?
+        // True while the file is known only from the manifest (a resume that sent no probe).
+        var unprobed = false
         if !restart, let known = resumableWithoutProbe() {
             (sources, probeReports, opening) = ([known], [MirrorReport(url: url, bytes: 0, seconds: 0, errors: 0)], nil)
+            unprobed = true
         } else {
             // A partial download's first bytes are usually on disk already (the
             // opening request, from byte 0, would fetch them again), or another
@@ -245,6 +248,17 @@ public final class Download: Sendable {
             tally.connectionsUsed = max(tally.connectionsUsed, engine.connectionsUsed)
             tally.add(engine.mirrorReports)
 
+            if unprobed, case .remoteChanged = outcome {
+                // The requests went out on the manifest's word alone: a probe
+                // now tells a changed file (start over, saying why) from a
+                // manifest that cannot describe this one (damage, reported).
+                unprobed = false
+                (sources, probeReports, _) = try probeMirrors(prober, onEvent: onEvent)
+                remote = sources[0]
+                manifest = try resumeState(file: file, manifestPath: manifestPath, remote: remote, restart: false,
+                                           onEvent: onEvent)
+                continue
+            }
             switch outcome {
             case let .complete(size):
                 try finish(file: file, size: size, output: output, manifestPath: manifestPath)

@@ -37,8 +37,8 @@ final class MirrorPlacementEndToEndTests: EndToEndTestCase {
     /// A mirror capping each connection at 4 MiB/s and one capping each at
     /// 0.5 MiB/s: every connection added to the fast one adds 4 MiB/s, so
     /// all four belong there. The engine starts two on each, then moves the
-    /// slow mirror's connections over; once the last has moved, nothing runs
-    /// on the slow mirror again, the fast one runs all four, and the slow one
+    /// slow mirror's connections over; once the last has moved, nothing new
+    /// starts on the slow mirror, the fast one runs all four, and the slow one
     /// carried a few percent of the bytes (an even spread with work stealing
     /// gives it 1/9, about 11%). 32 MiB: about 2 s at 16 MiB/s, and moves pay
     /// while more than about 0.8 s of work is left. Fails without placement
@@ -62,8 +62,10 @@ final class MirrorPlacementEndToEndTests: EndToEndTestCase {
         guard let last = moves.last else { return }
         XCTAssertEqual(last.from, slowURL, "the last move left the slow mirror: \(record.summary)")
         XCTAssertEqual(last.to, fastURL, "the last move went to the fast mirror: \(record.summary)")
+        // A transfer about to finish is left to finish rather than cancelled (its
+        // connection goes to the fast mirror next), so at most one such is left.
         let running = record.running(after: last.index)
-        XCTAssertEqual(running[slowURL, default: 0], 0, "the last move emptied the slow mirror: \(record.summary)")
+        XCTAssertLessThanOrEqual(running[slowURL, default: 0], 1, "the last move emptied the slow mirror: \(record.summary)")
         let startedOnSlowLater = record.starts.filter { $0.index > last.index && $0.url == slowURL }
         XCTAssertTrue(startedOnSlowLater.isEmpty,
                       "no transfer started on the slow mirror after the last move: \(startedOnSlowLater), \(record.summary)")

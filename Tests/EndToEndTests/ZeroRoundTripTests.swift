@@ -134,10 +134,11 @@ final class ZeroRoundTripTests: EndToEndTestCase {
         XCTAssertEqual(directoryEntries(), [])
     }
 
-    /// A run that resumes uses the classic probe: the opening request would
-    /// fetch byte 0 on, which is on disk already. Both runs together send the
-    /// file about once.
-    func testResumeProbesWithHEADAndFetchesOnlyWhatIsMissing() throws {
+    /// A run that resumes sends no opening request (it would fetch byte 0
+    /// on, which is on disk already) and no probe either: the manifest's
+    /// strong ETag goes out as If-Range on every ranged request. Both runs
+    /// together send the file about once.
+    func testResumeSendsIfRangeWithoutAProbeAndFetchesOnlyWhatIsMissing() throws {
         let size: Int64 = 8 << 20
         let resource = Resource.generated(size: size, seed: 310)
         server.setResource(resource, at: "f")
@@ -154,7 +155,8 @@ final class ZeroRoundTripTests: EndToEndTestCase {
         let second = runLibrary([server.url("f")], to: output) { $0.connections = 4 }
         XCTAssertNil(second.error)
         assertSameBytes(output, resource)
-        XCTAssertEqual(requests[before].method, "HEAD", "\(requests[before...])")
+        XCTAssertFalse(requests[before...].contains { $0.method == "HEAD" }, "\(requests[before...])")
+        XCTAssertTrue(requests[before...].allSatisfy { $0.ifRangeHeader == resource.etag }, "\(requests[before...])")
         XCTAssertLessThanOrEqual(server.statistics.bodyBytesSent, size + size / 4, "resumed, not fetched again")
     }
 }

@@ -88,11 +88,19 @@ extension Engine {
             let moving = connections.filter { $0.isBusy && $0.mirror === donor && $0.race == nil }
                 .sorted { ($0.remaining?.count ?? 0) > ($1.remaining?.count ?? 0) }
                 .prefix(move.count)
-            for connection in moving {
+            // A transfer about to finish is left to finish: the placement's
+            // targets send its connection to the recipient next anyway.
+            for connection in moving where !finishesSoon(connection, now: now) {
                 cancel(connection, reason: "moved to another mirror", requeue: true, now: now)
             }
             onEvent(.connectionsMoved(from: donor.remote.url, to: mirrors[move.to].remote.url, count: moving.count))
         }
+    }
+
+    /// True when `connection`'s transfer ends sooner than a new request could deliver.
+    private func finishesSoon(_ connection: Connection, now: Double) -> Bool {
+        guard let remaining = connection.remaining, let rate = connection.rate(now: now), rate > 0 else { return false }
+        return Double(remaining.count) / rate < 2 * setupDelay
     }
 
     /// True while enough is left that a move pays back its new requests:
