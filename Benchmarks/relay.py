@@ -2,7 +2,7 @@
 """A TCP relay that paces the server-to-client direction, per TCP connection or in total.
 
     Benchmarks/relay.py --listen PORT --backend PORT [--per-connection RATE | --total RATE]
-                        [--slice MS | --burst SIZE] [--log FILE]
+                        [--slice MS | --burst SIZE] [--buffer SIZE] [--log FILE]
 
 Accepts connections on 127.0.0.1:PORT and forwards each to the backend port as
 raw bytes (TLS stays end to end between the client and the server).  Bytes from
@@ -19,6 +19,12 @@ Pacing is smooth by default: reads of at most --slice ms worth of the rate
 --burst SIZE is bursty instead: reads and sends up to SIZE at once, then sleeps
 SIZE / rate (nginx's default limit_rate pacing is --burst 2MiB).  The client-to-
 server direction is never limited.
+
+--buffer SIZE (default 256KiB) is the receive buffer of the socket to the
+backend: what the server can send ahead of the pacer, like the bytes in flight
+on a real path (5 MiB/s x 50 ms = 256 KiB).  Without it Linux grows the buffer
+up to tcp_rmem's maximum (32 MiB here), and a client that cancels an HTTP/2
+stream still receives, at the paced rate, megabytes the server had already sent.
 
 RATE and SIZE: a number of bytes with an optional unit: k, K, KiB = 1024;
 M, MiB = 1024^2; G, GiB = 1024^3; kB, KB, MB, GB = powers of 1000.  Examples:
@@ -41,7 +47,11 @@ def amount(text):
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", text)
     if not m or m.group(2) not in UNITS:
         raise argparse.ArgumentTypeError(f"not a size or rate: {text!r} (e.g. 5MiB, 10MB, 65536)")
-    value = float(m.group(1)) * UNITS[m.group(2)]
+    return float(m.group(1)) * UNITS[m.group(2)]
+
+
+def positive(text):
+    value = amount(text)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be > 0: {text!r}")
     return value
@@ -102,6 +112,8 @@ class Relay:
         loop = asyncio.get_running_loop()
         t0 = time.monotonic()
         backend = socket.socket()
+        if self.args.buffer:  # before connect: it sets the window scale
+            backend.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, int(self.args.buffer))
         counts = [0, 0]  # bytes client->backend, backend->client
         for s in (client, backend):
             s.setblocking(False)
@@ -157,12 +169,14 @@ def main():
     ap.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     ap.add_argument("--backend-host", default="127.0.0.1", help="backend address (default 127.0.0.1)")
     cap = ap.add_mutually_exclusive_group()
-    cap.add_argument("--per-connection", type=amount, metavar="RATE", help="bytes/s for each TCP connection")
-    cap.add_argument("--total", type=amount, metavar="RATE", help="bytes/s shared by all connections")
+    cap.add_argument("--per-connection", type=positive, metavar="RATE", help="bytes/s for each TCP connection")
+    cap.add_argument("--total", type=positive, metavar="RATE", help="bytes/s shared by all connections")
     pace = ap.add_mutually_exclusive_group()
     pace.add_argument("--slice", type=float, default=10.0, metavar="MS",
                       help="smooth pacing: send at most MS worth of the rate at a time (default 10)")
-    pace.add_argument("--burst", type=amount, metavar="SIZE", help="bursty pacing: up to SIZE at once")
+    pace.add_argument("--burst", type=positive, metavar="SIZE", help="bursty pacing: up to SIZE at once")
+    ap.add_argument("--buffer", type=amount, default=256 << 10, metavar="SIZE",
+                    help="receive buffer of the socket to the backend (default 256KiB; 0: the system's)")
     ap.add_argument("--log", metavar="FILE", help="append a line per closed connection")
     args = ap.parse_args()
     try:
