@@ -133,6 +133,11 @@ public final class RangeServer: Sendable {
         core.state.withLock { $0.statistics }
     }
 
+    /// Client connections open now (accepted and not yet closed).
+    public var openConnections: Int {
+        core.state.withLock { $0.clients.count }
+    }
+
     /// Clears the statistics (not the request counts of fault triggers).
     public func resetStatistics() {
         core.resetStatistics()

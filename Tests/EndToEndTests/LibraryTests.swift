@@ -131,14 +131,13 @@ final class LibraryTests: EndToEndTestCase {
         XCTAssertGreaterThanOrEqual(saved, 2 << 20, "the pause saved every byte that had arrived")
         XCTAssertLessThan(saved, size, "paused mid-download")
         let done = doneRanges(output + ".part.json")
-        // Every connection is closed: nothing more arrives while paused (after
-        // the last in-flight write, which the server counts once the kernel took it).
-        try await Task.sleep(nanoseconds: 200_000_000)
-        let sentWhilePaused = server.statistics.bodyBytesSent
-        try await Task.sleep(nanoseconds: 500_000_000)
-        XCTAssertEqual(server.statistics.bodyBytesSent, sentWhilePaused, "bytes flowed while paused")
+        // Every connection is closed (the server sees none open), so nothing
+        // more can arrive while paused; and no connection opens until resume.
+        await waitUntil("every connection closed") { self.server.openConnections == 0 }
+        let accepted = server.statistics.connectionsAccepted
         XCTAssertEqual(download.state, .paused)
 
+        XCTAssertEqual(server.statistics.connectionsAccepted, accepted, "no connection opened while paused")
         server.resetStatistics()
         download.resume()
         let result = try await download.run()
@@ -236,11 +235,8 @@ final class LibraryTests: EndToEndTestCase {
         XCTAssertFalse(exists(output + ".part"), ".part deleted")
         XCTAssertFalse(exists(output + ".part.json"), "manifest deleted")
         XCTAssertFalse(exists(output))
-        // The server counts a write once the kernel took it: let the last in-flight slice land.
-        try await Task.sleep(nanoseconds: 200_000_000)
-        let sent = server.statistics.bodyBytesSent
-        try await Task.sleep(nanoseconds: 500_000_000)
-        XCTAssertEqual(server.statistics.bodyBytesSent, sent, "nothing transferred after the cancel")
+        // Every connection is closed: nothing more can be transferred.
+        await waitUntil("every connection closed") { self.server.openConnections == 0 }
     }
 
     func testCancelWhilePausedDiscardsAtOnce() async throws {
@@ -300,23 +296,27 @@ final class LibraryTests: EndToEndTestCase {
         let (download, resource, watch) = throttledDownload(seed: 92)
         let outcome = Mutex<Result<DownloadResult, DownloadError>?>(nil)
         let progressEvents = Mutex(0)
+        // Set just before resume(): run(onEvent:) must not return before it.
+        let resumed = Mutex(false)
+        let returnedBeforeResume = Mutex(false)
         Thread {
             let result = Result { () throws(DownloadError) in
                 try download.run { event in
                     if case .progress = event { progressEvents.withLock { $0 += 1 } }
                 }
             }
+            returnedBeforeResume.withLock { $0 = !resumed.withLock { $0 } }
             outcome.withLock { $0 = result }
         }.start()
         XCTAssertTrue(wait(timeout: 20) { watch.bytesDone >= 1 << 20 })
         download.pause()
         XCTAssertTrue(wait(timeout: 20) { download.state == .paused })
-        usleep(300_000)
-        XCTAssertNil(outcome.withLock { $0 }, "run(onEvent:) still waits while paused")
         XCTAssertEqual(download.state, .paused)
 
+        resumed.withLock { $0 = true }
         download.resume()
         XCTAssertTrue(wait(timeout: 30) { outcome.withLock { $0 } != nil })
+        XCTAssertFalse(returnedBeforeResume.withLock { $0 }, "run(onEvent:) waited while paused")
         let result = try XCTUnwrap(outcome.withLock { $0 }).get()
         assertSameBytes(result.path, resource)
         XCTAssertEqual(download.state, .finished(result))

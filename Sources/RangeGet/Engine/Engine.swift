@@ -1,9 +1,9 @@
 // Engine: the transfer loop. One thread drives one curl multi handle and every
 // easy handle (invariant 4); other threads only call `requestStop`, which
 // wakes the loop. Each turn of the loop: top up idle connections with work,
-// let libcurl move bytes (the write callbacks pwrite them), settle finished
-// transfers, catch stalls, publish progress, checkpoint. Who fetches what is
-// decided in Engine+Scheduling.swift.
+// publish progress, let libcurl move bytes (the write callbacks pwrite them),
+// settle finished transfers, catch stalls, move connections between mirrors,
+// checkpoint. Who fetches what is decided in Engine+Scheduling.swift.
 import CCurl
 import Synchronization
 
@@ -180,6 +180,9 @@ final class Engine: @unchecked Sendable {
             if queue.isEmpty && !connections.contains(where: \.isBusy) {
                 return .complete(size: size ?? written.ranges.last?.end ?? 0)
             }
+            // Reported once the free connections took their next pieces, so a
+            // sample never shows a connection between two pieces as idle.
+            report(now: now, force: false)
             do {
                 _ = try multi.perform()
             } catch {
@@ -197,7 +200,6 @@ final class Engine: @unchecked Sendable {
             }
             if let outcome = watchTransfers(now: now) { return outcome }
             placeConnections(now: now)
-            report(now: now, force: false)
             if let failure = checkpointer?.failure { return .failed(.io(failure)) }
             checkpointIfDue(now: now)
             // A connection just freed takes its next piece at once (and the end
