@@ -7,12 +7,14 @@ deps:
 # The Swift runtime is linked statically: the binary runs without the
 # toolchain and keeps about 6 MiB less resident.
 build: deps
+	scripts/build-info
 	swift build -c release --product rangeget --static-swift-stdlib
 
 demo: build
 	scripts/demo.sh
 
 test: deps
+	scripts/build-info
 	swift build --build-tests
 	# XCTest only: the suite has no swift-testing tests, and its empty run
 	# would otherwise print the last line ("0 tests ... passed").

@@ -1,6 +1,16 @@
 #define _GNU_SOURCE /* sync_file_range */
 #include <fcntl.h>
 #include "CCurlShim.h"
+/* The commit the binary was built from: scripts/build-info writes this
+   header before `make build` and `make test`; a plain `swift build` of a
+   tree without it reports "unknown". */
+#if __has_include("build_info.h")
+#include "build_info.h"
+#endif
+#ifndef RG_BUILD_COMMIT
+#define RG_BUILD_COMMIT "unknown"
+#define RG_BUILD_DIRTY 0
+#endif
 
 CURLcode rg_easy_setopt_long(CURL *easy, CURLoption option, long value) {
     return curl_easy_setopt(easy, option, value);
@@ -43,4 +53,12 @@ CURLMcode rg_multi_setopt_long(CURLM *multi, CURLMoption option, long value) {
 
 int rg_start_writeback(int fd) {
     return sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+}
+
+const char *rg_build_commit(void) {
+    return RG_BUILD_COMMIT;
+}
+
+int rg_build_dirty(void) {
+    return RG_BUILD_DIRTY;
 }

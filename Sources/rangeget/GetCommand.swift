@@ -107,7 +107,10 @@ enum GetCommand {
         do {
             urls = try command.parse(arguments, into: &settings)
             if settings.help { print(command.help); return ExitCode.success.rawValue }
-            if settings.version { print("rangeget \(RangeGetVersion.current)"); return ExitCode.success.rawValue }
+            if settings.version {
+                print("rangeget \(RangeGetVersion.current) (commit \(RangeGetVersion.build))\n\(RangeGetVersion.libraries)")
+                return ExitCode.success.rawValue
+            }
             if let list = settings.inputFile {
                 guard urls.isEmpty else { throw UsageError("give URLs either on the command line or with -i, not both") }
                 guard settings.output == nil else { throw UsageError("-o names one file; with -i use out=NAME in the list") }

@@ -1,7 +1,8 @@
 // Typed, non-variadic entry points for libcurl's variadic setters and getters.
 // Swift cannot call C variadic functions; each wrapper below fixes one
 // argument type, and passes `long` exactly where libcurl wants `long`.
-// Also the one Linux call Glibc's module map hides (it needs _GNU_SOURCE).
+// Also the one Linux call Glibc's module map hides (it needs _GNU_SOURCE),
+// and the build's identity (scripts/build-info).
 #ifndef RANGEGET_CCURLSHIM_H
 #define RANGEGET_CCURLSHIM_H
 
@@ -28,5 +29,10 @@ CURLMcode rg_multi_setopt_long(CURLM *multi, CURLMoption option, long value);
 /// `sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE)`: starts writing the
 /// file's dirty pages to disk and returns at once; no durability promise.
 int rg_start_writeback(int fd);
+
+/// The commit the binary was built from ("unknown" outside `make`), and
+/// whether the tree differed from it.
+const char *rg_build_commit(void);
+int rg_build_dirty(void);
 
 #endif

@@ -1,6 +1,7 @@
 // TransferOptions: the request settings shared by the probe and every ranged
 // GET (headers, TLS, timeouts, redirects), applied to an easy handle in one place.
 import CCurl
+import CCurlShim
 
 /// How every request of a download is made.
 public struct TransferOptions: Sendable {
@@ -93,4 +94,18 @@ public enum HTTPVersion: String, Sendable, CaseIterable {
 public enum RangeGetVersion {
     /// The release number.
     public static let current = "0.1.0"
+
+    /// The commit the binary was built from (abbreviated), with
+    /// "+modified" when the tree had changes; "unknown" when it was built
+    /// without `make` (scripts/build-info writes it).
+    public static var build: String {
+        String(cString: rg_build_commit()) + (rg_build_dirty() != 0 ? "+modified" : "")
+    }
+
+    /// libcurl's version line: its own version and its TLS, compression and
+    /// HTTP/2 libraries, as `curl -V` prints them.
+    public static var libraries: String {
+        _ = CurlGlobal.initialized
+        return String(cString: curl_version())
+    }
 }
