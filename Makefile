@@ -17,8 +17,9 @@ test: deps
 	scripts/build-info
 	swift build --build-tests
 	# XCTest only: the suite has no swift-testing tests, and its empty run
-	# would otherwise print the last line ("0 tests ... passed").
-	swift test --skip-build --disable-swift-testing
+	# would otherwise print the last line ("0 tests ... passed"). The last
+	# lines say how many tests were skipped and why.
+	bash -o pipefail -c "swift test --skip-build --disable-swift-testing 2>&1 | scripts/test-summary"
 
 bench:
 	Benchmarks/run
