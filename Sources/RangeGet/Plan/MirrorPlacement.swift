@@ -233,13 +233,14 @@ struct ThroughputCurve: Sendable, Equatable {
     }
 
     /// The total it does not rise above, once more connections were seen to
-    /// add less than half of what the ones before added each.
+    /// add less than a quarter of what the ones before added each (a noisy
+    /// measurement of a mirror that scales stays well above that).
     var ceiling: Double? {
         let points = points
         for (index, low) in points.enumerated() {
             for high in points[(index + 1)...] {
                 let expected = low.total / Double(low.count) * Double(high.count - low.count)
-                if high.total - low.total < 0.5 * expected { return points.map(\.total).max() }
+                if high.total - low.total < 0.25 * expected { return points.map(\.total).max() }
             }
         }
         return nil
