@@ -26,15 +26,14 @@ enum BenchCommand {
             .value("n", "connections", "N", "connections for the multi-connection measurement, and the most the recommendation uses (default 8)") { settings, text throws(UsageError) in
                 settings.benchmark.connections = try Parse.positiveInteger(text, "connections", max: 256)
             },
-            .value(nil, "seconds", "SECONDS", "length of each throughput measurement (default 5)") { settings, text throws(UsageError) in
+            .value(nil, "seconds", "SECONDS", "length of each throughput measurement (default 5; 0.001 to 86400)") { settings, text throws(UsageError) in
                 settings.benchmark.seconds = try Parse.seconds(text, "seconds")
             },
             .value(nil, "samples", "N", "ranges compared across mirrors (default 4)") { settings, text throws(UsageError) in
                 settings.benchmark.samples = try Parse.positiveInteger(text, "samples", max: 64)
             },
-            .value("H", "header", "'NAME: VALUE'", "send this request header") { settings, text throws(UsageError) in
-                guard text.contains(":") else { throw UsageError("--header needs 'Name: value', not '\(text)'") }
-                settings.benchmark.transfer.headers.append(text)
+            .value("H", "header", "'NAME: VALUE'", "send this request header (not Range or If-Range)") { settings, text throws(UsageError) in
+                settings.benchmark.transfer.headers.append(try Parse.header(text))
             },
             .flag(nil, "insecure", "do not verify TLS certificates") { $0.benchmark.transfer.insecure = true },
             .flag(nil, "json", "print a JSON object instead of a table") { $0.json = true },

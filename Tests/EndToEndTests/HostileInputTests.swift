@@ -1,0 +1,91 @@
+// Issue 12, the command line's part: hostile servers and hostile input must
+// not crash rangeget, make it write outside its target, or let a file through
+// unchecked without saying so. Each test names the item of the issue it guards.
+import Foundation
+import RangeGet
+import RangeServer
+import XCTest
+
+final class HostileInputTests: EndToEndTestCase {
+    /// Asserts one line `rangeget: ...` on stderr, exit 2, and nothing sent or written.
+    private func assertRefused(_ arguments: [String], mentioning expected: String? = nil,
+                               file: StaticString = #filePath, line: UInt = #line) throws {
+        server.resetStatistics()
+        let before = try FileManager.default.contentsOfDirectory(atPath: directory).sorted()
+        let run = try CLI.run(arguments, in: directory, timeout: 20)
+        XCTAssertEqual(run.status, 2, "\(arguments): \(run.stderr)", file: file, line: line)
+        XCTAssertEqual(run.stderr.split(separator: "\n").count, 1, "\(arguments): one line, got \(run.stderr)",
+                       file: file, line: line)
+        XCTAssertTrue(run.stderr.hasPrefix("rangeget: "), "\(arguments): \(run.stderr)", file: file, line: line)
+        if let expected {
+            XCTAssertTrue(run.stderr.contains(expected), "\(arguments): '\(expected)' in \(run.stderr)", file: file, line: line)
+        }
+        XCTAssertFalse(run.stderr.contains("Fatal error"), run.stderr, file: file, line: line)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: directory).sorted(), before,
+                       "\(arguments): nothing written", file: file, line: line)
+        XCTAssertEqual(server.statistics.requests.count, 0, "\(arguments): no request", file: file, line: line)
+    }
+
+    // MARK: - Item 2: numbers typed on the command line
+
+    /// Issue 12 item 2: `--connect-timeout 1e19` trapped converting seconds to
+    /// milliseconds, `--min-split 5000000T` trapped in the planner
+    /// (`2 * minimumSplit`), and counts had no upper bound at all.
+    func testNumbersAtTheEdgeOfTheirTypesAreRefusedWithOneLine() throws {
+        let url = server.url("f")
+        server.setResource(Resource.generated(size: 4 << 20, seed: 120), at: "f")
+        let cases: [([String], String)] = [
+            (["--connect-timeout", "1e19"], "--connect-timeout"), (["--connect-timeout", "0.0001"], "--connect-timeout"),
+            (["--stall-timeout", "1e300"], "86400"), (["--retry-wait", "9223372036854775808"], "--retry-wait"),
+            (["--retry-wait", "100000"], "86400"),
+            (["--min-split", "5000000T"], "--min-split"), (["-k", "1025G"], "1T"), (["--min-split", "9223372036854775807"], "1T"),
+            (["--max-speed", "5000000T"], "--max-speed"), (["--max-speed", "2T"], "1T"),
+            (["--retries", "9223372036854775807"], "1000"), (["--retries", "99999999999999999999"], "--retries"),
+            (["--retries", "1001"], "1000"), (["-j", "9223372036854775808"], "--jobs"), (["-n", "1e3"], "--connections"),
+            (["--max-per-host", "18446744073709551616"], "--max-per-host"),
+        ]
+        for (arguments, expected) in cases {
+            try assertRefused(["-q", "-o", path("f")] + arguments + [url], mentioning: expected)
+        }
+        let served = path("served")
+        try FileManager.default.createDirectory(atPath: served, withIntermediateDirectories: false)
+        for arguments in [["--latency", "inf"], ["--latency", "1e300"], ["--rate-total", "5000000T"],
+                          ["--rate-per-connection", "9223372036854775807"]] {
+            try assertRefused(["serve", served] + arguments, mentioning: arguments[0])
+        }
+        for arguments in [["--seconds", "1e19"], ["--samples", "65"], ["-n", "100000000000000000000"]] {
+            try assertRefused(["bench"] + arguments + [url], mentioning: arguments[0] == "-n" ? "--connections" : arguments[0])
+        }
+        // The largest values allowed still work.
+        let run = try CLI.run(["-q", "--min-split", "1T", "--max-speed", "1T", "--retries", "1000", "--connect-timeout", "86400",
+                               "--stall-timeout", "86400", "--retry-wait", "86400", "-o", path("f"), url], in: directory)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        assertSameBytes(path("f"), Resource.generated(size: 4 << 20, seed: 120))
+    }
+
+    // MARK: - Item 16: request headers
+
+    /// Issue 12 item 16: `-H` took CR and LF, so one option could add headers
+    /// (or a request) of its own; a `Range:` header would override the
+    /// planner's ranges and an `If-Range:` the validator that keeps a changed
+    /// file from being spliced.
+    func testHeadersWithLineBreaksOrThatChooseTheBytesAreRefused() throws {
+        let url = server.url("f")
+        server.setResource(Resource.generated(size: 1000, seed: 127), at: "f")
+        let cases: [([String], String)] = [
+            (["-H", "X-A: 1\r\nX-Injected: 2"], "line break"), (["-H", "X-A: 1\nX-B: 2"], "line break"),
+            (["-H", "X-A: 1\r"], "line break"), (["-H", "X-A: \u{1B}[2J"], "control character"),
+            (["--user-agent", "ua\r\nX-Injected: 1"], "--user-agent"),
+            (["-H", "Range: bytes=0-10"], "Range"), (["-H", " range :bytes=5-"], "Range"), (["--header=RANGE: bytes=1-2"], "Range"),
+            (["-H", "If-Range: \"x\""], "If-Range"), (["-H", ": no name"], "--header"), (["-H", "Bad Name: x"], "--header"),
+        ]
+        for (arguments, expected) in cases {
+            try assertRefused(["-q", "-o", path("f")] + arguments + [url], mentioning: expected)
+        }
+        try assertRefused(["bench", "-H", "X: a\r\nY: b", url], mentioning: "line break")
+        // Ordinary headers still go out.
+        let run = try CLI.run(["-q", "-H", "X-Token: abc", "--user-agent", "agent/1.0", "-o", path("f"), url], in: directory)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertTrue(server.statistics.requests.allSatisfy { $0.headers["x-token"] == "abc" })
+    }
+}
