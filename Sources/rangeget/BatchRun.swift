@@ -137,8 +137,8 @@ final class BatchRun: Sendable {
             }
             print(JSONSummary.encode(BatchSummary(outcome: failed.isEmpty ? "complete" : "failed", files: files)))
         } else if !settings.quiet {
-            print("\(entries.count - failed.count) of \(entries.count) files downloaded"
-                  + (failed.isEmpty ? "" : "; failed: " + failed.map { entries[$0].urls[0] }.joined(separator: ", ")))
+            TerminalText.printLine("\(entries.count - failed.count) of \(entries.count) files downloaded"
+                + (failed.isEmpty ? "" : "; failed: " + failed.map { entries[$0].urls[0] }.joined(separator: ", ")))
         }
         for index in failed {
             switch results[index] {

@@ -70,14 +70,14 @@ enum BenchCommand {
         var recommendation: MirrorChoice
     }
 
-    /// The command line to use, why, and a warning naming mirrors that serve other bytes.
+    /// The command line to use, why, and a warning naming mirrors that serve other bytes; each line escaped.
     static func advice(_ choice: MirrorChoice, _ results: [MirrorMeasurement]) -> String {
-        guard !choice.mirrors.isEmpty else { return "recommendation: none: " + choice.reason }
-        var text = "recommendation: rangeget -n \(choice.connections) " + choice.mirrors.joined(separator: " ")
-            + "\n  (\(choice.reason))"
+        guard !choice.mirrors.isEmpty else { return TerminalText.escaped("recommendation: none: " + choice.reason) }
+        var lines = ["recommendation: rangeget -n \(choice.connections) " + choice.mirrors.joined(separator: " "),
+                     "  (\(choice.reason))"]
         let differing = results.filter { $0.sameBytes == false }.map(\.url)
-        if !differing.isEmpty { text += "\n  WARNING: serves different bytes, do not use: " + differing.joined(separator: ", ") }
-        return text
+        if !differing.isEmpty { lines.append("  WARNING: serves different bytes, do not use: " + differing.joined(separator: ", ")) }
+        return lines.map(TerminalText.escaped).joined(separator: "\n")
     }
 
     private static func table(_ results: [MirrorMeasurement]) -> String {
@@ -97,9 +97,6 @@ enum BenchCommand {
                 result.sameBytes.map { $0 ? "yes" : "NO" } ?? "-",
             ])
         }
-        let widths = (0..<rows[0].count).map { column in rows.map { $0[column].count }.max() ?? 0 }
-        return rows.map { row in
-            zip(row, widths).map { $0.0.padding(to: $0.1) }.joined(separator: " ").trimmingTrailingSpaces()
-        }.joined(separator: "\n")
+        return TerminalText.table(rows)
     }
 }

@@ -138,7 +138,7 @@ enum GetCommand {
             if settings.json {
                 print(JSONSummary(result: result).encoded())
             } else if !settings.quiet {
-                print(summary(result))
+                TerminalText.printLine(summary(result))
             }
             return ExitCode.success.rawValue
         } catch {
@@ -221,9 +221,14 @@ enum GetCommand {
     }
 }
 
+/// Prints `rangeget: message` on stderr, escaped (it may quote a server or a list).
+func warn(_ message: String) {
+    writeToStandardError("rangeget: \(TerminalText.escaped(message))\n")
+}
+
 /// Prints `rangeget: message` on stderr and returns the exit code.
 func fail(_ message: String, _ code: ExitCode) -> Int32 {
-    writeToStandardError("rangeget: \(message)\n")
+    warn(message)
     return code.rawValue
 }
 

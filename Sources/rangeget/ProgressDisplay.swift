@@ -68,13 +68,14 @@ final class ProgressDisplay: Sendable {
         }
     }
 
-    /// Prints a message on its own line; the progress line is redrawn below it later.
+    /// Prints a message on its own line, escaped (it may quote a server); the
+    /// progress line is redrawn below it later.
     func message(_ text: String) {
         let wasDrawn = state.withLock { state in
             defer { state.drawn = false; state.lastDraw = -Double.infinity }
             return state.drawn
         }
-        write((wasDrawn ? "\r\u{1B}[K" : "") + "rangeget: " + text + "\n")
+        write((wasDrawn ? "\r\u{1B}[K" : "") + "rangeget: " + TerminalText.escaped(text) + "\n")
     }
 
     /// Removes the progress line.

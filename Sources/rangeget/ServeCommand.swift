@@ -65,7 +65,7 @@ enum ServeCommand {
         } catch {
             return fail("cannot start the server: \(error)", .local)
         }
-        print("serving \(directory) on http://127.0.0.1:\(server.port)/")
+        TerminalText.printLine("serving \(directory) on http://127.0.0.1:\(server.port)/")
         fflush(nil)
         let interrupts = InterruptHandler {
             server.stop()

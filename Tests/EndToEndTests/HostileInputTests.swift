@@ -26,6 +26,16 @@ final class HostileInputTests: EndToEndTestCase {
         XCTAssertEqual(server.statistics.requests.count, 0, "\(arguments): no request", file: file, line: line)
     }
 
+    /// Every scalar of `text` that a terminal would act on: C0 (but the line
+    /// feed), DEL, C1 and the bidi controls.
+    private func controlCharacters(_ text: String) -> [String] {
+        text.unicodeScalars.filter { scalar in
+            (scalar.value < 0x20 && scalar != "\n") || (0x7F...0x9F).contains(scalar.value)
+                || [0x061C, 0x200E, 0x200F, 0x2028, 0x2029].contains(scalar.value)
+                || (0x202A...0x202E).contains(scalar.value) || (0x2066...0x2069).contains(scalar.value)
+        }.map { String(format: "U+%04X", $0.value) }
+    }
+
     // MARK: - Item 2: numbers typed on the command line
 
     /// Issue 12 item 2: `--connect-timeout 1e19` trapped converting seconds to
@@ -61,6 +71,67 @@ final class HostileInputTests: EndToEndTestCase {
                                "--stall-timeout", "86400", "--retry-wait", "86400", "-o", path("f"), url], in: directory)
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(path("f"), Resource.generated(size: 4 << 20, seed: 120))
+    }
+
+    // MARK: - Item 15: control characters from servers
+
+    /// Issue 12 item 15: server strings (here a Content-Range, an ETag, a
+    /// Server header, a file name) were printed raw, so an escape sequence in
+    /// them reached the terminal. `--json` stays valid JSON with the text intact.
+    func testServerTextReachesTheTerminalWithoutControlCharacters() throws {
+        let hostile = "\u{1B}]0;owned\u{07}\u{1B}[2J\u{9B}31m\u{202E}\u{7F}"
+        let garbage = try ScriptedServer { _ in
+            ScriptedResponse(head: ["HTTP/1.1 206 Partial Content", "Content-Range: bytes 0-0/\(hostile)",
+                                    "Content-Length: 1", "Connection: close"].joined(separator: "\r\n"), body: [0x61])
+        }
+        defer { garbage.stop() }
+        let failed = try CLI.run(["--retries", "0", "-o", path("g"), garbage.url("g")], in: directory)
+        XCTAssertEqual(failed.status, 1, failed.stderr)
+        XCTAssertTrue(failed.stderr.contains("Content-Range"), failed.stderr)
+        XCTAssertEqual(controlCharacters(failed.stderr), [], failed.stderr.debugDescription)
+        XCTAssertTrue(failed.stderr.split(separator: "\n").allSatisfy { $0.hasPrefix("rangeget: ") },
+                      "no line of the server's: \(failed.stderr.debugDescription)")
+
+        let json = try CLI.run(["--json", "--retries", "0", "-o", path("g"), garbage.url("g")], in: directory)
+        XCTAssertEqual(json.status, 1)
+        XCTAssertEqual(controlCharacters(json.stdout.trimmingCharacters(in: .newlines)), [], json.stdout.debugDescription)
+        let error = try XCTUnwrap(try json.jsonObject()["error"] as? String)
+        XCTAssertTrue(error.contains("\u{1B}]0;owned\u{07}"), "JSON carries the text, escaped: \(error.debugDescription)")
+
+        // An ETag that differs on a mirror is quoted when the mirror is dropped.
+        let resource = Resource.generated(size: 300_000, seed: 126)
+        server.setResource(resource, at: "f")
+        let mirror = try ScriptedServer { request in
+            ScriptedResponse.serving(resource, request, etag: "\"\(hostile)\"")
+        }
+        defer { mirror.stop() }
+        let dropped = try CLI.run(["-o", path("f"), server.url("f"), mirror.url("f")], in: directory)
+        XCTAssertEqual(dropped.status, 0, dropped.stderr)
+        XCTAssertTrue(dropped.stderr.contains("dropping mirror"), dropped.stderr)
+        XCTAssertEqual(controlCharacters(dropped.stderr + dropped.stdout), [], (dropped.stderr + dropped.stdout).debugDescription)
+
+        // bench prints the Server header in its table.
+        let benchMirror = try ScriptedServer { request in
+            ScriptedResponse.serving(resource, request, extraFields: ["Server: \(hostile)"])
+        }
+        defer { benchMirror.stop() }
+        let benchTable = try CLI.run(["bench", "--seconds", "0.2", "-n", "2", "--samples", "1", benchMirror.url("f")],
+                                     in: directory, timeout: 60)
+        XCTAssertEqual(benchTable.status, 0, benchTable.stderr)
+        XCTAssertTrue(benchTable.stdout.contains("owned"), benchTable.stdout)
+        XCTAssertEqual(controlCharacters(benchTable.stdout + benchTable.stderr), [],
+                       (benchTable.stdout + benchTable.stderr).debugDescription)
+
+        // status prints file names found on disk, and what went wrong with them.
+        let evil = path("evil\u{1B}[2J\u{07}.part.json")
+        try Data("{broken".utf8).write(to: URL(fileURLWithPath: evil))
+        let status = try CLI.run(["status", directory], in: directory)
+        XCTAssertEqual(status.status, 4)
+        XCTAssertTrue(status.stdout.contains("damaged"), status.stdout)
+        XCTAssertEqual(controlCharacters(status.stdout + status.stderr), [], status.stdout.debugDescription)
+        let statusJSON = try CLI.run(["status", "--json", directory], in: directory)
+        let entries = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(statusJSON.stdout.utf8)) as? [[String: Any]])
+        XCTAssertTrue(entries.contains { $0["manifest"] as? String == evil }, "JSON keeps the name as it is: \(statusJSON.stdout)")
     }
 
     // MARK: - Item 16: request headers
