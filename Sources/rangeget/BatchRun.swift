@@ -108,9 +108,10 @@ final class BatchRun: Sendable {
         let total = state.withLock { state -> DownloadProgress in
             state.progress[index] = progress
             var sum = DownloadProgress(bytesDone: 0, totalBytes: 0, bytesPerSecond: 0, activeConnections: 0)
+            // Each file's size is the server's word: the sums saturate instead of trapping.
             for value in state.progress.values {
-                sum.bytesDone += value.bytesDone
-                sum.totalBytes = value.totalBytes.flatMap { known in sum.totalBytes.map { $0 + known } }
+                sum.bytesDone = sum.bytesDone.saturatingAdding(value.bytesDone)
+                sum.totalBytes = value.totalBytes.flatMap { known in sum.totalBytes.map { $0.saturatingAdding(known) } }
                 sum.bytesPerSecond += value.bytesPerSecond
                 sum.activeConnections += value.activeConnections
             }

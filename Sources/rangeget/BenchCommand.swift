@@ -83,8 +83,8 @@ enum BenchCommand {
     private static func table(_ results: [MirrorMeasurement]) -> String {
         let ranked = results.sorted { ($0.manyConnections ?? -1) > ($1.manyConnections ?? -1) }
         var rows = [["#", "MIRROR", "PROBE", "TTFB", "HTTP", "SERVER", "1 CONN", "N CONN", "LIMIT", "TCP", "SAME BYTES"]]
-        func rate(_ value: Double?) -> String { value.map { ByteCount.format(Int64($0)) + "/s" } ?? "-" }
-        func millis(_ value: Double?) -> String { value.map { "\(Int(($0 * 1000).rounded())) ms" } ?? "-" }
+        func rate(_ value: Double?) -> String { value.map { ByteCount.format(Int64(saturating: $0)) + "/s" } ?? "-" }
+        func millis(_ value: Double?) -> String { value.map { "\(Int64(saturating: ($0 * 1000).rounded())) ms" } ?? "-" }
         for (rank, result) in ranked.enumerated() {
             if let error = result.error {
                 rows.append(["\(rank + 1)", result.url, "-", "-", "-", "-", "-", "-", "-", "-", "error: \(error)"])

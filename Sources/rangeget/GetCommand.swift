@@ -203,7 +203,7 @@ enum GetCommand {
     private static func summary(_ result: DownloadResult) -> String {
         let rate = result.seconds > 0 ? Double(result.bytesFetched) / result.seconds : 0
         var line = "saved \(result.path) (\(ByteCount.format(result.size))) in \(String(format1: result.seconds)) s"
-        line += ", \(ByteCount.format(Int64(rate)))/s"
+        line += ", \(ByteCount.format(Int64(saturating: rate)))/s"
         if result.bytesReused > 0 { line += ", \(ByteCount.format(result.bytesReused)) reused from an earlier run" }
         if result.retries > 0 { line += ", \(result.retries) retries" }
         line += ", \(result.tcpConnections) TCP connection\(result.tcpConnections == 1 ? "" : "s")"

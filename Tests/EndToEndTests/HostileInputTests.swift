@@ -7,6 +7,13 @@ import RangeServer
 import XCTest
 
 final class HostileInputTests: EndToEndTestCase {
+    /// Runs the binary on a pseudo-terminal (script(1)); the screen is `stdout`.
+    private func runOnTerminal(_ arguments: [String], timeout: Double = 60) throws -> Run {
+        let command = (["LANG=C.UTF-8", "COLUMNS=100", CLI.binary] + arguments).joined(separator: " ")
+        return try CLI.run(["-c", "/usr/bin/script -qfec '\(command)' /dev/null"], in: directory, timeout: timeout,
+                           executable: "/bin/sh")
+    }
+
     /// Asserts one line `rangeget: ...` on stderr, exit 2, and nothing sent or written.
     private func assertRefused(_ arguments: [String], mentioning expected: String? = nil,
                                file: StaticString = #filePath, line: UInt = #line) throws {
@@ -71,6 +78,27 @@ final class HostileInputTests: EndToEndTestCase {
                                "--stall-timeout", "86400", "--retry-wait", "86400", "-o", path("f"), url], in: directory)
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(path("f"), Resource.generated(size: 4 << 20, seed: 120))
+    }
+
+    // MARK: - Item 3: sizes near Int64.max reach the display
+
+    /// Issue 12 item 3: a 200 claiming `Content-Length: 9000000000000000000`
+    /// reached the progress bar, whose map computed `total * cell` and trapped.
+    func testAContentLengthNearInt64MaxIsShownWithoutATrap() throws {
+        let claimed: Int64 = 9_000_000_000_000_000_000
+        let scripted = try ScriptedServer { request in
+            var response = ScriptedResponse(
+                head: ["HTTP/1.1 200 OK", "Content-Length: \(claimed)", "Connection: close"].joined(separator: "\r\n"),
+                body: request.method == "HEAD" ? [] : [UInt8](repeating: 0x61, count: 300_000))
+            response.holdOpen = request.method == "HEAD" ? 0 : 2
+            return response
+        }
+        defer { scripted.stop() }
+        let run = try runOnTerminal(["--retries", "0", "--stall-timeout", "1", "-o", path("huge"), scripted.url("huge")])
+        XCTAssertFalse(run.stdout.contains("Fatal error"), run.stdout)
+        XCTAssertEqual(run.status, 1, "a short body fails the download, cleanly: \(run.stdout.suffix(400))")
+        XCTAssertTrue(run.stdout.contains("\r["), "the map was drawn: \(run.stdout.debugDescription.prefix(400))")
+        XCTAssertTrue(run.stdout.contains("7.8 EiB"), "the size is shown: \(run.stdout.debugDescription.prefix(400))")
     }
 
     // MARK: - Item 15: control characters from servers
