@@ -182,12 +182,13 @@ enum Lanes {
 }
 
 /// `--checksum-file`: lines of `HEX  NAME` (or `HEX *NAME`) as sha256sum,
-/// sha512sum, sha1sum and md5sum write them; the algorithm follows from the
-/// digest's length.
+/// sha512sum, sha1sum and md5sum write them (LF or CRLF); the algorithm
+/// follows from the digest's length. A name is a file in the `-d` directory;
+/// a leading `./` is dropped.
 enum ChecksumList {
     static func parse(_ text: String) throws(UsageError) -> [String: Checksum] {
         var checksums: [String: Checksum] = [:]
-        for (index, line) in text.split(separator: "\n").enumerated() {
+        for (index, line) in text.textLines.enumerated() {
             let trimmed = line.drop { $0 == " " }
             if trimmed.isEmpty || trimmed.hasPrefix("#") { continue }
             let parts = trimmed.split(separator: " ", maxSplits: 1).map(String.init)
@@ -198,6 +199,10 @@ enum ChecksumList {
             }
             var name = parts[1].drop { $0 == " " }
             if name.hasPrefix("*") { name = name.dropFirst() }
+            if name.hasPrefix("./") { name = name.dropFirst(2) }
+            if let other = checksums[String(name)], other != checksum {
+                throw UsageError("checksum file line \(index + 1): a second, different digest for \(name)")
+            }
             checksums[String(name)] = checksum
         }
         return checksums

@@ -116,6 +116,7 @@ enum GetCommand {
                 let entries = try InputList.parse(try readList(list))
                 guard !entries.isEmpty else { throw UsageError("\(list) lists no URL") }
                 let checksums = try settings.checksumFile.map { try ChecksumList.parse(try readList($0)) } ?? [:]
+                for notice in entries.compactMap(\.outputNotice) { warn(notice) }
                 return BatchRun(entries: entries, settings: settings, checksums: checksums)
                     .run(jobs: settings.jobs ?? settings.options.connections)
             }

@@ -117,4 +117,22 @@ final class CommandLineFormattingTests: XCTestCase {
         XCTAssertEqual(TerminalText.escaped("a\u{1B}[2Jb\r\n"), "a\\u{1B}[2Jb\\u{D}\\u{A}")
         XCTAssertEqual(TerminalText.table([["A", "B\u{1B}"], ["long\u{07}", "x"]]), "A         B\\u{1B}\nlong\\u{7}  x")
     }
+
+    /// A CRLF file was one line (item 8): `"\r\n"` is a single Character.
+    func testListsAndChecksumFilesSplitAtEveryLineEnding() throws {
+        XCTAssertEqual("a\r\nb\nc\rd\r\n".textLines, ["a", "b", "c", "d", ""])
+        XCTAssertEqual("\u{FEFF}a\r\n\r\nb".textLines, ["a", "", "b"])
+        let entries = try InputList.parse("http://h/a\r\n  out=x.bin\r\n# c\r\nhttp://h/b out=../y\r\n")
+        XCTAssertEqual(entries.map(\.urls), [["http://h/a"], ["http://h/b"]])
+        XCTAssertEqual(entries.map(\.output), ["x.bin", "y"])
+        XCTAssertEqual(entries.map(\.line), [1, 4])
+        XCTAssertEqual(entries[1].outputNotice, "input line 4: out=../y is not a plain file name; saving it as y")
+        let digest = String(repeating: "ab", count: 32)
+        let sums = try ChecksumList.parse("\(digest)  a.bin\r\n\r\n\(digest.uppercased()) *./b.bin\r\n")
+        XCTAssertEqual(sums.keys.sorted(), ["a.bin", "b.bin"])
+        XCTAssertThrowsError(try ChecksumList.parse("\(digest)  a\r\nnot a sum\r\n")) { error in
+            XCTAssertTrue("\(error)".contains("line 2"), "\(error)")
+        }
+        XCTAssertThrowsError(try ChecksumList.parse("\(digest)  a\n\(String(repeating: "cd", count: 32))  a\n"))
+    }
 }

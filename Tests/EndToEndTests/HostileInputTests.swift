@@ -101,6 +101,86 @@ final class HostileInputTests: EndToEndTestCase {
         XCTAssertTrue(run.stdout.contains("7.8 EiB"), "the size is shown: \(run.stdout.debugDescription.prefix(400))")
     }
 
+    // MARK: - Item 4: out= names in a list
+
+    /// Issue 12 item 4: `out=../x` and `out=/abs/path` in an `-i` list wrote
+    /// outside the `-d` directory. Such names are reduced to a base name in it.
+    func testOutNamesInAListStayInsideTheDirectory() throws {
+        let resource = Resource.generated(size: 200_000, seed: 121)
+        server.setResource(resource, at: "f")
+        let url = server.url("f")
+        let outside = path("outside.bin")
+        let lines = [
+            "\(url) out=../escaped.bin",
+            "\(url) out=\(outside)",
+            url, "  out=sub/../../../climbed.bin",
+            "\(url) out=..\\windows.bin",
+            "\(url) out=.hidden",
+        ]
+        try lines.joined(separator: "\n").write(toFile: path("list"), atomically: true, encoding: .utf8)
+        try FileManager.default.createDirectory(atPath: path("out"), withIntermediateDirectories: false)
+        let run = try CLI.run(["-q", "-d", path("out"), "-i", path("list")], in: directory)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: directory).sorted(), ["list", "out"],
+                       "nothing beside the directory")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: outside))
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: path("out")).sorted(),
+                       ["climbed.bin", "escaped.bin", "hidden", "outside.bin", "windows.bin"])
+        for name in ["climbed.bin", "escaped.bin", "hidden", "outside.bin", "windows.bin"] {
+            assertSameBytes(path("out/" + name), resource)
+        }
+        XCTAssertTrue(run.stderr.contains("input line 1: out=../escaped.bin is not a plain file name; saving it as escaped.bin"),
+                      run.stderr)
+        XCTAssertTrue(run.stderr.contains("input line 4:"), "the out= line is named: \(run.stderr)")
+
+        try "\(url) out=..\n".write(toFile: path("list"), atomically: true, encoding: .utf8)
+        try assertRefused(["-d", path("out"), "-i", path("list")], mentioning: "input line 1")
+    }
+
+    // MARK: - Items 8 and 9: CRLF files, checksum lists without an entry
+
+    /// Issue 12 item 8: `"\r\n"` is one Character in Swift, so splitting on
+    /// `"\n"` saw a CRLF file as one line: a CRLF list failed with an odd
+    /// message, and a CRLF SHA256SUMS checked nothing (a wrong sum exited 0).
+    func testCRLFListsAndChecksumFilesAreReadLineByLine() throws {
+        let first = Resource.generated(size: 300_000, seed: 122)
+        let second = Resource.generated(size: 200_000, seed: 123)
+        server.setResource(first, at: "first.bin")
+        server.setResource(second, at: "second.bin")
+        let wrong = String(repeating: "0", count: 64)
+        try "\u{FEFF}\(server.url("first.bin"))\r\n\r\n# comment\r\n\(server.url("second.bin"))\r\n  out=renamed.bin\r\n"
+            .write(toFile: path("list"), atomically: true, encoding: .utf8)
+        try "\(try sha256(of: first))  first.bin\r\n\(wrong) *renamed.bin\r\n"
+            .write(toFile: path("SUMS"), atomically: true, encoding: .utf8)
+        try FileManager.default.createDirectory(atPath: path("out"), withIntermediateDirectories: false)
+        let arguments = ["-d", path("out"), "-i", path("list"), "--checksum-file", path("SUMS")]
+        let bad = try CLI.run(arguments, in: directory)
+        XCTAssertFalse(bad.stderr.contains("Fatal error"), bad.stderr)
+        XCTAssertEqual(bad.status, 3, "the wrong sum is found: \(bad.stderr)")
+        XCTAssertTrue(bad.stderr.contains("expected \(wrong)"), bad.stderr)
+        assertSameBytes(path("out/first.bin"), first)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: path("out/renamed.bin")))
+
+        try "\(try sha256(of: first))  first.bin\r\n\(try sha256(of: second)) *renamed.bin\r\n"
+            .write(toFile: path("SUMS"), atomically: true, encoding: .utf8)
+        try FileManager.default.removeItem(atPath: path("out/first.bin"))
+        let good = try CLI.run(arguments, in: directory)
+        XCTAssertEqual(good.status, 0, good.stderr)
+        assertSameBytes(path("out/first.bin"), first)
+        assertSameBytes(path("out/renamed.bin"), second)
+
+        try "\(server.url("first.bin"))\r\nftp://bad/x\r\n".write(toFile: path("list"), atomically: true, encoding: .utf8)
+        try assertRefused(["-i", path("list")], mentioning: "input line 2: not an http or https URL: 'ftp://bad/x'")
+    }
+
+    private func sha256(of resource: Resource) throws -> String {
+        let reference = path("reference-\(UUID().uuidString)")
+        try resource.write(to: reference)
+        defer { try? FileManager.default.removeItem(atPath: reference) }
+        let run = try CLI.run([reference], in: directory, executable: "/usr/bin/sha256sum")
+        return String(run.stdout.prefix(64))
+    }
+
     // MARK: - Item 15: control characters from servers
 
     /// Issue 12 item 15: server strings (here a Content-Range, an ETag, a
