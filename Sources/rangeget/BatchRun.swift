@@ -4,8 +4,8 @@
 // the files take from while they have work and give back at once, and a
 // lane that finds the list empty gives its own connection to it too. So a
 // large file at the end of a list ends up with every connection the small
-// ones no longer need. A failed file does not stop the others; the summary
-// and the exit code say which failed.
+// ones no longer need. A failed file does not stop the others; a line on
+// stderr (also with -q), the summary and the exit code say which failed.
 import FoundationEssentials
 import Glibc
 import RangeGet
@@ -25,9 +25,10 @@ final class BatchRun: Sendable {
         var stopping = false
     }
 
-    private let checksums: [String: Checksum]
+    /// `--checksum-file`'s digests by file name, nil without one.
+    private let checksums: [String: Checksum]?
 
-    init(entries: [ListEntry], settings: GetSettings, checksums: [String: Checksum] = [:]) {
+    init(entries: [ListEntry], settings: GetSettings, checksums: [String: Checksum]? = nil) {
         self.checksums = checksums
         self.entries = entries
         var settings = settings
@@ -80,11 +81,13 @@ final class BatchRun: Sendable {
                 state.progress[index] = nil
                 state.results[index] = result
             }
-            if !settings.quiet && !settings.json {
-                switch result {
-                case let .success(done): display.message("saved \(done.path) (\(ByteCount.format(done.size)))")
-                case let .failure(error): display.message("failed: \(error)")
-                }
+            switch result {
+            case let .success(done) where !settings.quiet && !settings.json:
+                display.message("saved \(done.path) (\(ByteCount.format(done.size)))")
+            case let .failure(error) where error != .interrupted || !settings.quiet:
+                display.message("failed: \(error)")
+            default:
+                break
             }
         }
     }
@@ -92,9 +95,9 @@ final class BatchRun: Sendable {
     private func makeDownload(_ entry: ListEntry, budget: ConnectionBudget) -> Download {
         var options = settings.options
         options.connectionBudget = budget
+        // Looked up by the name the file is saved under, known only after the probe (Content-Disposition).
+        options.checksumList = checksums
         let directory = settings.directory ?? "."
-        let name = entry.output ?? entry.urls.first.flatMap { FileName.fromURL($0) }.flatMap(FileName.sanitize) ?? ""
-        if let checksum = checksums[name] { options.checksum = checksum }
         let destination: Destination = entry.output.map { .file(GetCommand.joined(directory, $0)) }
             ?? .directory(directory)
         return Download(mirrors: entry.urls, destination: destination, options: options)

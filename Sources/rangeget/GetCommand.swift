@@ -60,7 +60,9 @@ enum GetCommand {
                 }
                 settings.options.checksum = checksum
             },
-            .value(nil, "checksum-file", "FILE", "with -i: verify each file against a SHA256SUMS-style list") { $0.checksumFile = $1 },
+            .value(nil, "checksum-file", "FILE", "with -i: verify each file against a SHA256SUMS-style list; a file it does not list fails (exit 3)") {
+                $0.checksumFile = $1
+            },
             .flag(nil, "force", "overwrite an existing complete file") { $0.options.overwrite = true },
             .value(nil, "retries", "N", "attempts at a piece that fail without progress before giving up (default 5, at most 1000)") { settings, text throws(UsageError) in
                 settings.options.retries = try Parse.count(text, "retries", max: 1000)
@@ -115,7 +117,7 @@ enum GetCommand {
                 try validate(urls: ["http://list/"], settings: settings)
                 let entries = try InputList.parse(try readList(list))
                 guard !entries.isEmpty else { throw UsageError("\(list) lists no URL") }
-                let checksums = try settings.checksumFile.map { try ChecksumList.parse(try readList($0)) } ?? [:]
+                let checksums = try settings.checksumFile.map { try ChecksumList.parse(try readList($0)) }
                 for notice in entries.compactMap(\.outputNotice) { warn(notice) }
                 return BatchRun(entries: entries, settings: settings, checksums: checksums)
                     .run(jobs: settings.jobs ?? settings.options.connections)

@@ -173,6 +173,40 @@ final class HostileInputTests: EndToEndTestCase {
         try assertRefused(["-i", path("list")], mentioning: "input line 2: not an http or https URL: 'ftp://bad/x'")
     }
 
+    /// Issue 12 item 9: with `--checksum-file`, a file the list has no entry
+    /// for was saved unchecked, and the lookup used the URL's last segment,
+    /// so a file named by Content-Disposition was never checked at all. Now
+    /// the entry is looked up by the name the file is saved under, and a file
+    /// without one fails (exit 3, data kept in `.part`) with a line naming it.
+    func testAChecksumListIsLookedUpByTheSavedNameAndAMissingEntryFails() throws {
+        var named = Resource.generated(size: 300_000, seed: 124)
+        named.contentDisposition = "attachment; filename=\"named.bin\""
+        let plain = Resource.generated(size: 200_000, seed: 125)
+        server.setResource(named, at: "download/42")
+        server.setResource(plain, at: "plain.bin")
+        try "\(server.url("download/42"))\n\(server.url("plain.bin"))\n".write(toFile: path("list"), atomically: true,
+                                                                             encoding: .utf8)
+        let wrong = String(repeating: "0", count: 64)
+        try "\(wrong)  named.bin\n\(try sha256(of: plain))  other.bin\n".write(toFile: path("SUMS"), atomically: true,
+                                                                               encoding: .utf8)
+        try FileManager.default.createDirectory(atPath: path("out"), withIntermediateDirectories: false)
+        let arguments = ["-d", path("out"), "-i", path("list"), "--checksum-file", path("SUMS")]
+        let failed = try CLI.run(arguments, in: directory)
+        XCTAssertEqual(failed.status, 3, failed.stderr)
+        XCTAssertTrue(failed.stderr.contains("expected \(wrong)"), "named.bin is checked by its saved name: \(failed.stderr)")
+        XCTAssertTrue(failed.stderr.contains("has no entry for plain.bin"), failed.stderr)
+        XCTAssertTrue(failed.stdout.contains("0 of 2 files downloaded"), failed.stdout)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: path("out")).filter { !$0.hasSuffix(".json") }.sorted(),
+                       ["named.bin.part", "plain.bin.part"], "nothing unverified under its final name")
+
+        try "\(try sha256(of: named))  named.bin\n\(try sha256(of: plain))  ./plain.bin\n"
+            .write(toFile: path("SUMS"), atomically: true, encoding: .utf8)
+        let good = try CLI.run(["-q"] + arguments, in: directory)
+        XCTAssertEqual(good.status, 0, good.stderr)
+        assertSameBytes(path("out/named.bin"), named)
+        assertSameBytes(path("out/plain.bin"), plain)
+    }
+
     private func sha256(of resource: Resource) throws -> String {
         let reference = path("reference-\(UUID().uuidString)")
         try resource.write(to: reference)
