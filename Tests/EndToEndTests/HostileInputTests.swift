@@ -207,14 +207,6 @@ final class HostileInputTests: EndToEndTestCase {
         assertSameBytes(path("out/plain.bin"), plain)
     }
 
-    private func sha256(of resource: Resource) throws -> String {
-        let reference = path("reference-\(UUID().uuidString)")
-        try resource.write(to: reference)
-        defer { try? FileManager.default.removeItem(atPath: reference) }
-        let run = try CLI.run([reference], in: directory, executable: "/usr/bin/sha256sum")
-        return String(run.stdout.prefix(64))
-    }
-
     // MARK: - Item 15: control characters from servers
 
     /// Issue 12 item 15: server strings (here a Content-Range, an ETag, a
