@@ -38,6 +38,11 @@ public struct DownloadOptions: Sendable {
     public var overwrite = false
     /// A digest the finished file must have; checked before it is renamed into place.
     public var checksum: Checksum?
+    /// Digests by file name (a SHA256SUMS list), when `checksum` is nil: the
+    /// file is checked against the entry for the name it is saved under, and
+    /// one the list has no entry for fails verification, so nothing a list
+    /// was meant to cover gets its final name unchecked.
+    public var checksumList: [String: Checksum]?
     /// The most connections to one `scheme://host:port` (mirrors on one host share it).
     public var maxPerHost = 16
     /// Probe with HEAD (then `GET Range: bytes=0-0` where HEAD fails) before
@@ -532,7 +537,7 @@ public final class Download: Sendable {
             guard actual == size else {
                 throw DownloadError.verification("\(file.path) has \(actual) bytes, expected \(size)")
             }
-            if let checksum = options.checksum {
+            if let checksum = try options.expectedChecksum(savingAs: output, data: file.path) {
                 let actual = try Checksum.digest(of: file.path, algorithm: checksum.algorithm)
                 guard actual == checksum.hex else {
                     throw DownloadError.verification(

@@ -4,8 +4,8 @@
 // the files take from while they have work and give back at once, and a
 // lane that finds the list empty gives its own connection to it too. So a
 // large file at the end of a list ends up with every connection the small
-// ones no longer need. A failed file does not stop the others; the summary
-// and the exit code say which failed.
+// ones no longer need. A failed file does not stop the others; a line on
+// stderr (also with -q), the summary and the exit code say which failed.
 import FoundationEssentials
 import Glibc
 import RangeGet
@@ -25,9 +25,10 @@ final class BatchRun: Sendable {
         var stopping = false
     }
 
-    private let checksums: [String: Checksum]
+    /// `--checksum-file`'s digests by file name, nil without one.
+    private let checksums: [String: Checksum]?
 
-    init(entries: [ListEntry], settings: GetSettings, checksums: [String: Checksum] = [:]) {
+    init(entries: [ListEntry], settings: GetSettings, checksums: [String: Checksum]? = nil) {
         self.checksums = checksums
         self.entries = entries
         var settings = settings
@@ -80,11 +81,13 @@ final class BatchRun: Sendable {
                 state.progress[index] = nil
                 state.results[index] = result
             }
-            if !settings.quiet && !settings.json {
-                switch result {
-                case let .success(done): display.message("saved \(done.path) (\(ByteCount.format(done.size)))")
-                case let .failure(error): display.message("failed: \(error)")
-                }
+            switch result {
+            case let .success(done) where !settings.quiet && !settings.json:
+                display.message("saved \(done.path) (\(ByteCount.format(done.size)))")
+            case let .failure(error) where error != .interrupted || !settings.quiet:
+                display.message("failed: \(error)")
+            default:
+                break
             }
         }
     }
@@ -92,9 +95,9 @@ final class BatchRun: Sendable {
     private func makeDownload(_ entry: ListEntry, budget: ConnectionBudget) -> Download {
         var options = settings.options
         options.connectionBudget = budget
+        // Looked up by the name the file is saved under, known only after the probe (Content-Disposition).
+        options.checksumList = checksums
         let directory = settings.directory ?? "."
-        let name = entry.output ?? entry.urls.first.flatMap { FileName.fromURL($0) }.flatMap(FileName.sanitize) ?? ""
-        if let checksum = checksums[name] { options.checksum = checksum }
         let destination: Destination = entry.output.map { .file(GetCommand.joined(directory, $0)) }
             ?? .directory(directory)
         return Download(mirrors: entry.urls, destination: destination, options: options)
@@ -108,9 +111,10 @@ final class BatchRun: Sendable {
         let total = state.withLock { state -> DownloadProgress in
             state.progress[index] = progress
             var sum = DownloadProgress(bytesDone: 0, totalBytes: 0, bytesPerSecond: 0, activeConnections: 0)
+            // Each file's size is the server's word: the sums saturate instead of trapping.
             for value in state.progress.values {
-                sum.bytesDone += value.bytesDone
-                sum.totalBytes = value.totalBytes.flatMap { known in sum.totalBytes.map { $0 + known } }
+                sum.bytesDone = sum.bytesDone.saturatingAdding(value.bytesDone)
+                sum.totalBytes = value.totalBytes.flatMap { known in sum.totalBytes.map { $0.saturatingAdding(known) } }
                 sum.bytesPerSecond += value.bytesPerSecond
                 sum.activeConnections += value.activeConnections
             }
@@ -137,8 +141,8 @@ final class BatchRun: Sendable {
             }
             print(JSONSummary.encode(BatchSummary(outcome: failed.isEmpty ? "complete" : "failed", files: files)))
         } else if !settings.quiet {
-            print("\(entries.count - failed.count) of \(entries.count) files downloaded"
-                  + (failed.isEmpty ? "" : "; failed: " + failed.map { entries[$0].urls[0] }.joined(separator: ", ")))
+            TerminalText.printLine("\(entries.count - failed.count) of \(entries.count) files downloaded"
+                + (failed.isEmpty ? "" : "; failed: " + failed.map { entries[$0].urls[0] }.joined(separator: ", ")))
         }
         for index in failed {
             switch results[index] {
@@ -181,12 +185,13 @@ enum Lanes {
 }
 
 /// `--checksum-file`: lines of `HEX  NAME` (or `HEX *NAME`) as sha256sum,
-/// sha512sum, sha1sum and md5sum write them; the algorithm follows from the
-/// digest's length.
+/// sha512sum, sha1sum and md5sum write them (LF or CRLF); the algorithm
+/// follows from the digest's length. A name is a file in the `-d` directory;
+/// a leading `./` is dropped.
 enum ChecksumList {
     static func parse(_ text: String) throws(UsageError) -> [String: Checksum] {
         var checksums: [String: Checksum] = [:]
-        for (index, line) in text.split(separator: "\n").enumerated() {
+        for (index, line) in text.textLines.enumerated() {
             let trimmed = line.drop { $0 == " " }
             if trimmed.isEmpty || trimmed.hasPrefix("#") { continue }
             let parts = trimmed.split(separator: " ", maxSplits: 1).map(String.init)
@@ -197,6 +202,10 @@ enum ChecksumList {
             }
             var name = parts[1].drop { $0 == " " }
             if name.hasPrefix("*") { name = name.dropFirst() }
+            if name.hasPrefix("./") { name = name.dropFirst(2) }
+            if let other = checksums[String(name)], other != checksum {
+                throw UsageError("checksum file line \(index + 1): a second, different digest for \(name)")
+            }
             checksums[String(name)] = checksum
         }
         return checksums

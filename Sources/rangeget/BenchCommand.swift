@@ -26,15 +26,14 @@ enum BenchCommand {
             .value("n", "connections", "N", "connections for the multi-connection measurement, and the most the recommendation uses (default 8)") { settings, text throws(UsageError) in
                 settings.benchmark.connections = try Parse.positiveInteger(text, "connections", max: 256)
             },
-            .value(nil, "seconds", "SECONDS", "length of each throughput measurement (default 5)") { settings, text throws(UsageError) in
+            .value(nil, "seconds", "SECONDS", "length of each throughput measurement (default 5; 0.001 to 86400)") { settings, text throws(UsageError) in
                 settings.benchmark.seconds = try Parse.seconds(text, "seconds")
             },
             .value(nil, "samples", "N", "ranges compared across mirrors (default 4)") { settings, text throws(UsageError) in
                 settings.benchmark.samples = try Parse.positiveInteger(text, "samples", max: 64)
             },
-            .value("H", "header", "'NAME: VALUE'", "send this request header") { settings, text throws(UsageError) in
-                guard text.contains(":") else { throw UsageError("--header needs 'Name: value', not '\(text)'") }
-                settings.benchmark.transfer.headers.append(text)
+            .value("H", "header", "'NAME: VALUE'", "send this request header (not Range or If-Range)") { settings, text throws(UsageError) in
+                settings.benchmark.transfer.headers.append(try Parse.header(text))
             },
             .flag(nil, "insecure", "do not verify TLS certificates") { $0.benchmark.transfer.insecure = true },
             .flag(nil, "json", "print a JSON object instead of a table") { $0.json = true },
@@ -71,21 +70,21 @@ enum BenchCommand {
         var recommendation: MirrorChoice
     }
 
-    /// The command line to use, why, and a warning naming mirrors that serve other bytes.
+    /// The command line to use, why, and a warning naming mirrors that serve other bytes; each line escaped.
     static func advice(_ choice: MirrorChoice, _ results: [MirrorMeasurement]) -> String {
-        guard !choice.mirrors.isEmpty else { return "recommendation: none: " + choice.reason }
-        var text = "recommendation: rangeget -n \(choice.connections) " + choice.mirrors.joined(separator: " ")
-            + "\n  (\(choice.reason))"
+        guard !choice.mirrors.isEmpty else { return TerminalText.escaped("recommendation: none: " + choice.reason) }
+        var lines = ["recommendation: rangeget -n \(choice.connections) " + choice.mirrors.joined(separator: " "),
+                     "  (\(choice.reason))"]
         let differing = results.filter { $0.sameBytes == false }.map(\.url)
-        if !differing.isEmpty { text += "\n  WARNING: serves different bytes, do not use: " + differing.joined(separator: ", ") }
-        return text
+        if !differing.isEmpty { lines.append("  WARNING: serves different bytes, do not use: " + differing.joined(separator: ", ")) }
+        return lines.map(TerminalText.escaped).joined(separator: "\n")
     }
 
     private static func table(_ results: [MirrorMeasurement]) -> String {
         let ranked = results.sorted { ($0.manyConnections ?? -1) > ($1.manyConnections ?? -1) }
         var rows = [["#", "MIRROR", "PROBE", "TTFB", "HTTP", "SERVER", "1 CONN", "N CONN", "LIMIT", "TCP", "SAME BYTES"]]
-        func rate(_ value: Double?) -> String { value.map { ByteCount.format(Int64($0)) + "/s" } ?? "-" }
-        func millis(_ value: Double?) -> String { value.map { "\(Int(($0 * 1000).rounded())) ms" } ?? "-" }
+        func rate(_ value: Double?) -> String { value.map { ByteCount.format(Int64(saturating: $0)) + "/s" } ?? "-" }
+        func millis(_ value: Double?) -> String { value.map { "\(Int64(saturating: ($0 * 1000).rounded())) ms" } ?? "-" }
         for (rank, result) in ranked.enumerated() {
             if let error = result.error {
                 rows.append(["\(rank + 1)", result.url, "-", "-", "-", "-", "-", "-", "-", "-", "error: \(error)"])
@@ -98,9 +97,6 @@ enum BenchCommand {
                 result.sameBytes.map { $0 ? "yes" : "NO" } ?? "-",
             ])
         }
-        let widths = (0..<rows[0].count).map { column in rows.map { $0[column].count }.max() ?? 0 }
-        return rows.map { row in
-            zip(row, widths).map { $0.0.padding(to: $0.1) }.joined(separator: " ").trimmingTrailingSpaces()
-        }.joined(separator: "\n")
+        return TerminalText.table(rows)
     }
 }

@@ -123,8 +123,17 @@ extension String {
     }
 }
 
-/// Parsers for option values, each failing with a message that names the option.
+/// Parsers for option values, each failing with a message that names the
+/// option and its bounds. Every number is bounded here, at parse time, so no
+/// value a person can type reaches arithmetic that would overflow (seconds
+/// become milliseconds, sizes are doubled): sizes and rates up to 1T, seconds
+/// from 1 ms to one day, counts as each option says.
 enum Parse {
+    /// The largest size or rate: 1 TiB (per second).
+    static let largestSize: Int64 = 1 << 40
+    /// The shortest and the longest duration in seconds: 1 ms and one day.
+    static let secondsRange = 0.001...86_400.0
+
     static func positiveInteger(_ text: String, _ option: String, max: Int = 1_000_000) throws(UsageError) -> Int {
         guard let value = Int(text), value > 0, value <= max else {
             throw UsageError("--\(option) needs a whole number from 1 to \(max), not '\(text)'")
@@ -132,24 +141,58 @@ enum Parse {
         return value
     }
 
-    static func count(_ text: String, _ option: String) throws(UsageError) -> Int {
-        guard let value = Int(text), value >= 0 else {
-            throw UsageError("--\(option) needs a whole number of at least 0, not '\(text)'")
+    static func count(_ text: String, _ option: String, max: Int) throws(UsageError) -> Int {
+        guard let value = Int(text), value >= 0, value <= max else {
+            throw UsageError("--\(option) needs a whole number from 0 to \(max), not '\(text)'")
         }
         return value
     }
 
     static func seconds(_ text: String, _ option: String) throws(UsageError) -> Double {
-        guard let value = Double(text), value.isFinite, value > 0 else {
-            throw UsageError("--\(option) needs a positive number of seconds, not '\(text)'")
+        guard let value = Double(text), secondsRange.contains(value) else {
+            throw UsageError("--\(option) needs a number of seconds from 0.001 to 86400, not '\(text)'")
         }
         return value
     }
 
     static func bytes(_ text: String, _ option: String) throws(UsageError) -> Int64 {
-        guard let value = ByteCount.parse(text), value > 0 else {
-            throw UsageError("--\(option) needs a size like 512K, 10M or 1.5G, not '\(text)'")
+        guard let value = ByteCount.parse(text), value > 0, value <= largestSize else {
+            throw UsageError("--\(option) needs a size from 1 to 1T, like 512K, 10M or 1.5G, not '\(text)'")
         }
         return value
+    }
+
+    /// A `-H 'Name: value'` header line that adds exactly one header and
+    /// leaves the choice of bytes to rangeget: no line break or other control
+    /// character (a CR or LF would start a header, or a request, of its own),
+    /// a name of token characters, and neither `Range` (the planner's ranges)
+    /// nor `If-Range` (the validator that keeps a changed file from being spliced).
+    static func header(_ text: String) throws(UsageError) -> String {
+        _ = try headerValue(text, "header")
+        let name = text.prefix { $0 != ":" }
+        let bare = name.filter { $0 != " " && $0 != "\t" }.lowercased()
+        if bare == "range" || bare == "if-range" {
+            let which = bare == "range" ? "Range" : "If-Range"
+            throw UsageError("--header \(which) is not allowed: rangeget chooses the ranges and validators of its requests")
+        }
+        guard !name.isEmpty, name.count < text.count, name.allSatisfy(tokenCharacters.contains) else {
+            throw UsageError("--header needs 'Name: value' with a name of letters, digits and -, not '\(text)'")
+        }
+        return text
+    }
+
+    /// What a header name may be made of (RFC 9110 5.1, `token`).
+    private static let tokenCharacters = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789!#$%&'*+-.^_`|~")
+
+    /// Text for a request header (`--user-agent`, a `-H` line): no control
+    /// character but the tab, so no line break.
+    static func headerValue(_ text: String, _ option: String) throws(UsageError) -> String {
+        if text.unicodeScalars.contains(where: { $0 == "\r" || $0 == "\n" }) {
+            throw UsageError("--\(option) must not contain a line break (CR or LF): one header per option")
+        }
+        if text.unicodeScalars.contains(where: { ($0.value < 0x20 && $0 != "\t") || $0.value == 0x7F }) {
+            throw UsageError("--\(option) must not contain a control character")
+        }
+        return text
     }
 }

@@ -36,16 +36,16 @@ enum GetCommand {
             .value("i", "input-file", "FILE", "download every file listed in FILE (one per line; '-' reads stdin)") {
                 $0.inputFile = $1
             },
-            .value("j", "jobs", "N", "with -i: at most N files at once (default: one per connection)") { settings, text throws(UsageError) in
+            .value("j", "jobs", "N", "with -i: at most N files at once, up to 1000 (default: one per connection)") { settings, text throws(UsageError) in
                 settings.jobs = try Parse.positiveInteger(text, "jobs", max: 1000)
             },
-            .value("n", "connections", "N", "connections at once, for the whole run, shared by the files of a list (default 8)") { settings, text throws(UsageError) in
+            .value("n", "connections", "N", "connections at once, for the whole run, shared by the files of a list (default 8, at most 256)") { settings, text throws(UsageError) in
                 settings.options.connections = try Parse.positiveInteger(text, "connections", max: 256)
             },
-            .value("k", "min-split", "SIZE", "never split a piece below SIZE bytes (default 1M)") { settings, text throws(UsageError) in
+            .value("k", "min-split", "SIZE", "never split a piece below SIZE bytes (default 1M, at most 1T)") { settings, text throws(UsageError) in
                 settings.options.minimumSplit = try Parse.bytes(text, "min-split")
             },
-            .value(nil, "max-per-host", "N", "at most N connections to one host:port (default 16)") { settings, text throws(UsageError) in
+            .value(nil, "max-per-host", "N", "at most N connections to one host:port (default 16, at most 256)") { settings, text throws(UsageError) in
                 settings.options.maxPerHost = try Parse.positiveInteger(text, "max-per-host", max: 256)
             },
             .flag(nil, "use-head", "probe with HEAD before any data moves (default: the first ranged GET is the probe)") {
@@ -60,29 +60,32 @@ enum GetCommand {
                 }
                 settings.options.checksum = checksum
             },
-            .value(nil, "checksum-file", "FILE", "with -i: verify each file against a SHA256SUMS-style list") { $0.checksumFile = $1 },
-            .flag(nil, "force", "overwrite an existing complete file") { $0.options.overwrite = true },
-            .value(nil, "retries", "N", "attempts at a piece that fail without progress before giving up (default 5)") { settings, text throws(UsageError) in
-                settings.options.retries = try Parse.count(text, "retries")
+            .value(nil, "checksum-file", "FILE", "with -i: verify each file against a SHA256SUMS-style list; a file it does not list fails (exit 3)") {
+                $0.checksumFile = $1
             },
-            .value(nil, "retry-wait", "SECONDS", "first delay before a retry, doubling each time (default 0.5)") { settings, text throws(UsageError) in
+            .flag(nil, "force", "overwrite an existing complete file") { $0.options.overwrite = true },
+            .value(nil, "retries", "N", "attempts at a piece that fail without progress before giving up (default 5, at most 1000)") { settings, text throws(UsageError) in
+                settings.options.retries = try Parse.count(text, "retries", max: 1000)
+            },
+            .value(nil, "retry-wait", "SECONDS", "first delay before a retry, doubling each time (default 0.5; 0.001 to 86400)") { settings, text throws(UsageError) in
                 settings.options.retryWait = try Parse.seconds(text, "retry-wait")
             },
-            .value(nil, "stall-timeout", "SECONDS", "hand a connection's range to another after this long without data (default 5)") { settings, text throws(UsageError) in
+            .value(nil, "stall-timeout", "SECONDS", "hand a connection's range to another after this long without data (default 5; 0.001 to 86400)") { settings, text throws(UsageError) in
                 settings.options.transfer.stallTimeout = try Parse.seconds(text, "stall-timeout")
             },
-            .value(nil, "connect-timeout", "SECONDS", "give up connecting after this long (default 15)") { settings, text throws(UsageError) in
+            .value(nil, "connect-timeout", "SECONDS", "give up connecting after this long (default 15; 0.001 to 86400)") { settings, text throws(UsageError) in
                 settings.options.transfer.connectTimeout = try Parse.seconds(text, "connect-timeout")
             },
-            .value(nil, "max-speed", "RATE", "cap the whole run at RATE bytes/s, e.g. 10M") { settings, text throws(UsageError) in
+            .value(nil, "max-speed", "RATE", "cap the whole run at RATE bytes/s, e.g. 10M (at most 1T)") { settings, text throws(UsageError) in
                 settings.maxSpeed = try Parse.bytes(text, "max-speed")
             },
             .flag(nil, "netrc", "read credentials from ~/.netrc") { $0.options.transfer.useNetrc = true },
-            .value("H", "header", "'NAME: VALUE'", "send this request header (never stored on disk)") { settings, text throws(UsageError) in
-                guard text.contains(":") else { throw UsageError("--header needs 'Name: value', not '\(text)'") }
-                settings.options.transfer.headers.append(text)
+            .value("H", "header", "'NAME: VALUE'", "send this request header (never stored on disk; not Range or If-Range)") { settings, text throws(UsageError) in
+                settings.options.transfer.headers.append(try Parse.header(text))
             },
-            .value(nil, "user-agent", "TEXT", "the User-Agent header") { $0.options.transfer.userAgent = $1 },
+            .value(nil, "user-agent", "TEXT", "the User-Agent header") { settings, text throws(UsageError) in
+                settings.options.transfer.userAgent = try Parse.headerValue(text, "user-agent")
+            },
             .value(nil, "proxy", "URL", "use this proxy") { $0.options.transfer.proxy = $1 },
             .flag(nil, "http2", "offer HTTP/2 over TLS (default HTTP/1.1; either way each range has a TCP connection of its own)") {
                 $0.options.transfer.httpVersion = .http2
@@ -117,7 +120,8 @@ enum GetCommand {
                 try validate(urls: ["http://list/"], settings: settings)
                 let entries = try InputList.parse(try readList(list))
                 guard !entries.isEmpty else { throw UsageError("\(list) lists no URL") }
-                let checksums = try settings.checksumFile.map { try ChecksumList.parse(try readList($0)) } ?? [:]
+                let checksums = try settings.checksumFile.map { try ChecksumList.parse(try readList($0)) }
+                for notice in entries.compactMap(\.outputNotice) { warn(notice) }
                 return BatchRun(entries: entries, settings: settings, checksums: checksums)
                     .run(jobs: settings.jobs ?? settings.options.connections)
             }
@@ -140,7 +144,7 @@ enum GetCommand {
             if settings.json {
                 print(JSONSummary(result: result).encoded())
             } else if !settings.quiet {
-                print(summary(result))
+                TerminalText.printLine(summary(result))
             }
             return ExitCode.success.rawValue
         } catch {
@@ -205,7 +209,7 @@ enum GetCommand {
     private static func summary(_ result: DownloadResult) -> String {
         let rate = result.seconds > 0 ? Double(result.bytesFetched) / result.seconds : 0
         var line = "saved \(result.path) (\(ByteCount.format(result.size))) in \(String(format1: result.seconds)) s"
-        line += ", \(ByteCount.format(Int64(rate)))/s"
+        line += ", \(ByteCount.format(Int64(saturating: rate)))/s"
         if result.bytesReused > 0 { line += ", \(ByteCount.format(result.bytesReused)) reused from an earlier run" }
         if result.retries > 0 { line += ", \(result.retries) retries" }
         line += ", \(result.tcpConnections) TCP connection\(result.tcpConnections == 1 ? "" : "s")"
@@ -223,9 +227,14 @@ enum GetCommand {
     }
 }
 
+/// Prints `rangeget: message` on stderr, escaped (it may quote a server or a list).
+func warn(_ message: String) {
+    writeToStandardError("rangeget: \(TerminalText.escaped(message))\n")
+}
+
 /// Prints `rangeget: message` on stderr and returns the exit code.
 func fail(_ message: String, _ code: ExitCode) -> Int32 {
-    writeToStandardError("rangeget: \(message)\n")
+    warn(message)
     return code.rawValue
 }
 

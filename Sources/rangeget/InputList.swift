@@ -1,33 +1,39 @@
-// `-i FILE`: lists of files in aria2's input-file style. One file per line;
-// several whitespace-separated URLs on a line are mirrors of one file; `#`
-// starts a comment; `out=NAME` (on the line, or on an indented line below it)
-// names the output.
+// `-i FILE`: lists of files in aria2's input-file style. One file per line
+// (LF, CRLF or CR); several whitespace-separated URLs on a line are mirrors
+// of one file; `#` starts a comment; `out=NAME` (on the line, or on an
+// indented line below it) names the output. A list may come from anyone, so
+// an out= name is reduced to a base name inside the target directory, as a
+// name a server chose would be: `out=../x` and `out=/etc/x` both save `x`.
 import FoundationEssentials
+import RangeGet
 
 /// One file of an input list.
 struct ListEntry: Equatable {
     var urls: [String]
+    /// The out= name, reduced to a safe base name.
     var output: String?
     /// The line the entry starts on (1-based), for messages.
     var line: Int
+    /// Says so when `output` is not the out= name as the list gave it.
+    var outputNotice: String?
 }
 
 enum InputList {
     /// Parses the text of an input file; throws a usage error naming the line of the first problem.
     static func parse(_ text: String) throws(UsageError) -> [ListEntry] {
         var entries: [ListEntry] = []
-        for (index, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+        for (index, rawLine) in text.textLines.enumerated() {
             let number = index + 1
             let content = rawLine.prefix { $0 != "#" }
-            let tokens = content.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\r" }).map(String.init)
+            let tokens = content.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
             guard !tokens.isEmpty else { continue }
             let continues = rawLine.first == " " || rawLine.first == "\t"
             var urls: [String] = []
             var output: String?
+            var notice: String?
             for token in tokens {
                 if token.hasPrefix("out=") {
-                    output = String(token.dropFirst(4))
-                    guard !(output ?? "").isEmpty else { throw UsageError("input line \(number): out= needs a name") }
+                    (output, notice) = try outputName(String(token.dropFirst(4)), line: number)
                 } else if token.contains("=") && !token.contains("://") {
                     throw UsageError("input line \(number): unknown option '\(token)' (only out=NAME is known)")
                 } else {
@@ -39,12 +45,26 @@ enum InputList {
                 guard continues, !entries.isEmpty else {
                     throw UsageError("input line \(number): options without a URL line above them")
                 }
-                if let output { entries[entries.count - 1].output = output }
+                if let output {
+                    entries[entries.count - 1].output = output
+                    entries[entries.count - 1].outputNotice = notice
+                }
             } else {
-                entries.append(ListEntry(urls: urls, output: output, line: number))
+                entries.append(ListEntry(urls: urls, output: output, line: number, outputNotice: notice))
             }
         }
         return entries
+    }
+
+    /// The safe base name for `out=name` on line `line`, and a notice when it
+    /// is not `name` itself; throws when nothing usable is left (`out=..`).
+    private static func outputName(_ name: String, line: Int) throws(UsageError) -> (String, String?) {
+        guard !name.isEmpty else { throw UsageError("input line \(line): out= needs a name") }
+        guard let safe = FileName.sanitize(name) else {
+            throw UsageError("input line \(line): out=\(name) is not a usable file name")
+        }
+        let notice = safe == name ? nil : "input line \(line): out=\(name) is not a plain file name; saving it as \(safe)"
+        return (safe, notice)
     }
 
     /// Refuses anything but an absolute http or https URL with a host.
@@ -53,5 +73,15 @@ enum InputList {
               scheme == "http" || scheme == "https", let host = components.host, !host.isEmpty else {
             throw UsageError((line.map { "input line \($0): " } ?? "") + "not an http or https URL: '\(url)'")
         }
+    }
+}
+
+extension String {
+    /// The lines of a text file as people save them: split at LF, CRLF or a
+    /// lone CR, after a leading byte-order mark. (`"\r\n"` is one Character,
+    /// so splitting on `"\n"` alone sees a CRLF file as a single line.)
+    var textLines: [Substring] {
+        let text = hasPrefix("\u{FEFF}") ? dropFirst() : self[...]
+        return text.split(omittingEmptySubsequences: false) { $0 == "\n" || $0 == "\r\n" || $0 == "\r" }
     }
 }

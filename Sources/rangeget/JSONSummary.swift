@@ -60,10 +60,11 @@ struct JSONSummary: Encodable {
 
     func encoded() -> String { Self.encode(self) }
 
-    /// One line of JSON with sorted keys.
-    static func encode(_ value: some Encodable) -> String {
+    /// One line of JSON with sorted keys (indented lines with `pretty`),
+    /// safe to print on a terminal (`TerminalText.json`).
+    static func encode(_ value: some Encodable, pretty: Bool = false) -> String {
         let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return (try? encoder.encode(value)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+        encoder.outputFormatting = pretty ? [.sortedKeys, .withoutEscapingSlashes, .prettyPrinted] : [.sortedKeys, .withoutEscapingSlashes]
+        return (try? encoder.encode(value)).map { TerminalText.json(String(decoding: $0, as: UTF8.self)) } ?? "{}"
     }
 }

@@ -48,7 +48,7 @@ final class ProgressDisplay: Sendable {
         } else {
             figures += ByteCount.format(progress.bytesDone)
         }
-        figures += "  " + ByteCount.format(Int64(progress.bytesPerSecond)) + "/s"
+        figures += "  " + ByteCount.format(Int64(saturating: progress.bytesPerSecond)) + "/s"
         if let left = progress.secondsLeft { figures += "  ETA " + Duration.format(left) }
         figures += "  \(progress.activeConnections) conn"
         switch mode {
@@ -68,13 +68,14 @@ final class ProgressDisplay: Sendable {
         }
     }
 
-    /// Prints a message on its own line; the progress line is redrawn below it later.
+    /// Prints a message on its own line, escaped (it may quote a server); the
+    /// progress line is redrawn below it later.
     func message(_ text: String) {
         let wasDrawn = state.withLock { state in
             defer { state.drawn = false; state.lastDraw = -Double.infinity }
             return state.drawn
         }
-        write((wasDrawn ? "\r\u{1B}[K" : "") + "rangeget: " + text + "\n")
+        write((wasDrawn ? "\r\u{1B}[K" : "") + "rangeget: " + TerminalText.escaped(text) + "\n")
     }
 
     /// Removes the progress line.
@@ -91,9 +92,7 @@ final class ProgressDisplay: Sendable {
         let (done, active, missing): (Character, Character, Character) = unicode ? ("█", "▒", "·") : ("#", "=", ".")
         var text = ""
         for cell in 0..<cells {
-            let start = total * Int64(cell) / Int64(cells)
-            let end = max(start + 1, total * Int64(cell + 1) / Int64(cells))
-            let slice = ByteRange(start, min(end, total))
+            let slice = Self.slice(cell, of: cells, total: total)
             if progress.completed.contains(slice) {
                 text.append(done)
             } else if progress.inFlight.contains(where: { $0.start < slice.end && slice.start < $0.end }) {
@@ -103,6 +102,18 @@ final class ProgressDisplay: Sendable {
             }
         }
         return text
+    }
+
+    /// The bytes cell `cell` of `cells` stands for in a file of `total` bytes
+    /// (`total * cell / cells` without the product, which overflows near
+    /// Int64.max); at least one byte, never past the end.
+    static func slice(_ cell: Int, of cells: Int, total: Int64) -> ByteRange {
+        func boundary(_ cell: Int) -> Int64 {
+            let (quotient, remainder) = total.quotientAndRemainder(dividingBy: Int64(cells))
+            return quotient * Int64(cell) + remainder * Int64(cell) / Int64(cells)
+        }
+        let start = boundary(cell)
+        return ByteRange(start, min(total, max(start + 1, boundary(cell + 1))))
     }
 
     private static func terminalWidth() -> Int {

@@ -20,15 +20,15 @@ enum ServeCommand {
             .value("p", "port", "PORT", "listen on PORT (default: any free port)") { settings, text throws(UsageError) in
                 settings.configuration.port = UInt16(try Parse.positiveInteger(text, "port", max: 65535))
             },
-            .value(nil, "rate-per-connection", "RATE", "cap each connection at RATE bytes/s, e.g. 20M") { settings, text throws(UsageError) in
+            .value(nil, "rate-per-connection", "RATE", "cap each connection at RATE bytes/s, e.g. 20M (at most 1T)") { settings, text throws(UsageError) in
                 settings.configuration.ratePerConnection = Int(try Parse.bytes(text, "rate-per-connection"))
             },
-            .value(nil, "rate-total", "RATE", "cap the whole server at RATE bytes/s, shared fairly by all connections, e.g. 40M") { settings, text throws(UsageError) in
+            .value(nil, "rate-total", "RATE", "cap the whole server at RATE bytes/s, shared fairly by all connections, e.g. 40M (at most 1T)") { settings, text throws(UsageError) in
                 settings.configuration.totalRate = Int(try Parse.bytes(text, "rate-total"))
             },
-            .value(nil, "latency", "MS", "wait MS milliseconds before every response") { settings, text throws(UsageError) in
-                guard let milliseconds = Double(text), milliseconds >= 0 else {
-                    throw UsageError("--latency needs milliseconds, not '\(text)'")
+            .value(nil, "latency", "MS", "wait MS milliseconds before every response (at most 86400000, a day)") { settings, text throws(UsageError) in
+                guard let milliseconds = Double(text), (0...Parse.secondsRange.upperBound * 1000).contains(milliseconds) else {
+                    throw UsageError("--latency needs milliseconds from 0 to 86400000, not '\(text)'")
                 }
                 settings.configuration.latency = milliseconds / 1000
             },
@@ -65,7 +65,7 @@ enum ServeCommand {
         } catch {
             return fail("cannot start the server: \(error)", .local)
         }
-        print("serving \(directory) on http://127.0.0.1:\(server.port)/")
+        TerminalText.printLine("serving \(directory) on http://127.0.0.1:\(server.port)/")
         fflush(nil)
         let interrupts = InterruptHandler {
             server.stop()

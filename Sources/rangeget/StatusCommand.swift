@@ -60,9 +60,7 @@ enum StatusCommand {
         }
         let entries = manifests.map(entry)
         if settings.json {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes, .prettyPrinted]
-            print((try? encoder.encode(entries)).map { String(decoding: $0, as: UTF8.self) } ?? "[]")
+            print(JSONSummary.encode(entries, pretty: true))
         } else if entries.isEmpty {
             print("no partial downloads")
         } else {
@@ -116,12 +114,7 @@ enum StatusCommand {
                 entry.url ?? "-",
             ])
         }
-        let widths = (0..<rows[0].count).map { column in rows.map { $0[column].count }.max() ?? 0 }
-        return rows.map { row in
-            zip(row, widths).enumerated().map { index, cell in
-                index == row.count - 1 ? cell.0 : cell.0.padding(to: cell.1)
-            }.joined(separator: " ").trimmingTrailingSpaces()
-        }.joined(separator: "\n")
+        return TerminalText.table(rows)
     }
 
     private static func join(_ directory: String, _ name: String) -> String {
@@ -142,6 +135,7 @@ enum Timestamp {
 }
 
 extension String {
+    /// The text without spaces at its end.
     func trimmingTrailingSpaces() -> String {
         var text = self
         while text.last == " " { text.removeLast() }

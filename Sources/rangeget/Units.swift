@@ -1,5 +1,7 @@
 // Sizes, rates and durations as people write and read them: `10M`, `1.5G`,
 // `45.2 MiB`, `1:05`. K, M, G and T are binary (1024-based), as in curl.
+// Every formatter takes any value, up to Int64.max bytes and infinite or NaN
+// seconds (a server may claim 8 EiB, a rate may be 0), and never traps.
 import Glibc
 import FoundationEssentials
 
@@ -26,9 +28,9 @@ enum ByteCount {
         return Int64(bytes.rounded())
     }
 
-    /// `512 B`, `45.2 MiB`, `1.50 GiB`.
+    /// `512 B`, `45.2 MiB`, `1.50 GiB`, up to `8.0 EiB` (Int64.max).
     static func format(_ bytes: Int64) -> String {
-        let units = ["B", "KiB", "MiB", "GiB", "TiB"]
+        let units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"]
         var value = Double(bytes)
         var unit = 0
         while value >= 1024 && unit < units.count - 1 {
@@ -45,9 +47,13 @@ enum ByteCount {
 }
 
 enum Duration {
-    /// `0:07`, `12:34`, `1:02:03`.
+    /// The longest duration shown in full: 100 days; an ETA beyond it says only that.
+    static let longest = 100.0 * 86_400
+
+    /// `0:07`, `12:34`, `1:02:03`; `> 100 days` beyond that, `--:--` when unknown.
     static func format(_ seconds: Double) -> String {
         guard seconds.isFinite, seconds >= 0 else { return "--:--" }
+        guard seconds <= longest else { return "> 100 days" }
         let total = Int(seconds.rounded())
         let (hours, minutes, secs) = (total / 3600, total / 60 % 60, total % 60)
         let twoDigits = { (value: Int) in value < 10 ? "0\(value)" : "\(value)" }
@@ -56,9 +62,34 @@ enum Duration {
 }
 
 extension String {
-    /// One decimal place, without Foundation's formatter.
+    /// One decimal place, without Foundation's formatter; a whole number
+    /// from 10^15 on (saturated at Int64's range), `-` for NaN.
     init(format1 value: Double) {
-        let tenths = Int((value * 10).rounded())
-        self = "\(tenths / 10).\(tenths % 10)"
+        guard !value.isNaN else { self = "-"; return }
+        guard abs(value) < 1e15 else { self = String(Int64(saturating: value)); return }
+        let tenths = Int64((abs(value) * 10).rounded())
+        self = (value < 0 && tenths > 0 ? "-" : "") + "\(tenths / 10).\(tenths % 10)"
+    }
+}
+
+extension Int64 {
+    /// `value` rounded toward zero and clamped to Int64's range (rates and
+    /// seconds as whole numbers for display); 0 for NaN.
+    init(saturating value: Double) {
+        if value.isNaN {
+            self = 0
+        } else if value >= 0x1p63 {
+            self = .max
+        } else if value <= -0x1p63 {
+            self = .min
+        } else {
+            self = Int64(value)
+        }
+    }
+
+    /// The sum, clamped to Int64's range instead of trapping.
+    func saturatingAdding(_ other: Int64) -> Int64 {
+        let (sum, overflow) = addingReportingOverflow(other)
+        return overflow ? (other > 0 ? .max : .min) : sum
     }
 }

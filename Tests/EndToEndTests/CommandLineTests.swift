@@ -222,14 +222,6 @@ final class CommandLineTests: EndToEndTestCase {
         XCTAssertTrue((recommendation["reason"] as? String ?? "").contains("per connection"), run.stdout)
     }
 
-    private func sha256(of resource: Resource) throws -> String {
-        let reference = path("reference-\(UUID().uuidString)")
-        try resource.write(to: reference)
-        defer { try? FileManager.default.removeItem(atPath: reference) }
-        let run = try CLI.run([reference], in: directory, executable: "/usr/bin/sha256sum")
-        return String(run.stdout.prefix(64))
-    }
-
     func testChecksumIsVerifiedBeforeTheFileIsRenamedIntoPlace() throws {
         let resource = Resource.generated(size: 3 << 20, seed: 88)
         server.setResource(resource, at: "f")

@@ -107,6 +107,15 @@ class EndToEndTestCase: XCTestCase {
         }
     }
 
+    /// The SHA-256 of `resource`, lowercase hex, as sha256sum computes it.
+    func sha256(of resource: Resource) throws -> String {
+        let reference = path("reference-\(UUID().uuidString)")
+        try resource.write(to: reference)
+        defer { try? FileManager.default.removeItem(atPath: reference) }
+        let run = try CLI.run([reference], in: directory, executable: "/usr/bin/sha256sum")
+        return String(run.stdout.prefix(64))
+    }
+
     /// Waits until `condition` holds or `timeout` passes.
     func wait(timeout: Double, until condition: () -> Bool) -> Bool {
         let deadline = Date().addingTimeInterval(timeout)

@@ -316,6 +316,8 @@ struct ScriptedResponse: Sendable {
     var body: [UInt8] = []
     /// Send only this many body bytes, then reset the connection (RST).
     var resetAfter: Int?
+    /// Seconds to keep the connection open after sending (a body that stops short and stalls).
+    var holdOpen: Double = 0
 
     /// A correct answer for `resource` to `request`: 206 for a range, else 200.
     static func serving(_ resource: Resource, _ request: ScriptedRequest, etag: String = "\"scripted-1\"",
@@ -434,7 +436,9 @@ final class ScriptedServer: Sendable {
                 }
                 let request = ScriptedRequest(method: String(requestLine[0]), target: String(requestLine[1]), headers: headers)
                 state.withLock { $0.requests.append(request) }
-                respond(handler(request), on: fd)
+                let response = handler(request)
+                respond(response, on: fd)
+                if response.holdOpen > 0 { usleep(UInt32(response.holdOpen * 1_000_000)) }
                 return
             }
             let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }

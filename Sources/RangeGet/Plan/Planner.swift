@@ -1,20 +1,24 @@
 // Planner: the first split of the missing bytes into one segment per
 // connection, and the split that hands a free connection half of the largest
-// piece still being fetched (work stealing). Pure functions over values.
+// piece still being fetched (work stealing). Pure functions over values,
+// total over every input: sizes up to Int64.max, a minimum split of any size,
+// rates that are zero, infinite or NaN never trap (no `2 * minimumSplit`).
 
 /// How a download's missing bytes are divided among connections.
 public struct Planner: Sendable {
     /// How many connections may run at once.
     public var connections: Int
-    /// No segment is split below this many bytes.
+    /// No segment is split below this many bytes (below 1 counts as 1).
     public var minimumSplit: Int64
 
     /// A planner for `connections` connections that never cuts below `minimumSplit` bytes.
     public init(connections: Int, minimumSplit: Int64) {
-        precondition(connections > 0 && minimumSplit > 0)
         self.connections = connections
         self.minimumSplit = minimumSplit
     }
+
+    /// The minimum split, at least one byte.
+    private var split: Int64 { max(1, minimumSplit) }
 
     /// Splits `missing` into at most `connections` segments, sorted by offset.
     ///
@@ -25,7 +29,7 @@ public struct Planner: Sendable {
         var segments = missing.ranges
         while segments.count < connections,
               let index = segments.indices.max(by: { segments[$0].count < segments[$1].count }),
-              segments[index].count >= 2 * minimumSplit {
+              segments[index].count / 2 >= split {
             let piece = segments[index]
             let middle = piece.start + piece.count / 2
             segments[index] = ByteRange(piece.start, middle)
@@ -45,9 +49,9 @@ public struct Planner: Sendable {
     /// on the wire and would be fetched twice).
     public func steal(from remaining: ByteRange, victimRate: Double?, thiefRate: Double?,
                       setupDelay: Double) -> ByteRange? {
-        guard remaining.count >= minimumSplit else { return nil }
+        guard remaining.count >= split else { return nil }
         guard let victim = victimRate ?? thiefRate, let thief = thiefRate ?? victimRate else {
-            guard remaining.count >= 2 * minimumSplit else { return nil }
+            guard remaining.count / 2 >= split else { return nil }
             return ByteRange(remaining.start + remaining.count / 2, remaining.end)
         }
         let bytes = Double(remaining.count)
@@ -55,9 +59,11 @@ public struct Planner: Sendable {
         // Victim at `victim` B/s from now, thief at `thief` B/s after setupDelay:
         // both are done at t = (bytes + thief * setupDelay) / (victim + thief).
         let together = (bytes + thief * setupDelay) / (victim + thief)
-        let keep = Int64(min(bytes, victim * together))
-        let cut = remaining.start + keep
-        guard remaining.end - cut >= minimumSplit else { return nil }
+        let share = victim * together
+        // Double(count) may round up to 2^63, which Int64 cannot hold: compare in Double, convert only below it.
+        guard share.isFinite, share < bytes else { return nil }
+        let cut = remaining.start + Int64(max(0, share))
+        guard remaining.end - cut >= split else { return nil }
         return ByteRange(cut, remaining.end)
     }
 

@@ -42,3 +42,20 @@ public struct Checksum: Sendable, Equatable, CustomStringConvertible {
         return hex
     }
 }
+
+extension DownloadOptions {
+    /// The digest the file saved at `output` must have: `checksum`, else the
+    /// entry of `checksumList` for its name; throws when the list has none
+    /// (the data stays at `data`, the `.part` file).
+    func expectedChecksum(savingAs output: String, data: String) throws(DownloadError) -> Checksum? {
+        if let checksum { return checksum }
+        guard let checksumList else { return nil }
+        let name = output.split(separator: "/").last.map(String.init) ?? output
+        guard let checksum = checksumList[name] else {
+            throw .verification(
+                "the checksum list has no entry for \(name), so it cannot be verified; the data stays in \(data) "
+                    + "(add \(name) to the list and run again)")
+        }
+        return checksum
+    }
+}

@@ -1,0 +1,138 @@
+// Issue 12, the executable's pure parts, tested in-process: the formatters
+// of the progress line and summaries take sizes and offsets up to Int64.max
+// and any rate or duration without trapping (item 3), text for the terminal
+// is escaped (item 15), and list and checksum files are read by line whatever
+// the line ending (item 8). Seeded, so a failure replays.
+import Foundation
+import RangeGet
+import RangeServer
+import XCTest
+@testable import rangeget
+
+final class CommandLineFormattingTests: XCTestCase {
+    private let sizes: [Int64] = [
+        0, 1, 59, 60, 61, 1023, 1024, (1 << 31) - 1, 1 << 32, 1 << 40, 1 << 50, 1 << 60, (1 << 62) + 1,
+        9_000_000_000_000_000_000, Int64.max / 60, Int64.max / 2 + 1, Int64.max - 59, Int64.max - 1, Int64.max,
+    ]
+
+    private func size(_ random: inout SplitMix64) -> Int64 {
+        random.next() % 2 == 0 ? sizes[Int(random.next() % UInt64(sizes.count))] : Int64.random(in: 0...Int64.max, using: &random)
+    }
+
+    /// The map's cells computed `total * cell`, which trapped for a file the
+    /// server said was 9e18 bytes long. Each cell must lie inside the file,
+    /// and the cells must reach from byte 0 to the end, in order.
+    func testMapCellsCoverFilesUpToInt64MaxInOrder() {
+        var random = SplitMix64(seed: 12_31)
+        for _ in 0..<20_000 {
+            let total = max(1, size(&random))
+            let cells = Int.random(in: 10...60, using: &random)
+            var previous = ByteRange(0, 0)
+            for cell in 0..<cells {
+                let slice = ProgressDisplay.slice(cell, of: cells, total: total)
+                XCTAssertTrue(slice.start >= 0 && slice.end <= total && slice.count >= 1, "cell \(cell)/\(cells) of \(total): \(slice)")
+                XCTAssertGreaterThanOrEqual(slice.start, previous.start, "in order")
+                if total >= Int64(cells) { XCTAssertEqual(slice.start, previous.end, "adjacent cells for \(total)") }
+                previous = slice
+            }
+            XCTAssertEqual(previous.end, total, "the last cell ends the file")
+            XCTAssertEqual(ProgressDisplay.slice(0, of: cells, total: total).start, 0)
+        }
+        XCTAssertEqual(ProgressDisplay.slice(30, of: 60, total: Int64.max), ByteRange(Int64.max / 2, Int64.max / 60 * 31 + 7 * 31 / 60))
+    }
+
+    func testByteCountsFormatUpToInt64Max() {
+        var random = SplitMix64(seed: 12_32)
+        for _ in 0..<20_000 {
+            let bytes = random.next() % 4 == 0 ? -size(&random) : size(&random)
+            let text = ByteCount.format(bytes)
+            XCTAssertFalse(text.isEmpty)
+            XCTAssertLessThanOrEqual(text.count, 24, text)
+        }
+        XCTAssertEqual(ByteCount.format(Int64.max), "8.0 EiB")
+        XCTAssertEqual(ByteCount.format(9_000_000_000_000_000_000), "7.8 EiB")
+        XCTAssertEqual(ByteCount.format(1 << 50), "1.0 PiB")
+        XCTAssertEqual(ByteCount.format(1023), "1023 B")
+        XCTAssertEqual(ByteCount.parse("5000000T"), 5_000_000 << 40, "parsed, then refused by the option's bound")
+        XCTAssertNil(ByteCount.parse("9000000T"))
+        XCTAssertNil(ByteCount.parse(String(repeating: "9", count: 400)))
+    }
+
+    /// An ETA of 10^19 seconds trapped in `Int(seconds.rounded())`.
+    func testDurationsAndDecimalsFormatWhateverTheValue() {
+        var random = SplitMix64(seed: 12_33)
+        let specials: [Double] = [0, -0.0, 0.04, 0.05, 59.5, 3599.5, rangeget.Duration.longest, rangeget.Duration.longest + 1, 9.2e18, 9.3e18,
+                                  1e19, 1e300, -1e19, .infinity, -.infinity, .nan, .greatestFiniteMagnitude, -.greatestFiniteMagnitude]
+        for index in 0..<20_000 {
+            let value = index < specials.count ? specials[index]
+                : Double(bitPattern: random.next()) // every exponent, NaNs and infinities included
+            XCTAssertFalse(rangeget.Duration.format(value).isEmpty)
+            XCTAssertFalse(String(format1: value).isEmpty)
+            _ = Int64(saturating: value)
+        }
+        XCTAssertEqual(rangeget.Duration.format(1e19), "> 100 days")
+        XCTAssertEqual(rangeget.Duration.format(.infinity), "--:--")
+        XCTAssertEqual(rangeget.Duration.format(3723), "1:02:03")
+        XCTAssertEqual(rangeget.Duration.format(rangeget.Duration.longest), "2400:00:00")
+        XCTAssertEqual(String(format1: 12.345), "12.3")
+        XCTAssertEqual(String(format1: -1.5), "-1.5")
+        XCTAssertEqual(String(format1: -0.01), "0.0")
+        XCTAssertEqual(String(format1: 1e19), "9223372036854775807")
+        XCTAssertEqual(String(format1: .nan), "-")
+        XCTAssertEqual(Int64(saturating: 1e19), .max)
+        XCTAssertEqual(Int64(saturating: -1e19), .min)
+        XCTAssertEqual(Int64(saturating: .nan), 0)
+        XCTAssertEqual(Int64(saturating: 0x1p63 - 1024), Int64.max - 1023)
+    }
+
+    func testSumsOverAListSaturate() {
+        var random = SplitMix64(seed: 12_34)
+        for _ in 0..<20_000 {
+            let a = size(&random), b = size(&random)
+            let sum = a.saturatingAdding(b)
+            XCTAssertEqual(sum, a > Int64.max - b ? Int64.max : a + b)
+        }
+        XCTAssertEqual(Int64.min.saturatingAdding(-1), .min)
+    }
+
+    /// Server text reached the terminal raw (item 15); JSON must stay valid.
+    func testTerminalTextEscapesEveryActiveCharacterAndKeepsJSONValid() throws {
+        var random = SplitMix64(seed: 12_35)
+        let alphabet: [String] = ["a", "é", "\u{1B}", "[2J", "\u{07}", "\u{9B}", "\u{7F}", "\r", "\n", "\r\n", "\t", "\0",
+                                  "\u{202E}", "\u{2066}", "\u{2028}", "\u{85}", "\u{301}", "\\", "\"", "👩‍👩‍👧", "\u{FEFF}"]
+        for _ in 0..<20_000 {
+            let text = (0..<Int.random(in: 0...12, using: &random)).map { _ in alphabet[Int(random.next() % UInt64(alphabet.count))] }
+                .joined()
+            let escaped = TerminalText.escaped(text)
+            XCTAssertFalse(escaped.unicodeScalars.contains { $0.value < 0x20 || (0x7F...0x9F).contains($0.value)
+                || (0x202A...0x202E).contains($0.value) || (0x2066...0x2069).contains($0.value) || $0.value == 0x2028 },
+                           escaped.debugDescription)
+            XCTAssertEqual(TerminalText.escaped(escaped), escaped, "escaping twice changes nothing")
+            let json = JSONSummary.encode(["text": text])
+            XCTAssertFalse(json.unicodeScalars.contains { $0.value < 0x20 || (0x7F...0x9F).contains($0.value)
+                || (0x202A...0x202E).contains($0.value) }, json.debugDescription)
+            let decoded = try JSONDecoder().decode([String: String].self, from: Data(json.utf8))
+            XCTAssertEqual(decoded["text"], text, "the same JSON value: \(json.debugDescription)")
+        }
+        XCTAssertEqual(TerminalText.escaped("a\u{1B}[2Jb\r\n"), "a\\u{1B}[2Jb\\u{D}\\u{A}")
+        XCTAssertEqual(TerminalText.table([["A", "B\u{1B}"], ["long\u{07}", "x"]]), "A         B\\u{1B}\nlong\\u{7}  x")
+    }
+
+    /// A CRLF file was one line (item 8): `"\r\n"` is a single Character.
+    func testListsAndChecksumFilesSplitAtEveryLineEnding() throws {
+        XCTAssertEqual("a\r\nb\nc\rd\r\n".textLines, ["a", "b", "c", "d", ""])
+        XCTAssertEqual("\u{FEFF}a\r\n\r\nb".textLines, ["a", "", "b"])
+        let entries = try InputList.parse("http://h/a\r\n  out=x.bin\r\n# c\r\nhttp://h/b out=../y\r\n")
+        XCTAssertEqual(entries.map(\.urls), [["http://h/a"], ["http://h/b"]])
+        XCTAssertEqual(entries.map(\.output), ["x.bin", "y"])
+        XCTAssertEqual(entries.map(\.line), [1, 4])
+        XCTAssertEqual(entries[1].outputNotice, "input line 4: out=../y is not a plain file name; saving it as y")
+        let digest = String(repeating: "ab", count: 32)
+        let sums = try ChecksumList.parse("\(digest)  a.bin\r\n\r\n\(digest.uppercased()) *./b.bin\r\n")
+        XCTAssertEqual(sums.keys.sorted(), ["a.bin", "b.bin"])
+        XCTAssertThrowsError(try ChecksumList.parse("\(digest)  a\r\nnot a sum\r\n")) { error in
+            XCTAssertTrue("\(error)".contains("line 2"), "\(error)")
+        }
+        XCTAssertThrowsError(try ChecksumList.parse("\(digest)  a\n\(String(repeating: "cd", count: 32))  a\n"))
+    }
+}
