@@ -444,7 +444,7 @@ public final class Download: Sendable {
             if (info.st_mode & S_IFMT) == S_IFDIR { throw .usage("\(output) is a directory") }
             if !options.overwrite { throw .usage("\(output) already exists; use --force to overwrite it") }
         }
-        let folder = Manifest.directory(of: output)
+        let folder = StateFile.directory(of: output)
         var folderInfo = stat()
         guard stat(folder, &folderInfo) == 0, (folderInfo.st_mode & S_IFMT) == S_IFDIR else {
             throw .usage("\(folder) is not a directory")
@@ -543,7 +543,7 @@ public final class Download: Sendable {
             try file.synchronize()
             guard rename(file.path, output) == 0 else { throw IOError("rename", file.path) }
             if unlink(manifestPath) != 0 && errno != ENOENT { throw IOError("remove", manifestPath) }
-            try Manifest.synchronizeDirectory(of: output, calls: options.systemCalls)
+            try StateFile.synchronizeDirectory(of: output, calls: options.systemCalls)
         } catch let error as IOError {
             throw .io(error)
         } catch {

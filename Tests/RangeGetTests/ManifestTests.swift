@@ -94,3 +94,41 @@ final class ManifestBootTests: XCTestCase {
         XCTAssertEqual(try Manifest.load(from: path)?.done, RangeSet([ByteRange(0, 10)]))
     }
 }
+
+final class StateFileTests: XCTestCase {
+    private var directory: String!
+
+    override func setUpWithError() throws {
+        directory = NSTemporaryDirectory() + "rangeget-state-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    }
+
+    override func tearDownWithError() throws {
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    /// A link planted at a state file's name is never read, and one at its
+    /// temporary name is never written through.
+    func testLinksAreNeitherReadNorWrittenThrough() throws {
+        let victim = directory + "/victim"
+        try Data("precious".utf8).write(to: URL(fileURLWithPath: victim))
+        let path = directory + "/f.part.json"
+        try FileManager.default.createSymbolicLink(atPath: path, withDestinationPath: victim)
+        XCTAssertThrowsError(try StateFile.read(path)) { XCTAssertEqual($0 as? StateFile.Unreadable, .init(problem: "is a symbolic link")) }
+        try FileManager.default.removeItem(atPath: path)
+        try FileManager.default.linkItem(atPath: victim, toPath: path)
+        XCTAssertThrowsError(try StateFile.read(path)) { error in
+            XCTAssertTrue((error as? StateFile.Unreadable)?.problem.contains("hard links") == true, "\(error)")
+        }
+        try FileManager.default.removeItem(atPath: path)
+
+        try FileManager.default.linkItem(atPath: victim, toPath: path + ".tmp")
+        try StateFile.replace(path, with: Data("new".utf8), durable: true, calls: .live)
+        XCTAssertEqual(try StateFile.read(path), Data("new".utf8))
+        XCTAssertEqual(FileManager.default.contents(atPath: victim), Data("precious".utf8))
+        try FileManager.default.createSymbolicLink(atPath: path + ".tmp", withDestinationPath: victim)
+        try StateFile.replace(path, with: Data("newer".utf8), durable: false, calls: .live)
+        XCTAssertEqual(FileManager.default.contents(atPath: victim), Data("precious".utf8))
+        XCTAssertNil(try StateFile.read(directory + "/absent"))
+    }
+}

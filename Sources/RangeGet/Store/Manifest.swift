@@ -61,12 +61,16 @@ public struct Manifest: Codable, Equatable, Sendable {
         return components.string ?? url
     }
 
-    /// Reads the manifest at `path`; nil when there is none.
+    /// Reads the manifest at `path`; nil when there is none. A symbolic link
+    /// or a file with other hard links is never read.
     public static func load(from path: String) throws(ManifestError) -> Manifest? {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            if access(path, F_OK) != 0 && errno == ENOENT { return nil }
-            throw ManifestError(path: path, problem: "cannot be read: \(String(cString: strerror(errno)))")
+        let contents: Data?
+        do {
+            contents = try StateFile.read(path)
+        } catch {
+            throw ManifestError(path: path, problem: error.problem)
         }
+        guard let data = contents else { return nil }
         if data.isEmpty { throw ManifestError(path: path, problem: "is empty") }
         if data.allSatisfy({ $0 == 0 }) { throw ManifestError(path: path, problem: "holds only zero bytes") }
         struct Header: Decodable { var version: Int }
@@ -111,42 +115,7 @@ public struct Manifest: Codable, Equatable, Sendable {
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         let data: Data
         do { data = try encoder.encode(self) } catch { throw IOError("encode", path, code: EINVAL) }
-        let temporary = path + ".tmp"
-        let descriptor = retryingOnInterrupt { open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600) }
-        guard descriptor >= 0 else { throw IOError("create", temporary) }
-        do {
-            defer { close(descriptor) }
-            let failed = data.withUnsafeBytes { (buffer: UnsafeRawBufferPointer) -> Bool in
-                var done = 0
-                while done < buffer.count {
-                    let written = retryingOnInterrupt {
-                        Glibc.write(descriptor, buffer.baseAddress! + done, buffer.count - done)
-                    }
-                    guard written > 0 else { return true }
-                    done += written
-                }
-                return false
-            }
-            if failed { throw IOError("write", temporary) }
-            if durable, retryingOnInterrupt({ calls.fsync(descriptor) }) != 0 { throw IOError("sync", temporary) }
-        }
-        guard rename(temporary, path) == 0 else { throw IOError("rename", temporary) }
-        if durable { try Self.synchronizeDirectory(of: path, calls: calls) }
-    }
-
-    /// The directory part of `path`, "." for a bare name.
-    static func directory(of path: String) -> String {
-        guard let slash = path.lastIndex(of: "/") else { return "." }
-        return slash == path.startIndex ? "/" : String(path[..<slash])
-    }
-
-    /// Makes a rename or unlink in `path`'s directory durable.
-    static func synchronizeDirectory(of path: String, calls: SystemCalls = .live) throws(IOError) {
-        let directory = Self.directory(of: path)
-        let descriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard descriptor >= 0 else { throw IOError("open directory", directory) }
-        defer { close(descriptor) }
-        guard retryingOnInterrupt({ calls.fsync(descriptor) }) == 0 else { throw IOError("sync directory", directory) }
+        try StateFile.replace(path, with: data, durable: durable, calls: calls)
     }
 }
 
