@@ -470,7 +470,9 @@ public final class Download: Sendable {
             throw .manifest(error)
         }
         guard let stored else {
-            if file.currentSize() > 0 { try discard(file: file, manifestPath: manifestPath) }
+            // Rangeget's own data file without a manifest (a single stream):
+            // empty it, and drop any quick state a lost manifest left behind.
+            try discard(file: file, manifestPath: manifestPath)
             return nil
         }
         if stored.url != Manifest.redacting(url) {
@@ -495,22 +497,23 @@ public final class Download: Sendable {
         return stored
     }
 
-    /// Empties the data file and removes the manifest.
+    /// Empties the data file and removes the manifest and the quick state
+    /// (first: its bytes must never be added to a new manifest).
     private func discard(file: OutputFile, manifestPath: String) throws(DownloadError) {
         do {
+            try StateFile.remove(PartialFiles(data: file.path).quickState)
             try file.truncate(to: 0)
+            try StateFile.remove(manifestPath)
         } catch {
             throw .io(error)
         }
-        if unlink(manifestPath) != 0 && errno != ENOENT {
-            throw .io(IOError("remove", manifestPath))
-        }
     }
 
-    /// Removes the `.part` file at `partPath` and its manifest, unless another
-    /// download holds the lock on it (then it is theirs to keep).
+    /// Removes the `.part` file at `partPath`, its manifest and quick state,
+    /// unless another download holds the lock on it (then it is theirs to keep).
     static func discardPartial(at partPath: String) throws(DownloadError) {
         guard access(partPath, F_OK) == 0 else { return }
+        let files = PartialFiles(data: partPath)
         let file: OutputFile
         do {
             file = try OutputFile(path: partPath)
@@ -518,8 +521,10 @@ public final class Download: Sendable {
         } catch {
             throw .io(error)
         }
-        for path in [partPath, partPath + ".json"] where unlink(path) != 0 && errno != ENOENT {
-            throw .io(IOError("remove", path))
+        do {
+            for path in [files.quickState, partPath, files.manifest] { try StateFile.remove(path) }
+        } catch {
+            throw .io(error)
         }
         withExtendedLifetime(file) {}
     }
@@ -542,7 +547,7 @@ public final class Download: Sendable {
             }
             try file.synchronize()
             guard rename(file.path, output) == 0 else { throw IOError("rename", file.path) }
-            if unlink(manifestPath) != 0 && errno != ENOENT { throw IOError("remove", manifestPath) }
+            for path in [PartialFiles(data: file.path).quickState, manifestPath] { try StateFile.remove(path) }
             try StateFile.synchronizeDirectory(of: output, calls: options.systemCalls)
         } catch let error as IOError {
             throw .io(error)

@@ -62,4 +62,78 @@ final class ReliabilityFileSafetyTests: EndToEndTestCase {
         XCTAssertTrue(linked.stderr.contains("--restart"), linked.stderr)
         XCTAssertEqual(FileManager.default.contents(atPath: victim), precious)
     }
+
+    // MARK: A power cut
+
+    /// Issue 12 (13): the quick save (twenty a second) renamed a manifest that
+    /// was never fsynced over the durable one; on XFS, or ext4 with
+    /// noauto_da_alloc, a power cut can then leave an empty manifest (exit 4,
+    /// all progress lost). Every manifest that stands at `OUTPUT.part.json`
+    /// after the first durable save must have been fsynced before it got
+    /// there, while the quick state still records what was written.
+    func testTheManifestIsOnlyEverReplacedByAFsyncedOne() throws {
+        let resource = Resource.generated(size: 16 << 20, seed: 1210)
+        server.setResource(resource, at: "f")
+        server.setRatePerConnection(1 << 20)
+        let output = path("f")
+        let manifest = output + ".part.json"
+        let probe = DiskProbe(resource: resource)
+        let seen = Mutex<(samples: Int, unsynced: [String], quickAhead: Bool)>((0, [], false))
+        let durableSaved = Atomic<Bool>(false)
+        let run = runLibrary([server.url("f")], to: output, probe: probe, stopWhen: { [probe] event in
+            if case .checkpoint = event { durableSaved.store(true, ordering: .relaxed) }
+            guard case .progress = event, durableSaved.load(ordering: .relaxed),
+                  let data = FileManager.default.contents(atPath: manifest) else { return false }
+            let synced = probe.synced(manifest + ".tmp").contains(data)
+            let quick = RangeSet(ManifestFile.quickWritten(manifest).map { ByteRange($0.lowerBound, $0.upperBound) })
+            let done = RangeSet(ManifestFile.done(manifest).map { ByteRange($0.lowerBound, $0.upperBound) })
+            seen.withLock { seen in
+                seen.samples += 1
+                if !synced { seen.unsynced.append(String(decoding: data.prefix(200), as: UTF8.self)) }
+                if quick.byteCount > done.byteCount { seen.quickAhead = true }
+            }
+            return false
+        }) { options in
+            options.connections = 4
+            options.checkpointInterval = 0.5
+        }
+        XCTAssertNil(run.error)
+        assertSameBytes(output, resource)
+        let result = seen.withLock { $0 }
+        XCTAssertGreaterThan(result.samples, 10, "the manifest was sampled while the download ran")
+        XCTAssertEqual(result.unsynced.count, 0,
+                       "\(result.unsynced.count) of \(result.samples) samples found a manifest that was never fsynced: "
+                       + "\(result.unsynced.first ?? "")")
+        XCTAssertTrue(result.quickAhead, "the quick state recorded bytes ahead of the durable manifest")
+    }
+
+    /// What a power cut can leave of the quick state (an empty file) costs
+    /// only the quick state: the same command resumes from the durable
+    /// manifest (no exit 4) and asks for none of its bytes again.
+    func testAPowerCutThatEmptiesTheQuickStateCostsOnlyTheQuickState() throws {
+        let size: Int64 = 16 << 20
+        let resource = Resource.generated(size: size, seed: 1211)
+        server.setResource(resource, at: "f")
+        server.setRatePerConnection(1 << 20)
+        let output = path("f")
+        let manifest = output + ".part.json"
+        let child = try start(["-q", "-n", "4", "-o", output, server.url("f")])
+        XCTAssertTrue(wait(timeout: 20) {
+            let durable = durableBytes(manifest)
+            return durable >= 2 << 20 && claimedBytes(manifest) > durable
+        }, "durable progress, and quick state ahead of it")
+        child.kill9()
+        let done = doneRanges(manifest)
+        try Data().write(to: URL(fileURLWithPath: ManifestFile.quickStatePath(manifest)))
+
+        server.setRatePerConnection(nil)
+        server.resetStatistics()
+        let run = try CLI.run(["-n", "4", "-o", output, server.url("f")], in: directory)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertTrue(run.stderr.contains("resuming"), run.stderr)
+        assertSameBytes(output, resource)
+        for range in server.statistics.requests.compactMap({ requestedRange($0.rangeHeader) }) {
+            XCTAssertFalse(done.contains { $0.overlaps(range) }, "\(range) asks again for durable bytes")
+        }
+    }
 }

@@ -74,24 +74,67 @@ final class ManifestTests: XCTestCase {
     }
 }
 
-final class ManifestBootTests: XCTestCase {
-    /// Bytes written but not fsynced count after a killed process (same boot),
-    /// never after a reboot (another boot ID).
-    func testWrittenBytesCountOnlyInTheSameBoot() throws {
-        let path = NSTemporaryDirectory() + "rangeget-boot-\(UUID().uuidString).json"
-        defer { try? FileManager.default.removeItem(atPath: path) }
+final class QuickStateTests: XCTestCase {
+    private var directory: String!
+    private var files: PartialFiles!
+
+    override func setUpWithError() throws {
+        directory = NSTemporaryDirectory() + "rangeget-quick-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        files = PartialFiles(output: directory + "/f")
+        _ = FileManager.default.createFile(atPath: files.data, contents: Data(count: 100))
         let remote = RemoteFile(url: "http://h/f", effectiveURL: "http://h/f", size: 100, etag: "\"e\"",
                                 lastModified: nil, acceptsRanges: true, contentDisposition: nil)
         var manifest = Manifest(remote: remote, size: 100)
         manifest.done = RangeSet([ByteRange(0, 10)])
-        manifest.written = RangeSet([ByteRange(0, 40), ByteRange(50, 60)])
-        manifest.bootID = try XCTUnwrap(Manifest.currentBootID())
-        try manifest.save(to: path, durable: false)
-        XCTAssertEqual(try Manifest.load(from: path)?.done, RangeSet([ByteRange(0, 40), ByteRange(50, 60)]))
+        try manifest.save(to: files.manifest)
+    }
 
-        manifest.bootID = "00000000-0000-0000-0000-000000000000"
-        try manifest.save(to: path)
-        XCTAssertEqual(try Manifest.load(from: path)?.done, RangeSet([ByteRange(0, 10)]))
+    override func tearDownWithError() throws {
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    private func saveQuickState(bootID: String? = nil, file: FileIdentity? = nil) throws {
+        let state = QuickState(bootID: try bootID ?? XCTUnwrap(QuickState.currentBootID()),
+                               file: try file ?? XCTUnwrap(FileIdentity(path: files.data)),
+                               written: RangeSet([ByteRange(0, 40), ByteRange(50, 60)]))
+        try state.save(to: files.quickState, calls: .live)
+    }
+
+    /// Bytes written but not fsynced count after a killed process (same boot,
+    /// same data file), never after a reboot (another boot ID) or for another file.
+    func testWrittenBytesCountOnlyInTheSameBootForTheSameDataFile() throws {
+        try saveQuickState()
+        XCTAssertEqual(try Manifest.load(from: files.manifest)?.done, RangeSet([ByteRange(0, 40), ByteRange(50, 60)]))
+
+        try saveQuickState(bootID: "00000000-0000-0000-0000-000000000000")
+        XCTAssertEqual(try Manifest.load(from: files.manifest)?.done, RangeSet([ByteRange(0, 10)]), "another boot")
+
+        try saveQuickState(file: FileIdentity(path: directory))
+        XCTAssertEqual(try Manifest.load(from: files.manifest)?.done, RangeSet([ByteRange(0, 10)]), "another data file")
+    }
+
+    /// What a power cut may leave of the quick state (an empty file, zeros,
+    /// half a file) is ignored: the durable manifest still loads.
+    func testADamagedQuickStateCostsOnlyItsOwnBytes() throws {
+        try saveQuickState()
+        let valid = try XCTUnwrap(FileManager.default.contents(atPath: files.quickState))
+        for damaged in [Data(), Data(count: valid.count), valid.prefix(valid.count / 2)] {
+            try damaged.write(to: URL(fileURLWithPath: files.quickState))
+            XCTAssertEqual(try Manifest.load(from: files.manifest)?.done, RangeSet([ByteRange(0, 10)]))
+        }
+    }
+
+    /// The quick state never touches the manifest (a file rangeget fsynced).
+    func testSavingTheQuickStateLeavesTheManifestAlone() throws {
+        let before = try XCTUnwrap(FileManager.default.contents(atPath: files.manifest))
+        var info = stat()
+        XCTAssertEqual(stat(files.manifest, &info), 0)
+        try saveQuickState()
+        var after = stat()
+        XCTAssertEqual(stat(files.manifest, &after), 0)
+        XCTAssertEqual(after.st_ino, info.st_ino)
+        XCTAssertEqual(FileManager.default.contents(atPath: files.manifest), before)
     }
 }
 

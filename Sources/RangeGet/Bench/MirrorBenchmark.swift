@@ -178,8 +178,7 @@ public struct MirrorBenchmark: Sendable {
             if now - first >= limit { download.stop() }
         }
         unlink(path)
-        unlink(path + ".part")
-        unlink(path + ".part.json")
+        try? Download.discardPartial(at: PartialFiles(output: path).data)
         // A stopped download returns no result; its tally has the figure, probe included.
         let opened = download.controller.tally.tcpConnections
         let points = samples.withLock { $0 }.filter { $0.bytes > 0 }

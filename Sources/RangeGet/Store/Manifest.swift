@@ -1,6 +1,8 @@
 // Manifest: the resume state beside the data file, `OUTPUT.part.json`.
 // It lists only bytes that were durable (fdatasync'ed) when it was written,
 // and it is replaced atomically: temp file, fsync, rename, fsync directory.
+// Bytes written since, in this boot, are in the quick state (QuickState),
+// which `load` adds.
 import FoundationEssentials
 import Glibc
 
@@ -21,11 +23,6 @@ public struct Manifest: Codable, Equatable, Sendable {
     public var lastModified: String?
     /// Durable byte ranges, as `[start, end)` pairs.
     public var done: RangeSet
-    /// Byte ranges written but perhaps not yet on disk when the manifest was
-    /// saved; good only while the machine has not restarted since (`bootID`).
-    public var written: RangeSet?
-    /// The kernel's boot ID when `written` was recorded.
-    public var bootID: String?
 
     /// A manifest with nothing done yet for `remote`.
     public init(remote: RemoteFile, size: Int64) {
@@ -61,8 +58,11 @@ public struct Manifest: Codable, Equatable, Sendable {
         return components.string ?? url
     }
 
-    /// Reads the manifest at `path`; nil when there is none. A symbolic link
-    /// or a file with other hard links is never read.
+    /// Reads the manifest at `path`; nil when there is none. Its `done` also
+    /// holds the bytes the quick state beside it (`OUTPUT.part.quick` for
+    /// `OUTPUT.part.json`) lists, when they were written in this boot to the
+    /// data file there now: a killed process loses nothing the kernel has.
+    /// A symbolic link or a file with other hard links is never read.
     public static func load(from path: String) throws(ManifestError) -> Manifest? {
         let contents: Data?
         do {
@@ -86,26 +86,14 @@ public struct Manifest: Codable, Equatable, Sendable {
         } catch {
             throw ManifestError(path: path, problem: "is not a valid manifest (\(error.shortDescription))")
         }
-        guard manifest.size >= 0, manifest.done.fits(size: manifest.size),
-              manifest.written?.fits(size: manifest.size) ?? true else {
+        guard manifest.size >= 0, manifest.done.fits(size: manifest.size) else {
             throw ManifestError(path: path, problem: "lists bytes beyond the file's size")
         }
-        // Bytes the kernel had when a process was killed are still there unless
-        // the machine restarted: then only the durable ones count.
+        guard let files = PartialFiles(manifest: path) else { return manifest }
         var usable = manifest
-        if let written = manifest.written, let bootID = manifest.bootID, bootID == currentBootID() {
-            usable.done = manifest.done.union(written)
-        }
-        usable.written = nil
-        usable.bootID = nil
+        usable.done = manifest.done.union(
+            QuickState.written(at: files.quickState, dataPath: files.data, size: manifest.size))
         return usable
-    }
-
-    /// This boot of the kernel (`/proc/sys/kernel/random/boot_id`), nil if unknown.
-    static func currentBootID() -> String? {
-        guard let data = FileManager.default.contents(atPath: "/proc/sys/kernel/random/boot_id") else { return nil }
-        let text = String(decoding: data, as: UTF8.self).trimmingWhitespace()
-        return text.isEmpty ? nil : text
     }
 
     /// Replaces the manifest at `path` atomically, mode 0600; `durable` also
