@@ -1,5 +1,6 @@
 #define _GNU_SOURCE /* sync_file_range */
 #include <fcntl.h>
+#include <sys/xattr.h>
 #include "CCurlShim.h"
 
 CURLcode rg_easy_setopt_long(CURL *easy, CURLoption option, long value) {
@@ -43,4 +44,14 @@ CURLMcode rg_multi_setopt_long(CURLM *multi, CURLMoption option, long value) {
 
 int rg_start_writeback(int fd) {
     return sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+}
+
+int rg_set_attribute(int fd, const char *name, const void *value, size_t size) {
+    return fsetxattr(fd, name, value, size, 0);
+}
+long rg_get_attribute(int fd, const char *name, void *value, size_t size) {
+    return (long)fgetxattr(fd, name, value, size);
+}
+int rg_remove_attribute(int fd, const char *name) {
+    return fremovexattr(fd, name);
 }

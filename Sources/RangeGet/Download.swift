@@ -194,19 +194,19 @@ public final class Download: Sendable {
         let output = outputPath(url: remote.url, contentDisposition: remote.contentDisposition)
         if case .directory = destination { try checkWritable(output: output) }
 
-        let partPath = output + ".part"
-        let manifestPath = partPath + ".json"
-        controller.setPartPath(partPath)
+        let files = PartialFiles(output: output)
+        let manifestPath = files.manifest
+        controller.setPartPath(files.data)
         let file: OutputFile
         do {
-            file = try OutputFile(path: partPath, calls: options.systemCalls)
-            guard try file.lockExclusively() else {
-                throw DownloadError.busy("another rangeget is downloading to \(partPath)")
-            }
-        } catch let error as IOError {
-            throw .io(error)
+            file = try OutputFile.claim(files, replacingOthers: restart, calls: options.systemCalls)
         } catch {
-            throw error as! DownloadError
+            switch error {
+            case .busy: throw .busy("another rangeget is downloading to \(files.data)")
+            case let .notOurs(problem):
+                throw .usage("\(files.data) \(problem); move it away, or run again with --restart to discard it")
+            case let .io(error): throw .io(error)
+            }
         }
 
         var manifest = try resumeState(
@@ -420,10 +420,13 @@ public final class Download: Sendable {
         return remote.ifRange == nil ? nil : remote
     }
 
-    /// True when a manifest lies where this download would write without a
-    /// Content-Disposition name: a partial download to resume.
+    /// True when a manifest or a data file lies where this download would
+    /// write without a Content-Disposition name: a partial download to resume
+    /// (or a file of another program's that the download will refuse).
     private var partialDownloadExists: Bool {
-        access(outputPath(url: url, contentDisposition: nil) + ".part.json", F_OK) == 0
+        let files = PartialFiles(output: outputPath(url: url, contentDisposition: nil))
+        var info = stat()
+        return lstat(files.manifest, &info) == 0 || lstat(files.data, &info) == 0
     }
 
     /// The output path, named (for a directory) from `contentDisposition` or `url`.
@@ -509,24 +512,25 @@ public final class Download: Sendable {
         }
     }
 
-    /// Removes the `.part` file at `partPath`, its manifest and quick state,
-    /// unless another download holds the lock on it (then it is theirs to keep).
+    /// Removes the `.part` file at `partPath`, its manifest, quick state and
+    /// mark, unless another download holds the lock on it (then it is theirs
+    /// to keep) or it is not rangeget's (a link, another program's file).
     static func discardPartial(at partPath: String) throws(DownloadError) {
-        guard access(partPath, F_OK) == 0 else { return }
         let files = PartialFiles(data: partPath)
         let file: OutputFile
         do {
-            file = try OutputFile(path: partPath)
-            guard try file.lockExclusively() else { return }
+            file = try OutputFile(existing: partPath)
+            guard try file.lockExclusively(), file.ownershipProblem(manifest: files.manifest) == nil else { return }
         } catch {
+            if error.code == ENOENT || error.code == ELOOP { return }
             throw .io(error)
         }
         do {
+            file.unmark()
             for path in [files.quickState, partPath, files.manifest] { try StateFile.remove(path) }
         } catch {
             throw .io(error)
         }
-        withExtendedLifetime(file) {}
     }
 
     /// Verifies the length, makes the data durable and moves it into place.
@@ -547,6 +551,7 @@ public final class Download: Sendable {
             }
             try file.synchronize()
             guard rename(file.path, output) == 0 else { throw IOError("rename", file.path) }
+            file.unmark()
             for path in [PartialFiles(data: file.path).quickState, manifestPath] { try StateFile.remove(path) }
             try StateFile.synchronizeDirectory(of: output, calls: options.systemCalls)
         } catch let error as IOError {

@@ -32,6 +32,83 @@ final class ReliabilityFileSafetyTests: EndToEndTestCase {
 
     // MARK: A .part that is not rangeget's
 
+    /// Issue 12 (5): a browser's in-progress `name.part` (no manifest, no
+    /// mark) was truncated and reused. It is refused with exit 2 and a way
+    /// on; --restart discards it.
+    func testAForeignPartFileIsRefusedAndRestartDiscardsIt() throws {
+        let resource = Resource.generated(size: 3 << 20, seed: 1201)
+        server.setResource(resource, at: "f")
+        let output = path("f")
+        let foreign = Data("a browser's download in progress".utf8)
+        _ = FileManager.default.createFile(atPath: output + ".part", contents: foreign)
+        let before = inode(output + ".part")
+
+        let refused = try CLI.run(["-q", "-n", "4", "-o", output, server.url("f")], in: directory)
+        XCTAssertEqual(refused.status, 2, refused.stderr)
+        XCTAssertEqual(refused.stderr.split(separator: "\n").count, 1, refused.stderr)
+        XCTAssertTrue(refused.stderr.contains("not made by rangeget"), refused.stderr)
+        XCTAssertTrue(refused.stderr.contains("--restart"), refused.stderr)
+        XCTAssertEqual(FileManager.default.contents(atPath: output + ".part"), foreign, "the foreign file is untouched")
+        XCTAssertEqual(inode(output + ".part"), before)
+        XCTAssertEqual(directoryEntries(), ["f.part"], "no manifest, quick state or mark was added")
+        XCTAssertFalse(server.statistics.requests.contains { $0.method == "GET" }, "nothing was fetched for a refused file")
+
+        let restarted = try CLI.run(["-q", "--restart", "-n", "4", "-o", output, server.url("f")], in: directory)
+        XCTAssertEqual(restarted.status, 0, restarted.stderr)
+        assertSameBytes(output, resource)
+        XCTAssertEqual(directoryEntries(), ["f"])
+    }
+
+    /// rangeget's own `.part` of a single stream has no manifest; its mark
+    /// still makes it rangeget's: killed and run again, it starts over.
+    func testOwnSingleStreamPartialIsRecognisedWithoutAManifest() throws {
+        let resource = Resource.generated(size: 8 << 20, seed: 1202)
+        server.setResource(resource, at: "f")
+        server.setFaults([FaultRule(.ignoreRange)])
+        server.setRatePerConnection(2 << 20)
+        let output = path("f")
+        let child = try start(["-q", "-o", output, server.url("f")])
+        XCTAssertTrue(wait(timeout: 20) { fileSize(output + ".part") > 1 << 20 }, "the stream is under way")
+        child.kill9()
+        XCTAssertFalse(FileManager.default.fileExists(atPath: output + ".part.json"), "a single stream keeps no manifest")
+
+        server.setRatePerConnection(nil)
+        let run = try CLI.run(["-q", "-o", output, server.url("f")], in: directory)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        assertSameBytes(output, resource)
+        XCTAssertEqual(directoryEntries(), ["f"])
+    }
+
+    /// Issue 12 (5): a hard link or a symbolic link at `.part` (to a file
+    /// elsewhere) is never written through: refused with exit 2; --restart
+    /// removes only the link's name and downloads into a new file.
+    func testLinksAtThePartFileAreNeverWrittenThrough() throws {
+        let resource = Resource.generated(size: 100_000, seed: 1203)
+        server.setResource(resource, at: "f")
+        let output = path("f")
+        let victim = path("victim")
+        let precious = Data("do not touch".utf8)
+        for kind in ["hard link", "symbolic link"] {
+            _ = FileManager.default.createFile(atPath: victim, contents: precious)
+            if kind == "hard link" {
+                try FileManager.default.linkItem(atPath: victim, toPath: output + ".part")
+            } else {
+                try FileManager.default.createSymbolicLink(atPath: output + ".part", withDestinationPath: victim)
+            }
+            let refused = try CLI.run(["-q", "-o", output, server.url("f")], in: directory)
+            XCTAssertEqual(refused.status, 2, "\(kind): \(refused.stderr)")
+            XCTAssertTrue(refused.stderr.contains("--restart"), "\(kind): \(refused.stderr)")
+            XCTAssertEqual(FileManager.default.contents(atPath: victim), precious, "\(kind): written through")
+
+            let restarted = try CLI.run(["-q", "--restart", "-o", output, server.url("f")], in: directory)
+            XCTAssertEqual(restarted.status, 0, "\(kind): \(restarted.stderr)")
+            XCTAssertEqual(FileManager.default.contents(atPath: victim), precious, "\(kind): written through")
+            assertSameBytes(output, resource)
+            XCTAssertEqual(directoryEntries(), ["f", "victim"], kind)
+            try FileManager.default.removeItem(atPath: output)
+        }
+    }
+
     /// Issue 12 (5): a hard link planted at the manifest's or the quick
     /// state's temporary file was truncated and written through (`O_TRUNC`
     /// without `O_EXCL`); a symbolic link at the manifest is never read.

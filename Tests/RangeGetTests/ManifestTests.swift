@@ -174,4 +174,20 @@ final class StateFileTests: XCTestCase {
         XCTAssertEqual(FileManager.default.contents(atPath: victim), Data("precious".utf8))
         XCTAssertNil(try StateFile.read(directory + "/absent"))
     }
+
+    /// Where the file system has no extended attributes, the mark is a file
+    /// beside the data naming it; a mark left by another file does not count.
+    func testTheMarkBesideTheFileNamesThatFile() throws {
+        let files = PartialFiles(output: directory + "/f")
+        let file = try OutputFile(creating: files.data)
+        XCTAssertFalse(file.isMarked)
+        try file.markBeside()
+        XCTAssertTrue(file.isMarked)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: files.mark))
+        // Another file under the same name (the first stays open, so its inode is not reused).
+        try FileManager.default.removeItem(atPath: files.data)
+        XCTAssertFalse(try OutputFile(creating: files.data).isMarked, "a mark left by a deleted file")
+        file.unmark()
+        XCTAssertFalse(FileManager.default.fileExists(atPath: files.mark))
+    }
 }

@@ -1,7 +1,8 @@
 // Typed, non-variadic entry points for libcurl's variadic setters and getters.
 // Swift cannot call C variadic functions; each wrapper below fixes one
 // argument type, and passes `long` exactly where libcurl wants `long`.
-// Also the one Linux call Glibc's module map hides (it needs _GNU_SOURCE).
+// Also the few Linux calls Glibc's module map hides (sync_file_range needs
+// _GNU_SOURCE; the extended attribute calls are in <sys/xattr.h>).
 #ifndef RANGEGET_CCURLSHIM_H
 #define RANGEGET_CCURLSHIM_H
 
@@ -28,5 +29,13 @@ CURLMcode rg_multi_setopt_long(CURLM *multi, CURLMoption option, long value);
 /// `sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE)`: starts writing the
 /// file's dirty pages to disk and returns at once; no durability promise.
 int rg_start_writeback(int fd);
+
+/// `fsetxattr(fd, name, value, size, 0)`: 0 or -1 with errno (ENOTSUP where
+/// the file system has no extended attributes).
+int rg_set_attribute(int fd, const char *name, const void *value, size_t size);
+/// `fgetxattr(fd, name, value, size)`: the value's length, or -1 with errno (ENODATA: not set).
+long rg_get_attribute(int fd, const char *name, void *value, size_t size);
+/// `fremovexattr(fd, name)`: 0 or -1 with errno.
+int rg_remove_attribute(int fd, const char *name);
 
 #endif
