@@ -1,5 +1,6 @@
-#define _GNU_SOURCE /* sync_file_range */
+#define _GNU_SOURCE /* sync_file_range, renameat2 */
 #include <fcntl.h>
+#include <stdio.h>
 #include <sys/xattr.h>
 #include "CCurlShim.h"
 
@@ -44,6 +45,10 @@ CURLMcode rg_multi_setopt_long(CURLM *multi, CURLMoption option, long value) {
 
 int rg_start_writeback(int fd) {
     return sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+}
+
+int rg_rename_noreplace(const char *from, const char *to) {
+    return renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE);
 }
 
 int rg_set_attribute(int fd, const char *name, const void *value, size_t size) {

@@ -261,7 +261,7 @@ public final class Download: Sendable {
             }
             switch outcome {
             case let .complete(size):
-                try finish(file: file, size: size, output: output, manifestPath: manifestPath)
+                try finish(file: file, size: size, output: output, files: files, manifest: manifest)
                 let result = DownloadResult(
                     path: output, size: size, seconds: tally.seconds + MonotonicClock.now() - started,
                     bytesFetched: tally.fetched, bytesReused: tally.reused ?? 0, retries: tally.retries,
@@ -533,8 +533,18 @@ public final class Download: Sendable {
         }
     }
 
-    /// Verifies the length, makes the data durable and moves it into place.
-    private func finish(file: OutputFile, size: Int64, output: String, manifestPath: String) throws(DownloadError) {
+    /// Saves `manifest` (when the download has one) as complete, durably.
+    private func keepAsComplete(_ manifest: Manifest?, size: Int64, at path: String) throws(IOError) {
+        guard var complete = manifest else { return }
+        complete.done = RangeSet([ByteRange(0, size)])
+        try complete.save(to: path, calls: options.systemCalls)
+    }
+
+    /// Verifies the length, makes the data durable and moves it into place:
+    /// never over a file that appeared at `output` since the start, unless
+    /// `overwrite`; then the data stays, recorded as complete in `manifest`.
+    private func finish(file: OutputFile, size: Int64, output: String, files: PartialFiles,
+                        manifest: Manifest?) throws(DownloadError) {
         do {
             if file.currentSize() > size { try file.truncate(to: size) }
             let actual = file.currentSize()
@@ -550,9 +560,16 @@ public final class Download: Sendable {
                 }
             }
             try file.synchronize()
-            guard rename(file.path, output) == 0 else { throw IOError("rename", file.path) }
+            do {
+                try file.move(to: output, replacing: options.overwrite)
+            } catch {
+                guard error.code == EEXIST else { throw error }
+                try keepAsComplete(manifest, size: size, at: files.manifest)
+                throw DownloadError.usage("\(output) appeared during the download; the data stays in \(file.path) "
+                                          + "(run again with --force to overwrite it)")
+            }
             file.unmark()
-            for path in [PartialFiles(data: file.path).quickState, manifestPath] { try StateFile.remove(path) }
+            for path in [files.quickState, files.manifest] { try StateFile.remove(path) }
             try StateFile.synchronizeDirectory(of: output, calls: options.systemCalls)
         } catch let error as IOError {
             throw .io(error)

@@ -140,6 +140,37 @@ final class ReliabilityFileSafetyTests: EndToEndTestCase {
         XCTAssertEqual(FileManager.default.contents(atPath: victim), precious)
     }
 
+    // MARK: A file that appears at the output
+
+    /// Issue 12 (6): the final rename replaced a file that appeared at the
+    /// output after the start. Without --force it is kept (exit 2), the data
+    /// stays complete in `.part`, and --force then finishes without a byte fetched again.
+    func testAFileThatAppearsAtTheOutputDuringTheDownloadIsNeverReplaced() throws {
+        let size: Int64 = 8 << 20
+        let resource = Resource.generated(size: size, seed: 1205)
+        server.setResource(resource, at: "f")
+        server.setRatePerConnection(1 << 20)
+        let output = path("f")
+        let child = try start(["-q", "-n", "4", "-o", output, server.url("f")])
+        XCTAssertTrue(wait(timeout: 20) { claimedBytes(output + ".part.json") > 0 }, "the download is under way")
+        let precious = Data("appeared meanwhile".utf8)
+        _ = FileManager.default.createFile(atPath: output, contents: precious)
+        server.setRatePerConnection(nil)
+        let run = child.finish(timeout: 60)
+        XCTAssertEqual(run.status, 2, run.stderr)
+        XCTAssertTrue(run.stderr.contains("appeared"), run.stderr)
+        XCTAssertTrue(run.stderr.contains("--force"), run.stderr)
+        XCTAssertEqual(FileManager.default.contents(atPath: output), precious, "the file that appeared was replaced")
+        assertSameBytes(output + ".part", resource)
+
+        server.resetStatistics()
+        let forced = try CLI.run(["-q", "--force", "-n", "4", "-o", output, server.url("f")], in: directory)
+        XCTAssertEqual(forced.status, 0, forced.stderr)
+        assertSameBytes(output, resource)
+        XCTAssertEqual(server.statistics.bodyBytesSent, 0, "nothing fetched again")
+        XCTAssertEqual(directoryEntries(), ["f"])
+    }
+
     // MARK: A power cut
 
     /// Issue 12 (13): the quick save (twenty a second) renamed a manifest that

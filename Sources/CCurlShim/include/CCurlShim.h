@@ -1,8 +1,8 @@
 // Typed, non-variadic entry points for libcurl's variadic setters and getters.
 // Swift cannot call C variadic functions; each wrapper below fixes one
 // argument type, and passes `long` exactly where libcurl wants `long`.
-// Also the few Linux calls Glibc's module map hides (sync_file_range needs
-// _GNU_SOURCE; the extended attribute calls are in <sys/xattr.h>).
+// Also the few Linux calls Glibc's module map hides (sync_file_range and
+// renameat2 need _GNU_SOURCE; the extended attribute calls are in <sys/xattr.h>).
 #ifndef RANGEGET_CCURLSHIM_H
 #define RANGEGET_CCURLSHIM_H
 
@@ -29,6 +29,10 @@ CURLMcode rg_multi_setopt_long(CURLM *multi, CURLMoption option, long value);
 /// `sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE)`: starts writing the
 /// file's dirty pages to disk and returns at once; no durability promise.
 int rg_start_writeback(int fd);
+
+/// `renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE)`: renames, or
+/// fails with EEXIST when `to` exists; EINVAL where the file system cannot.
+int rg_rename_noreplace(const char *from, const char *to);
 
 /// `fsetxattr(fd, name, value, size, 0)`: 0 or -1 with errno (ENOTSUP where
 /// the file system has no extended attributes).

@@ -198,4 +198,19 @@ final class OutputFile: Sendable {
         var info = stat()
         return fstat(descriptor, &info) == 0 ? Int64(info.st_size) : 0
     }
+
+    /// Gives the file the name `destination`. Unless `replacing`, an existing
+    /// file there is never replaced, even one that appeared a moment ago: the
+    /// move fails with EEXIST (`renameat2` with `RENAME_NOREPLACE`; where the
+    /// file system lacks it, a hard link and an unlink).
+    func move(to destination: String, replacing: Bool) throws(IOError) {
+        if replacing {
+            guard rename(path, destination) == 0 else { throw IOError("rename", path) }
+            return
+        }
+        if rg_rename_noreplace(path, destination) == 0 { return }
+        guard errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP else { throw IOError("rename", path) }
+        guard link(path, destination) == 0 else { throw IOError("rename", path) }
+        guard unlink(path) == 0 else { throw IOError("remove", path) }
+    }
 }
