@@ -218,10 +218,20 @@ public final class Download: Sendable {
             if controller.isStopRequested { throw .interrupted }
             let plain = !remote.acceptsRanges || remote.size == nil
             if plain { sources = [remote] }
+            if manifest == nil, let size = remote.size {
+                do {
+                    // A size the server chose must fit before a byte is written.
+                    if plain { try file.checkFreeSpace(for: size) } else { try file.preallocate(size: size) }
+                } catch {
+                    // The data file is empty here: nothing of it is worth keeping.
+                    file.unmark()
+                    for path in [files.data, manifestPath] { try? StateFile.remove(path) }
+                    throw .io(error)
+                }
+            }
             if !plain, manifest == nil, let size = remote.size {
                 let fresh = Manifest(remote: remote, size: size)
                 do {
-                    try file.preallocate(size: size)
                     // Not fsynced: it lists nothing done yet, and a manifest lost
                     // to a power cut only means the empty .part is started afresh.
                     try fresh.save(to: manifestPath, calls: options.systemCalls, durable: false)

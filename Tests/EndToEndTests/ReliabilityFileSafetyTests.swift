@@ -171,6 +171,28 @@ final class ReliabilityFileSafetyTests: EndToEndTestCase {
         XCTAssertEqual(directoryEntries(), ["f"])
     }
 
+    // MARK: A size that does not fit
+
+    /// Issue 12 (7): a server-chosen size larger than the free space is
+    /// refused before a byte is written: exit 4, one line naming the free
+    /// space, and no `.part` (nor anything else) left behind. Segmented, and
+    /// as one stream (ranges ignored).
+    func testAServerChosenSizeBeyondTheFreeSpaceFailsAndLeavesNothing() throws {
+        // 1 EiB: more than any disk the tests run on (and than ext4 allows,
+        // so the old posix_fallocate failed at once instead of filling the disk).
+        let resource = Resource.generated(size: 1 << 60, seed: 1206)
+        server.setResource(resource, at: "huge")
+        for (name, faults) in [("segmented", [FaultRule]()), ("one stream", [FaultRule(.ignoreRange)])] {
+            server.setFaults(faults)
+            let run = try CLI.run(["-q", "-n", "4", "-o", path("huge"), server.url("huge")], in: directory, timeout: 30)
+            XCTAssertEqual(run.status, 4, "\(name): \(run.stderr)")
+            XCTAssertEqual(run.stderr.split(separator: "\n").count, 1, "\(name): \(run.stderr)")
+            XCTAssertTrue(run.stderr.contains("free"), "\(name): \(run.stderr)")
+            XCTAssertTrue(run.stderr.contains("No space left on device"), "\(name): \(run.stderr)")
+            XCTAssertEqual(directoryEntries(), [], "\(name): nothing left behind")
+        }
+    }
+
     // MARK: A power cut
 
     /// Issue 12 (13): the quick save (twenty a second) renamed a manifest that

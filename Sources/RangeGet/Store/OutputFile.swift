@@ -180,10 +180,28 @@ final class OutputFile: Sendable {
         guard retryingOnInterrupt({ ftruncate(descriptor, off_t(size)) }) == 0 else { throw IOError("truncate", path) }
     }
 
-    /// Reserves `size` bytes on disk so a full disk fails now, not mid-run;
-    /// falls back to a sparse length where the file system cannot reserve.
+    /// Fails with ENOSPC, before any byte is written, when the file system
+    /// has less room than the `size` bytes the file will hold (`fstatvfs`;
+    /// blocks the file holds already count as room).
+    func checkFreeSpace(for size: Int64) throws(IOError) {
+        var volume = statvfs()
+        var info = stat()
+        // A file system that reports no size (some FUSE ones) cannot be judged.
+        guard fstatvfs(descriptor, &volume) == 0, volume.f_blocks > 0, fstat(descriptor, &info) == 0 else { return }
+        let (available, overflow) = Int64(clamping: volume.f_bavail)
+            .multipliedReportingOverflow(by: Int64(clamping: volume.f_frsize))
+        let room = overflow ? Int64.max : available
+        let needed = size - Int64(info.st_blocks) * 512
+        guard needed > room else { return }
+        throw IOError("store \(size) bytes (\(room) free on its file system) in", path, code: ENOSPC)
+    }
+
+    /// Reserves `size` bytes on disk so a full disk fails now, not mid-run:
+    /// first compares them with the free space, then allocates them; falls
+    /// back to a sparse length where the file system cannot allocate.
     func preallocate(size: Int64) throws(IOError) {
         guard size > 0 else { return }
+        try checkFreeSpace(for: size)
         let result = posix_fallocate(descriptor, 0, off_t(size))
         if result == 0 { return }
         if result == EOPNOTSUPP || result == EINVAL {
