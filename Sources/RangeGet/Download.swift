@@ -501,6 +501,17 @@ public final class Download: Sendable {
         if reason == nil, file.currentSize() < (stored.done.ranges.last?.end ?? 0) {
             reason = "\(file.path) is shorter than its manifest says"
         }
+        if reason == nil, stored.etag == nil, stored.lastModified == nil {
+            // Nothing to send as If-Range: compare a few stored bytes with the server's.
+            var random = SystemRandomNumberGenerator()
+            let samples = SpotCheck.samples(of: stored.done, count: SpotCheck.sampleCount,
+                                            length: SpotCheck.sampleLength, using: &random)
+            if let differing = try SpotCheck.firstDifference(in: file, url: remote.effectiveURL, size: stored.size,
+                                                             samples: samples, options: options.transfer) {
+                reason = "the remote file changed since the last run: its bytes \(differing) differ from the partial "
+                    + "download (the server sends no ETag or Last-Modified to tell)"
+            }
+        }
         if let reason {
             onEvent(.restarting(reason: reason + "; starting over"))
             try discard(file: file, manifestPath: manifestPath)

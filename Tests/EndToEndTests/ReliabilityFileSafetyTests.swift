@@ -193,6 +193,64 @@ final class ReliabilityFileSafetyTests: EndToEndTestCase {
         }
     }
 
+    // MARK: A resume without validators
+
+    /// Interrupts a throttled download of `original` with SIGINT once some of
+    /// it is durable, serves `replacement` instead, and runs the same command again.
+    private func interruptAndResume(_ original: Resource, then replacement: Resource) throws -> (run: Run, done: [Range<Int64>]) {
+        server.setResource(original, at: "f")
+        server.setRatePerConnection(1 << 20)
+        let output = path("f")
+        let child = try start(["-q", "-n", "4", "-o", output, server.url("f")])
+        XCTAssertTrue(wait(timeout: 20) { durableBytes(output + ".part.json") >= 2 << 20 }, "a checkpoint recorded progress")
+        kill(child.pid, SIGINT)
+        XCTAssertEqual(child.finish(timeout: 20).status, 130)
+        let done = doneRanges(output + ".part.json")
+        server.setResource(replacement, at: "f")
+        server.setRatePerConnection(nil)
+        server.resetStatistics()
+        return (try CLI.run(["-n", "4", "-o", output, server.url("f")], in: directory), done)
+    }
+
+    /// Issue 12 (10): with neither ETag nor Last-Modified, a file that changed
+    /// but kept its size was spliced on resume. Samples of the bytes on disk
+    /// are compared with the server's first: they differ, so it starts over.
+    func testAResumeWithoutValidatorsStartsOverWhenSamplesDiffer() throws {
+        var original = Resource.generated(size: 16 << 20, seed: 1207)
+        original.etag = nil
+        original.lastModified = nil
+        var replacement = Resource.generated(size: 16 << 20, seed: 1208)
+        replacement.etag = nil
+        replacement.lastModified = nil
+        let (run, _) = try interruptAndResume(original, then: replacement)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertTrue(run.stderr.contains("changed"), run.stderr)
+        XCTAssertTrue(run.stderr.contains("no ETag or Last-Modified"), run.stderr)
+        assertSameBytes(path("f"), replacement)
+    }
+
+    /// The same resume of an unchanged file fetches again only the samples:
+    /// at most three small ranges of the bytes already on disk.
+    func testAResumeWithoutValidatorsOfAnUnchangedFileFetchesOnlyTheSamplesAgain() throws {
+        var resource = Resource.generated(size: 16 << 20, seed: 1209)
+        resource.etag = nil
+        resource.lastModified = nil
+        let (run, done) = try interruptAndResume(resource, then: resource)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertTrue(run.stderr.contains("resuming"), run.stderr)
+        XCTAssertFalse(run.stderr.contains("changed"), run.stderr)
+        assertSameBytes(path("f"), resource)
+        let again = server.statistics.requests.compactMap { requestedRange($0.rangeHeader) }
+            .filter { range in done.contains { $0.overlaps(range) } }
+        XCTAssertGreaterThan(again.count, 0, "samples were fetched")
+        XCTAssertLessThanOrEqual(again.count, 3, "\(again)")
+        for range in again {
+            XCTAssertLessThanOrEqual(range.count, 16 << 10, "a sample is small: \(range)")
+            XCTAssertTrue(done.contains { $0.contains(range.lowerBound) && $0.upperBound >= range.upperBound },
+                          "a sample lies inside the bytes on disk: \(range)")
+        }
+    }
+
     // MARK: A power cut
 
     /// Issue 12 (13): the quick save (twenty a second) renamed a manifest that

@@ -1,5 +1,6 @@
 import XCTest
 @testable import RangeGet
+import RangeServer
 
 final class ManifestTests: XCTestCase {
     private var directory: String!
@@ -189,5 +190,33 @@ final class StateFileTests: XCTestCase {
         XCTAssertFalse(try OutputFile(creating: files.data).isMarked, "a mark left by a deleted file")
         file.unmark()
         XCTAssertFalse(FileManager.default.fileExists(atPath: files.mark))
+    }
+}
+
+final class SpotCheckTests: XCTestCase {
+    /// Samples lie inside the bytes done, never across a gap, sorted and disjoint.
+    func testSamplesLieInsideTheBytesDone() {
+        var random = SplitMix64(seed: 10)
+        let cases: [(done: [ByteRange], count: Int, length: Int64)] = [
+            ([ByteRange(0, 100)], 3, 16),
+            ([ByteRange(0, 10), ByteRange(50, 55), ByteRange(90, 200)], 3, 16),
+            ([ByteRange(5, 6)], 3, 16),
+            ([ByteRange((1 << 32) - 3, (1 << 32) + 3)], 2, 4),
+            ([], 3, 16),
+        ]
+        for (done, count, length) in cases {
+            let set = RangeSet(done)
+            for _ in 0..<200 {
+                let samples = SpotCheck.samples(of: set, count: count, length: length, using: &random)
+                XCTAssertEqual(samples.isEmpty, done.isEmpty, "\(done)")
+                XCTAssertLessThanOrEqual(samples.count, count)
+                for sample in samples {
+                    XCTAssertTrue(set.contains(sample), "\(sample) outside \(done)")
+                    XCTAssertLessThanOrEqual(sample.count, length)
+                    XCTAssertFalse(sample.isEmpty)
+                }
+                XCTAssertEqual(samples, RangeSet(samples).ranges, "sorted and disjoint")
+            }
+        }
     }
 }

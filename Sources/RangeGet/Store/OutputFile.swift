@@ -217,6 +217,21 @@ final class OutputFile: Sendable {
         return fstat(descriptor, &info) == 0 ? Int64(info.st_size) : 0
     }
 
+    /// Reads `count` bytes at `offset` (fewer at the end of the file).
+    func read(count: Int, at offset: Int64) throws(IOError) -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: count)
+        var done = 0
+        while done < count {
+            let got = bytes.withUnsafeMutableBytes { buffer in
+                retryingOnInterrupt { pread(descriptor, buffer.baseAddress! + done, count - done, off_t(offset) + off_t(done)) }
+            }
+            guard got >= 0 else { throw IOError("read", path) }
+            if got == 0 { break }
+            done += got
+        }
+        return Array(bytes.prefix(done))
+    }
+
     /// Gives the file the name `destination`. Unless `replacing`, an existing
     /// file there is never replaced, even one that appeared a moment ago: the
     /// move fails with EEXIST (`renameat2` with `RENAME_NOREPLACE`; where the
