@@ -12,19 +12,6 @@ import Synchronization
 import XCTest
 
 final class ReliabilityFileSafetyTests: EndToEndTestCase {
-    private var children: [Child] = []
-
-    override func tearDownWithError() throws {
-        for child in children { child.kill9() }
-        try super.tearDownWithError()
-    }
-
-    private func start(_ arguments: [String]) throws -> Child {
-        let child = try Child(executable: CLI.binary, arguments: arguments, in: directory)
-        children.append(child)
-        return child
-    }
-
     private func inode(_ path: String) -> ino_t? {
         var info = stat()
         return lstat(path, &info) == 0 ? info.st_ino : nil
@@ -67,7 +54,7 @@ final class ReliabilityFileSafetyTests: EndToEndTestCase {
         server.setFaults([FaultRule(.ignoreRange)])
         server.setRatePerConnection(2 << 20)
         let output = path("f")
-        let child = try start(["-q", "-o", output, server.url("f")])
+        let child = try launch(["-q", "-o", output, server.url("f")])
         XCTAssertTrue(wait(timeout: 20) { fileSize(output + ".part") > 1 << 20 }, "the stream is under way")
         child.kill9()
         XCTAssertFalse(FileManager.default.fileExists(atPath: output + ".part.json"), "a single stream keeps no manifest")
@@ -151,7 +138,7 @@ final class ReliabilityFileSafetyTests: EndToEndTestCase {
         server.setResource(resource, at: "f")
         server.setRatePerConnection(1 << 20)
         let output = path("f")
-        let child = try start(["-q", "-n", "4", "-o", output, server.url("f")])
+        let child = try launch(["-q", "-n", "4", "-o", output, server.url("f")])
         XCTAssertTrue(wait(timeout: 20) { claimedBytes(output + ".part.json") > 0 }, "the download is under way")
         let precious = Data("appeared meanwhile".utf8)
         _ = FileManager.default.createFile(atPath: output, contents: precious)
@@ -201,7 +188,7 @@ final class ReliabilityFileSafetyTests: EndToEndTestCase {
         server.setResource(original, at: "f")
         server.setRatePerConnection(1 << 20)
         let output = path("f")
-        let child = try start(["-q", "-n", "4", "-o", output, server.url("f")])
+        let child = try launch(["-q", "-n", "4", "-o", output, server.url("f")])
         XCTAssertTrue(wait(timeout: 20) { durableBytes(output + ".part.json") >= 2 << 20 }, "a checkpoint recorded progress")
         kill(child.pid, SIGINT)
         XCTAssertEqual(child.finish(timeout: 20).status, 130)
@@ -212,17 +199,20 @@ final class ReliabilityFileSafetyTests: EndToEndTestCase {
         return (try CLI.run(["-n", "4", "-o", output, server.url("f")], in: directory), done)
     }
 
+    /// A 16 MiB file whose server sends neither ETag nor Last-Modified.
+    private func withoutValidators(seed: UInt64) -> Resource {
+        var resource = Resource.generated(size: 16 << 20, seed: seed)
+        resource.etag = nil
+        resource.lastModified = nil
+        return resource
+    }
+
     /// Issue 12 (10): with neither ETag nor Last-Modified, a file that changed
     /// but kept its size was spliced on resume. Samples of the bytes on disk
     /// are compared with the server's first: they differ, so it starts over.
     func testAResumeWithoutValidatorsStartsOverWhenSamplesDiffer() throws {
-        var original = Resource.generated(size: 16 << 20, seed: 1207)
-        original.etag = nil
-        original.lastModified = nil
-        var replacement = Resource.generated(size: 16 << 20, seed: 1208)
-        replacement.etag = nil
-        replacement.lastModified = nil
-        let (run, _) = try interruptAndResume(original, then: replacement)
+        let replacement = withoutValidators(seed: 1208)
+        let (run, _) = try interruptAndResume(withoutValidators(seed: 1207), then: replacement)
         XCTAssertEqual(run.status, 0, run.stderr)
         XCTAssertTrue(run.stderr.contains("changed"), run.stderr)
         XCTAssertTrue(run.stderr.contains("no ETag or Last-Modified"), run.stderr)
@@ -232,9 +222,7 @@ final class ReliabilityFileSafetyTests: EndToEndTestCase {
     /// The same resume of an unchanged file fetches again only the samples:
     /// at most three small ranges of the bytes already on disk.
     func testAResumeWithoutValidatorsOfAnUnchangedFileFetchesOnlyTheSamplesAgain() throws {
-        var resource = Resource.generated(size: 16 << 20, seed: 1209)
-        resource.etag = nil
-        resource.lastModified = nil
+        let resource = withoutValidators(seed: 1209)
         let (run, done) = try interruptAndResume(resource, then: resource)
         XCTAssertEqual(run.status, 0, run.stderr)
         XCTAssertTrue(run.stderr.contains("resuming"), run.stderr)
@@ -305,7 +293,7 @@ final class ReliabilityFileSafetyTests: EndToEndTestCase {
         server.setRatePerConnection(1 << 20)
         let output = path("f")
         let manifest = output + ".part.json"
-        let child = try start(["-q", "-n", "4", "-o", output, server.url("f")])
+        let child = try launch(["-q", "-n", "4", "-o", output, server.url("f")])
         XCTAssertTrue(wait(timeout: 20) {
             let durable = durableBytes(manifest)
             return durable >= 2 << 20 && claimedBytes(manifest) > durable

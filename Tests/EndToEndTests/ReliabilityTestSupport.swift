@@ -301,6 +301,14 @@ extension EndToEndTestCase {
         return stat(path, &info) == 0 ? Int64(info.st_size) : -1
     }
 
+    /// Starts rangeget with `arguments` in the test directory; a child still
+    /// running when the test ends is killed.
+    func launch(_ arguments: [String]) throws -> Child {
+        let child = try Child(executable: CLI.binary, arguments: arguments, in: directory)
+        addTeardownBlock { child.kill9() }
+        return child
+    }
+
     /// Runs rangeget under `/bin/sh -c 'ulimit -f BLOCKS; exec rangeget ...'` (512-byte blocks).
     func runWithFileSizeLimit(blocks: Int, _ arguments: [String], timeout: Double = 60) throws -> Run {
         let quoted = ([CLI.binary] + arguments).map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }

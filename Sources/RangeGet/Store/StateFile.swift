@@ -38,7 +38,9 @@ enum StateFile {
         var filled = 0
         let failed = data.withUnsafeMutableBytes { (buffer: UnsafeMutableRawBufferPointer) -> Bool in
             while filled < buffer.count {
-                let count = retryingOnInterrupt { Glibc.read(descriptor, buffer.baseAddress! + filled, buffer.count - filled) }
+                let count = retryingOnInterrupt {
+                    Glibc.read(descriptor, buffer.baseAddress! + filled, buffer.count - filled)
+                }
                 if count == 0 { return false }
                 if count < 0 { return true }
                 filled += count
