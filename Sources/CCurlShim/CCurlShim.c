@@ -1,5 +1,7 @@
-#define _GNU_SOURCE /* sync_file_range */
+#define _GNU_SOURCE /* sync_file_range, renameat2 */
 #include <fcntl.h>
+#include <stdio.h>
+#include <sys/xattr.h>
 #include "CCurlShim.h"
 /* The commit the binary was built from: scripts/build-info writes this
    header before `make build` and `make test`; a plain `swift build` of a
@@ -61,4 +63,18 @@ const char *rg_build_commit(void) {
 
 int rg_build_dirty(void) {
     return RG_BUILD_DIRTY;
+}
+
+int rg_rename_noreplace(const char *from, const char *to) {
+    return renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE);
+}
+
+int rg_set_attribute(int fd, const char *name, const void *value, size_t size) {
+    return fsetxattr(fd, name, value, size, 0);
+}
+long rg_get_attribute(int fd, const char *name, void *value, size_t size) {
+    return (long)fgetxattr(fd, name, value, size);
+}
+int rg_remove_attribute(int fd, const char *name) {
+    return fremovexattr(fd, name);
 }

@@ -199,19 +199,19 @@ public final class Download: Sendable {
         let output = outputPath(url: remote.url, contentDisposition: remote.contentDisposition)
         if case .directory = destination { try checkWritable(output: output) }
 
-        let partPath = output + ".part"
-        let manifestPath = partPath + ".json"
-        controller.setPartPath(partPath)
+        let files = PartialFiles(output: output)
+        let manifestPath = files.manifest
+        controller.setPartPath(files.data)
         let file: OutputFile
         do {
-            file = try OutputFile(path: partPath, calls: options.systemCalls)
-            guard try file.lockExclusively() else {
-                throw DownloadError.busy("another rangeget is downloading to \(partPath)")
-            }
-        } catch let error as IOError {
-            throw .io(error)
+            file = try OutputFile.claim(files, replacingOthers: restart, calls: options.systemCalls)
         } catch {
-            throw error as! DownloadError
+            switch error {
+            case .busy: throw .busy("another rangeget is downloading to \(files.data)")
+            case let .notOurs(problem):
+                throw .usage("\(files.data) \(problem); move it away, or run again with --restart to discard it")
+            case let .io(error): throw .io(error)
+            }
         }
 
         var manifest = try resumeState(
@@ -223,10 +223,20 @@ public final class Download: Sendable {
             if controller.isStopRequested { throw .interrupted }
             let plain = !remote.acceptsRanges || remote.size == nil
             if plain { sources = [remote] }
+            if manifest == nil, let size = remote.size {
+                do {
+                    // A size the server chose must fit before a byte is written.
+                    if plain { try file.checkFreeSpace(for: size) } else { try file.preallocate(size: size) }
+                } catch {
+                    // The data file is empty here: nothing of it is worth keeping.
+                    file.unmark()
+                    for path in [files.data, manifestPath] { try? StateFile.remove(path) }
+                    throw .io(error)
+                }
+            }
             if !plain, manifest == nil, let size = remote.size {
                 let fresh = Manifest(remote: remote, size: size)
                 do {
-                    try file.preallocate(size: size)
                     // Not fsynced: it lists nothing done yet, and a manifest lost
                     // to a power cut only means the empty .part is started afresh.
                     try fresh.save(to: manifestPath, calls: options.systemCalls, durable: false)
@@ -266,7 +276,7 @@ public final class Download: Sendable {
             }
             switch outcome {
             case let .complete(size):
-                try finish(file: file, size: size, output: output, manifestPath: manifestPath)
+                try finish(file: file, size: size, output: output, files: files, manifest: manifest)
                 let result = DownloadResult(
                     path: output, size: size, seconds: tally.seconds + MonotonicClock.now() - started,
                     bytesFetched: tally.fetched, bytesReused: tally.reused ?? 0, retries: tally.retries,
@@ -425,10 +435,13 @@ public final class Download: Sendable {
         return remote.ifRange == nil ? nil : remote
     }
 
-    /// True when a manifest lies where this download would write without a
-    /// Content-Disposition name: a partial download to resume.
+    /// True when a manifest or a data file lies where this download would
+    /// write without a Content-Disposition name: a partial download to resume
+    /// (or a file of another program's that the download will refuse).
     private var partialDownloadExists: Bool {
-        access(outputPath(url: url, contentDisposition: nil) + ".part.json", F_OK) == 0
+        let files = PartialFiles(output: outputPath(url: url, contentDisposition: nil))
+        var info = stat()
+        return lstat(files.manifest, &info) == 0 || lstat(files.data, &info) == 0
     }
 
     /// The output path, named (for a directory) from `contentDisposition` or `url`.
@@ -449,7 +462,7 @@ public final class Download: Sendable {
             if (info.st_mode & S_IFMT) == S_IFDIR { throw .usage("\(output) is a directory") }
             if !options.overwrite { throw .usage("\(output) already exists; use --force to overwrite it") }
         }
-        let folder = Manifest.directory(of: output)
+        let folder = StateFile.directory(of: output)
         var folderInfo = stat()
         guard stat(folder, &folderInfo) == 0, (folderInfo.st_mode & S_IFMT) == S_IFDIR else {
             throw .usage("\(folder) is not a directory")
@@ -475,7 +488,9 @@ public final class Download: Sendable {
             throw .manifest(error)
         }
         guard let stored else {
-            if file.currentSize() > 0 { try discard(file: file, manifestPath: manifestPath) }
+            // Rangeget's own data file without a manifest (a single stream):
+            // empty it, and drop any quick state a lost manifest left behind.
+            try discard(file: file, manifestPath: manifestPath)
             return nil
         }
         if stored.url != Manifest.redacting(url) {
@@ -491,6 +506,17 @@ public final class Download: Sendable {
         if reason == nil, file.currentSize() < (stored.done.ranges.last?.end ?? 0) {
             reason = "\(file.path) is shorter than its manifest says"
         }
+        if reason == nil, stored.etag == nil, stored.lastModified == nil {
+            // Nothing to send as If-Range: compare a few stored bytes with the server's.
+            var random = SystemRandomNumberGenerator()
+            let samples = SpotCheck.samples(of: stored.done, count: SpotCheck.sampleCount,
+                                            length: SpotCheck.sampleLength, using: &random)
+            if let differing = try SpotCheck.firstDifference(in: file, url: remote.effectiveURL, size: stored.size,
+                                                             samples: samples, options: options.transfer) {
+                reason = "the remote file changed since the last run: its bytes \(differing) differ from the partial "
+                    + "download (the server sends no ETag or Last-Modified to tell)"
+            }
+        }
         if let reason {
             onEvent(.restarting(reason: reason + "; starting over"))
             try discard(file: file, manifestPath: manifestPath)
@@ -500,37 +526,51 @@ public final class Download: Sendable {
         return stored
     }
 
-    /// Empties the data file and removes the manifest.
+    /// Empties the data file and removes the manifest and the quick state
+    /// (first: its bytes must never be added to a new manifest).
     private func discard(file: OutputFile, manifestPath: String) throws(DownloadError) {
         do {
+            try StateFile.remove(PartialFiles(data: file.path).quickState)
             try file.truncate(to: 0)
+            try StateFile.remove(manifestPath)
         } catch {
             throw .io(error)
         }
-        if unlink(manifestPath) != 0 && errno != ENOENT {
-            throw .io(IOError("remove", manifestPath))
-        }
     }
 
-    /// Removes the `.part` file at `partPath` and its manifest, unless another
-    /// download holds the lock on it (then it is theirs to keep).
+    /// Removes the `.part` file at `partPath`, its manifest, quick state and
+    /// mark, unless another download holds the lock on it (then it is theirs
+    /// to keep) or it is not rangeget's (a link, another program's file).
     static func discardPartial(at partPath: String) throws(DownloadError) {
-        guard access(partPath, F_OK) == 0 else { return }
+        let files = PartialFiles(data: partPath)
         let file: OutputFile
         do {
-            file = try OutputFile(path: partPath)
-            guard try file.lockExclusively() else { return }
+            file = try OutputFile(existing: partPath)
+            guard try file.lockExclusively(), file.ownershipProblem(manifest: files.manifest) == nil else { return }
+        } catch {
+            if error.code == ENOENT || error.code == ELOOP { return }
+            throw .io(error)
+        }
+        do {
+            file.unmark()
+            for path in [files.quickState, partPath, files.manifest] { try StateFile.remove(path) }
         } catch {
             throw .io(error)
         }
-        for path in [partPath, partPath + ".json"] where unlink(path) != 0 && errno != ENOENT {
-            throw .io(IOError("remove", path))
-        }
-        withExtendedLifetime(file) {}
     }
 
-    /// Verifies the length, makes the data durable and moves it into place.
-    private func finish(file: OutputFile, size: Int64, output: String, manifestPath: String) throws(DownloadError) {
+    /// Saves `manifest` (when the download has one) as complete, durably.
+    private func keepAsComplete(_ manifest: Manifest?, size: Int64, at path: String) throws(IOError) {
+        guard var complete = manifest else { return }
+        complete.done = RangeSet([ByteRange(0, size)])
+        try complete.save(to: path, calls: options.systemCalls)
+    }
+
+    /// Verifies the length, makes the data durable and moves it into place:
+    /// never over a file that appeared at `output` since the start, unless
+    /// `overwrite`; then the data stays, recorded as complete in `manifest`.
+    private func finish(file: OutputFile, size: Int64, output: String, files: PartialFiles,
+                        manifest: Manifest?) throws(DownloadError) {
         do {
             if file.currentSize() > size { try file.truncate(to: size) }
             let actual = file.currentSize()
@@ -546,9 +586,17 @@ public final class Download: Sendable {
                 }
             }
             try file.synchronize()
-            guard rename(file.path, output) == 0 else { throw IOError("rename", file.path) }
-            if unlink(manifestPath) != 0 && errno != ENOENT { throw IOError("remove", manifestPath) }
-            try Manifest.synchronizeDirectory(of: output, calls: options.systemCalls)
+            do {
+                try file.move(to: output, replacing: options.overwrite)
+            } catch {
+                guard error.code == EEXIST else { throw error }
+                try keepAsComplete(manifest, size: size, at: files.manifest)
+                throw DownloadError.usage("\(output) appeared during the download; the data stays in \(file.path) "
+                                          + "(run again with --force to overwrite it)")
+            }
+            file.unmark()
+            for path in [files.quickState, files.manifest] { try StateFile.remove(path) }
+            try StateFile.synchronizeDirectory(of: output, calls: options.systemCalls)
         } catch let error as IOError {
             throw .io(error)
         } catch {

@@ -84,6 +84,8 @@ final class DiskProbe: Sendable {
         var fdatasyncCalls = 0
         var fsyncCalls = 0
         var failedSyncs = 0
+        /// The contents of every regular file at each successful fsync, by the path it had then.
+        var synced: [String: Set<Data>] = [:]
     }
 
     let resource: Resource?
@@ -166,8 +168,27 @@ final class DiskProbe: Sendable {
                     errno = code
                     return -1
                 }
-                return Glibc.fsync(descriptor)
+                let result = Glibc.fsync(descriptor)
+                if result == 0, let (path, contents) = Self.regularFile(descriptor) {
+                    state.withLock { _ = $0.synced[path, default: []].insert(contents) }
+                }
+                return result
             })
+    }
+
+    /// The contents the file at `path` had at each of its successful fsyncs.
+    func synced(_ path: String) -> Set<Data> {
+        state.withLock { $0.synced[path] ?? [] }
+    }
+
+    /// The path and contents of the regular file open as `descriptor`; nil for a directory.
+    private static func regularFile(_ descriptor: Int32) -> (String, Data)? {
+        let link = "/proc/self/fd/\(descriptor)"
+        guard let path = try? FileManager.default.destinationOfSymbolicLink(atPath: link) else { return nil }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG,
+              let contents = FileManager.default.contents(atPath: link) else { return nil }
+        return (path, contents)
     }
 }
 
@@ -180,7 +201,7 @@ enum ManifestFile {
         return try? JSONSerialization.jsonObject(with: data) as? [String: Any]
     }
 
-    /// The ranges listed under `key` ("done": durable; "written": good in this boot only), [] when none.
+    /// The ranges listed under `key` in the JSON file at `path`, [] when none.
     static func ranges(_ path: String, _ key: String = "done") -> [Range<Int64>] {
         guard let list = object(path)?[key] as? [[Int64]] else { return [] }
         return list.compactMap { $0.count == 2 && $0[0] <= $0[1] ? $0[0]..<$0[1] : nil }
@@ -188,6 +209,13 @@ enum ManifestFile {
 
     /// The durable ranges it lists, [] when there is none.
     static func done(_ path: String) -> [Range<Int64>] { ranges(path, "done") }
+
+    /// The quick state beside the manifest at `path` (`X.part.quick` for `X.part.json`).
+    static func quickStatePath(_ path: String) -> String { String(path.dropLast(".json".count)) + ".quick" }
+
+    /// The ranges the quick state beside the manifest at `path` lists as
+    /// written (good in this boot only), [] when there is none.
+    static func quickWritten(_ path: String) -> [Range<Int64>] { ranges(quickStatePath(path), "written") }
 
     /// What a resumed run would trust: `Manifest.load`'s done bytes (durable
     /// ones, plus those written in this boot). Nil when there is no manifest;
@@ -255,9 +283,9 @@ extension EndToEndTestCase {
     }
 
     /// Bytes the manifest at `path` claims: durable ("done") and those a run in
-    /// this boot would also trust ("written", recorded by quick saves); 0 if unreadable.
+    /// this boot would also trust ("written" in the quick state beside it); 0 if unreadable.
     func claimedBytes(_ manifestPath: String) -> Int64 {
-        RangeSet((ManifestFile.ranges(manifestPath, "done") + ManifestFile.ranges(manifestPath, "written"))
+        RangeSet((ManifestFile.done(manifestPath) + ManifestFile.quickWritten(manifestPath))
             .map { ByteRange($0.lowerBound, $0.upperBound) }).byteCount
     }
 
@@ -271,6 +299,14 @@ extension EndToEndTestCase {
     func fileSize(_ path: String) -> Int64 {
         var info = stat()
         return stat(path, &info) == 0 ? Int64(info.st_size) : -1
+    }
+
+    /// Starts rangeget with `arguments` in the test directory; a child still
+    /// running when the test ends is killed.
+    func launch(_ arguments: [String]) throws -> Child {
+        let child = try Child(executable: CLI.binary, arguments: arguments, in: directory)
+        addTeardownBlock { child.kill9() }
+        return child
     }
 
     /// Runs rangeget under `/bin/sh -c 'ulimit -f BLOCKS; exec rangeget ...'` (512-byte blocks).

@@ -1,5 +1,6 @@
 import XCTest
 @testable import RangeGet
+import RangeServer
 
 final class ManifestTests: XCTestCase {
     private var directory: String!
@@ -74,23 +75,148 @@ final class ManifestTests: XCTestCase {
     }
 }
 
-final class ManifestBootTests: XCTestCase {
-    /// Bytes written but not fsynced count after a killed process (same boot),
-    /// never after a reboot (another boot ID).
-    func testWrittenBytesCountOnlyInTheSameBoot() throws {
-        let path = NSTemporaryDirectory() + "rangeget-boot-\(UUID().uuidString).json"
-        defer { try? FileManager.default.removeItem(atPath: path) }
+final class QuickStateTests: XCTestCase {
+    private var directory: String!
+    private var files: PartialFiles!
+
+    override func setUpWithError() throws {
+        directory = NSTemporaryDirectory() + "rangeget-quick-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        files = PartialFiles(output: directory + "/f")
+        _ = FileManager.default.createFile(atPath: files.data, contents: Data(count: 100))
         let remote = RemoteFile(url: "http://h/f", effectiveURL: "http://h/f", size: 100, etag: "\"e\"",
                                 lastModified: nil, acceptsRanges: true, contentDisposition: nil)
         var manifest = Manifest(remote: remote, size: 100)
         manifest.done = RangeSet([ByteRange(0, 10)])
-        manifest.written = RangeSet([ByteRange(0, 40), ByteRange(50, 60)])
-        manifest.bootID = try XCTUnwrap(Manifest.currentBootID())
-        try manifest.save(to: path, durable: false)
-        XCTAssertEqual(try Manifest.load(from: path)?.done, RangeSet([ByteRange(0, 40), ByteRange(50, 60)]))
+        try manifest.save(to: files.manifest)
+    }
 
-        manifest.bootID = "00000000-0000-0000-0000-000000000000"
-        try manifest.save(to: path)
-        XCTAssertEqual(try Manifest.load(from: path)?.done, RangeSet([ByteRange(0, 10)]))
+    override func tearDownWithError() throws {
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    private func saveQuickState(bootID: String? = nil, file: FileIdentity? = nil) throws {
+        let state = QuickState(bootID: try bootID ?? XCTUnwrap(QuickState.currentBootID()),
+                               file: try file ?? XCTUnwrap(FileIdentity(path: files.data)),
+                               written: RangeSet([ByteRange(0, 40), ByteRange(50, 60)]))
+        try state.save(to: files.quickState, calls: .live)
+    }
+
+    /// Bytes written but not fsynced count after a killed process (same boot,
+    /// same data file), never after a reboot (another boot ID) or for another file.
+    func testWrittenBytesCountOnlyInTheSameBootForTheSameDataFile() throws {
+        try saveQuickState()
+        XCTAssertEqual(try Manifest.load(from: files.manifest)?.done, RangeSet([ByteRange(0, 40), ByteRange(50, 60)]))
+
+        try saveQuickState(bootID: "00000000-0000-0000-0000-000000000000")
+        XCTAssertEqual(try Manifest.load(from: files.manifest)?.done, RangeSet([ByteRange(0, 10)]), "another boot")
+
+        try saveQuickState(file: FileIdentity(path: directory))
+        XCTAssertEqual(try Manifest.load(from: files.manifest)?.done, RangeSet([ByteRange(0, 10)]), "another data file")
+    }
+
+    /// What a power cut may leave of the quick state (an empty file, zeros,
+    /// half a file) is ignored: the durable manifest still loads.
+    func testADamagedQuickStateCostsOnlyItsOwnBytes() throws {
+        try saveQuickState()
+        let valid = try XCTUnwrap(FileManager.default.contents(atPath: files.quickState))
+        for damaged in [Data(), Data(count: valid.count), valid.prefix(valid.count / 2)] {
+            try damaged.write(to: URL(fileURLWithPath: files.quickState))
+            XCTAssertEqual(try Manifest.load(from: files.manifest)?.done, RangeSet([ByteRange(0, 10)]))
+        }
+    }
+
+    /// The quick state never touches the manifest (a file rangeget fsynced).
+    func testSavingTheQuickStateLeavesTheManifestAlone() throws {
+        let before = try XCTUnwrap(FileManager.default.contents(atPath: files.manifest))
+        var info = stat()
+        XCTAssertEqual(stat(files.manifest, &info), 0)
+        try saveQuickState()
+        var after = stat()
+        XCTAssertEqual(stat(files.manifest, &after), 0)
+        XCTAssertEqual(after.st_ino, info.st_ino)
+        XCTAssertEqual(FileManager.default.contents(atPath: files.manifest), before)
+    }
+}
+
+final class StateFileTests: XCTestCase {
+    private var directory: String!
+
+    override func setUpWithError() throws {
+        directory = NSTemporaryDirectory() + "rangeget-state-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    }
+
+    override func tearDownWithError() throws {
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    /// A link planted at a state file's name is never read, and one at its
+    /// temporary name is never written through.
+    func testLinksAreNeitherReadNorWrittenThrough() throws {
+        let victim = directory + "/victim"
+        try Data("precious".utf8).write(to: URL(fileURLWithPath: victim))
+        let path = directory + "/f.part.json"
+        try FileManager.default.createSymbolicLink(atPath: path, withDestinationPath: victim)
+        XCTAssertThrowsError(try StateFile.read(path)) { XCTAssertEqual($0 as? StateFile.Unreadable, .init(problem: "is a symbolic link")) }
+        try FileManager.default.removeItem(atPath: path)
+        try FileManager.default.linkItem(atPath: victim, toPath: path)
+        XCTAssertThrowsError(try StateFile.read(path)) { error in
+            XCTAssertTrue((error as? StateFile.Unreadable)?.problem.contains("hard links") == true, "\(error)")
+        }
+        try FileManager.default.removeItem(atPath: path)
+
+        try FileManager.default.linkItem(atPath: victim, toPath: path + ".tmp")
+        try StateFile.replace(path, with: Data("new".utf8), durable: true, calls: .live)
+        XCTAssertEqual(try StateFile.read(path), Data("new".utf8))
+        XCTAssertEqual(FileManager.default.contents(atPath: victim), Data("precious".utf8))
+        try FileManager.default.createSymbolicLink(atPath: path + ".tmp", withDestinationPath: victim)
+        try StateFile.replace(path, with: Data("newer".utf8), durable: false, calls: .live)
+        XCTAssertEqual(FileManager.default.contents(atPath: victim), Data("precious".utf8))
+        XCTAssertNil(try StateFile.read(directory + "/absent"))
+    }
+
+    /// Where the file system has no extended attributes, the mark is a file
+    /// beside the data naming it; a mark left by another file does not count.
+    func testTheMarkBesideTheFileNamesThatFile() throws {
+        let files = PartialFiles(output: directory + "/f")
+        let file = try OutputFile(creating: files.data)
+        XCTAssertFalse(file.isMarked)
+        try file.markBeside()
+        XCTAssertTrue(file.isMarked)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: files.mark))
+        // Another file under the same name (the first stays open, so its inode is not reused).
+        try FileManager.default.removeItem(atPath: files.data)
+        XCTAssertFalse(try OutputFile(creating: files.data).isMarked, "a mark left by a deleted file")
+        file.unmark()
+        XCTAssertFalse(FileManager.default.fileExists(atPath: files.mark))
+    }
+}
+
+final class SpotCheckTests: XCTestCase {
+    /// Samples lie inside the bytes done, never across a gap, sorted and disjoint.
+    func testSamplesLieInsideTheBytesDone() {
+        var random = SplitMix64(seed: 10)
+        let cases: [(done: [ByteRange], count: Int, length: Int64)] = [
+            ([ByteRange(0, 100)], 3, 16),
+            ([ByteRange(0, 10), ByteRange(50, 55), ByteRange(90, 200)], 3, 16),
+            ([ByteRange(5, 6)], 3, 16),
+            ([ByteRange((1 << 32) - 3, (1 << 32) + 3)], 2, 4),
+            ([], 3, 16),
+        ]
+        for (done, count, length) in cases {
+            let set = RangeSet(done)
+            for _ in 0..<200 {
+                let samples = SpotCheck.samples(of: set, count: count, length: length, using: &random)
+                XCTAssertEqual(samples.isEmpty, done.isEmpty, "\(done)")
+                XCTAssertLessThanOrEqual(samples.count, count)
+                for sample in samples {
+                    XCTAssertTrue(set.contains(sample), "\(sample) outside \(done)")
+                    XCTAssertLessThanOrEqual(sample.count, length)
+                    XCTAssertFalse(sample.isEmpty)
+                }
+                XCTAssertEqual(samples, RangeSet(samples).ranges, "sorted and disjoint")
+            }
+        }
     }
 }

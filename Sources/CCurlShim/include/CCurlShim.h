@@ -1,7 +1,8 @@
 // Typed, non-variadic entry points for libcurl's variadic setters and getters.
 // Swift cannot call C variadic functions; each wrapper below fixes one
 // argument type, and passes `long` exactly where libcurl wants `long`.
-// Also the one Linux call Glibc's module map hides (it needs _GNU_SOURCE),
+// Also the few Linux calls Glibc's module map hides (sync_file_range and
+// renameat2 need _GNU_SOURCE; the extended attribute calls are in <sys/xattr.h>),
 // and the build's identity (scripts/build-info).
 #ifndef RANGEGET_CCURLSHIM_H
 #define RANGEGET_CCURLSHIM_H
@@ -34,5 +35,17 @@ int rg_start_writeback(int fd);
 /// whether the tree differed from it.
 const char *rg_build_commit(void);
 int rg_build_dirty(void);
+
+/// `renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE)`: renames, or
+/// fails with EEXIST when `to` exists; EINVAL where the file system cannot.
+int rg_rename_noreplace(const char *from, const char *to);
+
+/// `fsetxattr(fd, name, value, size, 0)`: 0 or -1 with errno (ENOTSUP where
+/// the file system has no extended attributes).
+int rg_set_attribute(int fd, const char *name, const void *value, size_t size);
+/// `fgetxattr(fd, name, value, size)`: the value's length, or -1 with errno (ENODATA: not set).
+long rg_get_attribute(int fd, const char *name, void *value, size_t size);
+/// `fremovexattr(fd, name)`: 0 or -1 with errno.
+int rg_remove_attribute(int fd, const char *name);
 
 #endif

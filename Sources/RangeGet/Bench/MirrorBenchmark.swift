@@ -6,9 +6,6 @@
 // same random offsets on every mirror, so a mirror serving other bytes is
 // caught before anyone splices from it. What to use is MirrorChoice's call.
 import Digests
-import CCurl
-import CCurlShim
-
 import Glibc
 import Synchronization
 
@@ -178,8 +175,7 @@ public struct MirrorBenchmark: Sendable {
             if now - first >= limit { download.stop() }
         }
         unlink(path)
-        unlink(path + ".part")
-        unlink(path + ".part.json")
+        try? Download.discardPartial(at: PartialFiles(output: path).data)
         // A stopped download returns no result; its tally has the figure, probe included.
         let opened = download.controller.tally.tcpConnections
         let points = samples.withLock { $0 }.filter { $0.bytes > 0 }
@@ -191,62 +187,15 @@ public struct MirrorBenchmark: Sendable {
 
     /// A one-byte ranged GET: time to first byte, HTTP version, Server header.
     private func firstByte(of url: String) throws -> (seconds: Double, httpVersion: String?, server: String?) {
-        let fetched = try fetch(url, range: ByteRange(0, 1))
+        let fetched = try RangeFetch(url: url, range: ByteRange(0, 1), options: transfer)
         return (fetched.timeToFirstByte, fetched.httpVersion, fetched.head["server"])
     }
 
     /// SHA-256 of `range` as served by `url` (only a 206 with the exact Content-Range counts).
     private func digest(of url: String, range: ByteRange) throws -> String {
-        let fetched = try fetch(url, range: range)
-        guard fetched.head.status == 206, let value = fetched.head["content-range"],
-              ContentRange(value)?.range == range, fetched.body.count == Int(range.count) else {
+        guard let bytes = try RangeFetch(url: url, range: range, options: transfer).bytes(of: range) else {
             throw DownloadError.server(url: url, message: "sample \(range) not served as asked")
         }
-        return fetched.body.withUnsafeBytes { DigestAlgorithm.sha256.hex(of: $0) }
+        return bytes.withUnsafeBytes { DigestAlgorithm.sha256.hex(of: $0) }
     }
-
-
-    private func fetch(_ url: String, range: ByteRange) throws -> (head: ResponseHead, body: [UInt8], timeToFirstByte: Double, httpVersion: String?) {
-        let easy = try EasyHandle()
-        try easy.configure(url: url, options: transfer)
-        try easy.setHeaders(transfer.headers)
-        try easy.set(CURLOPT_RANGE, String(range.rangeHeaderValue.dropFirst("bytes=".count)))
-        try easy.set(CURLOPT_TIMEOUT_MS, Int((transfer.connectTimeout + transfer.stallTimeout * 2) * 1000))
-        let capture = Capture(limit: Int(range.count))
-        let pointer = Unmanaged.passUnretained(capture).toOpaque()
-        try easy.set(CURLOPT_HEADERDATA, pointer: pointer)
-        try easy.set(CURLOPT_WRITEDATA, pointer: pointer)
-        try easy.set(CURLOPT_HEADERFUNCTION, callback: captureHeader)
-        try easy.set(CURLOPT_WRITEFUNCTION, callback: captureBody)
-        try withExtendedLifetime(capture) { try easy.perform() }
-        var firstByte = 0.0
-        firstByte = easy.timeToFirstByte
-        return (capture.head, capture.body, firstByte, easy.httpVersion)
-    }
-}
-
-/// A small response kept in memory: its head and at most `limit` body bytes.
-private final class Capture {
-    var head = ResponseHead()
-    var body: [UInt8] = []
-    let limit: Int
-
-    init(limit: Int) {
-        self.limit = limit
-    }
-}
-
-private let captureHeader: CurlDataCallback = { data, size, count, user in
-    guard let data, let user else { return 0 }
-    let capture = Unmanaged<Capture>.fromOpaque(user).takeUnretainedValue()
-    capture.head.consume(String(decoding: UnsafeRawBufferPointer(start: data, count: size * count), as: UTF8.self))
-    return size * count
-}
-
-private let captureBody: CurlDataCallback = { data, size, count, user in
-    guard let data, let user else { return 0 }
-    let capture = Unmanaged<Capture>.fromOpaque(user).takeUnretainedValue()
-    guard capture.body.count + size * count <= capture.limit else { return 0 }
-    capture.body.append(contentsOf: UnsafeRawBufferPointer(start: data, count: size * count))
-    return size * count
 }

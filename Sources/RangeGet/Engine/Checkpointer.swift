@@ -1,32 +1,39 @@
-// Checkpointer: records progress in the manifest without stalling the
-// transfers, on its own queue. Two kinds of save:
+// Checkpointer: records progress without stalling the transfers, on its own
+// queue. Two kinds of save:
 // - durable, about once a second: fdatasync the data, then list the bytes as
-//   `done` and fsync the manifest: a byte is `done` only once it is on disk
-//   (invariant 2), whatever happens to the machine;
-// - quick, about twenty times a second: list the bytes written so far as
-//   `written`, tagged with the kernel's boot ID, without any fsync. A killed
-//   process loses nothing the kernel already has, so in the same boot those
-//   bytes are good; after a reboot only `done` counts (see Manifest.load).
+//   `done` in the manifest and fsync it: a byte is `done` only once it is on
+//   disk (invariant 2), whatever happens to the machine;
+// - quick, about twenty times a second: list the bytes written so far in the
+//   quick state (`OUTPUT.part.quick`), tagged with the kernel's boot ID and
+//   the data file's identity, without any fsync. A killed process loses
+//   nothing the kernel already has, so in the same boot those bytes are good;
+//   after a reboot only `done` counts (see Manifest.load). The quick state is
+//   a file of its own: the manifest is only ever replaced by a fsynced one,
+//   so a power cut can cost the quick state, never the durable progress.
 import Dispatch
 import Synchronization
 
 final class Checkpointer: Sendable {
     private let file: OutputFile
     private let path: String
+    private let quickPath: String
     private let calls: SystemCalls
     private let base: Manifest
-    private let bootID = Manifest.currentBootID()
+    private let bootID = QuickState.currentBootID()
+    private let identity: FileIdentity?
     private let queue = DispatchQueue(label: "rangeget.checkpoint")
     private let busy = Atomic<Bool>(false)
-    private let state: Mutex<(durable: RangeSet, failure: IOError?)>
+    private let firstFailure = Mutex<IOError?>(nil)
 
-    /// A checkpointer for `manifest` (whose `done` is durable already) at `manifestPath`.
+    /// A checkpointer for `manifest` (whose `done` is durable already) at
+    /// `manifestPath`, with the quick state beside the data file.
     init(file: OutputFile, manifest: Manifest, manifestPath: String, calls: SystemCalls) {
         self.file = file
         path = manifestPath
+        quickPath = PartialFiles(data: file.path).quickState
         self.calls = calls
         base = manifest
-        state = Mutex((manifest.done, nil))
+        identity = FileIdentity(descriptor: file.descriptor)
     }
 
     /// Saves in the background unless a save is still running (then returns
@@ -56,38 +63,35 @@ final class Checkpointer: Sendable {
     }
 
     /// The first failure of a background save, if any (disk full, I/O error).
-    var failure: IOError? { state.withLock { $0.failure } }
+    var failure: IOError? { firstFailure.withLock { $0 } }
 
     private func save(_ written: RangeSet, durable: Bool) throws(IOError) {
         // After a failed sync nothing more is ever recorded: Linux reports a
         // writeback error once, and a later fdatasync succeeds even though the
         // bytes it covered never reached the disk.
-        if let failure = state.withLock({ $0.failure }) { throw failure }
+        if let failure { throw failure }
         do throws(IOError) {
-            var manifest = base
             if durable {
                 do {
                     try file.synchronize()
                 } catch {
                     // The kernel may have dropped what it could not write: bytes
                     // a quick save listed are no longer good, even in this boot.
-                    manifest.done = state.withLock { $0.durable }
-                    _ = try? manifest.save(to: path, calls: calls, durable: false)
+                    try? StateFile.remove(quickPath)
                     throw error
                 }
+                var manifest = base
                 manifest.done = written
+                try manifest.save(to: path, calls: calls, durable: true)
             } else {
                 // Start writing dirty data to disk now, so the next fdatasync
                 // (and the final one) has little left: disk writes overlap the download.
                 file.startWriteback()
-                manifest.done = state.withLock { $0.durable }
-                manifest.written = written
-                manifest.bootID = bootID
+                guard let bootID, let identity else { return }
+                try QuickState(bootID: bootID, file: identity, written: written).save(to: quickPath, calls: calls)
             }
-            try manifest.save(to: path, calls: calls, durable: durable)
-            if durable { state.withLock { $0.durable = written } }
         } catch {
-            state.withLock { if $0.failure == nil { $0.failure = error } }
+            firstFailure.withLock { if $0 == nil { $0 = error } }
             throw error
         }
     }

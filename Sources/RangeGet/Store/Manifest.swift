@@ -1,6 +1,8 @@
 // Manifest: the resume state beside the data file, `OUTPUT.part.json`.
 // It lists only bytes that were durable (fdatasync'ed) when it was written,
 // and it is replaced atomically: temp file, fsync, rename, fsync directory.
+// Bytes written since, in this boot, are in the quick state (QuickState),
+// which `load` adds.
 import FoundationEssentials
 import Glibc
 
@@ -21,11 +23,6 @@ public struct Manifest: Codable, Equatable, Sendable {
     public var lastModified: String?
     /// Durable byte ranges, as `[start, end)` pairs.
     public var done: RangeSet
-    /// Byte ranges written but perhaps not yet on disk when the manifest was
-    /// saved; good only while the machine has not restarted since (`bootID`).
-    public var written: RangeSet?
-    /// The kernel's boot ID when `written` was recorded.
-    public var bootID: String?
 
     /// A manifest with nothing done yet for `remote`.
     public init(remote: RemoteFile, size: Int64) {
@@ -61,12 +58,19 @@ public struct Manifest: Codable, Equatable, Sendable {
         return components.string ?? url
     }
 
-    /// Reads the manifest at `path`; nil when there is none.
+    /// Reads the manifest at `path`; nil when there is none. Its `done` also
+    /// holds the bytes the quick state beside it (`OUTPUT.part.quick` for
+    /// `OUTPUT.part.json`) lists, when they were written in this boot to the
+    /// data file there now: a killed process loses nothing the kernel has.
+    /// A symbolic link or a file with other hard links is never read.
     public static func load(from path: String) throws(ManifestError) -> Manifest? {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            if access(path, F_OK) != 0 && errno == ENOENT { return nil }
-            throw ManifestError(path: path, problem: "cannot be read: \(String(cString: strerror(errno)))")
+        let contents: Data?
+        do {
+            contents = try StateFile.read(path)
+        } catch {
+            throw ManifestError(path: path, problem: error.problem)
         }
+        guard let data = contents else { return nil }
         if data.isEmpty { throw ManifestError(path: path, problem: "is empty") }
         if data.allSatisfy({ $0 == 0 }) { throw ManifestError(path: path, problem: "holds only zero bytes") }
         struct Header: Decodable { var version: Int }
@@ -82,26 +86,14 @@ public struct Manifest: Codable, Equatable, Sendable {
         } catch {
             throw ManifestError(path: path, problem: "is not a valid manifest (\(error.shortDescription))")
         }
-        guard manifest.size >= 0, manifest.done.fits(size: manifest.size),
-              manifest.written?.fits(size: manifest.size) ?? true else {
+        guard manifest.size >= 0, manifest.done.fits(size: manifest.size) else {
             throw ManifestError(path: path, problem: "lists bytes beyond the file's size")
         }
-        // Bytes the kernel had when a process was killed are still there unless
-        // the machine restarted: then only the durable ones count.
+        guard let files = PartialFiles(manifest: path) else { return manifest }
         var usable = manifest
-        if let written = manifest.written, let bootID = manifest.bootID, bootID == currentBootID() {
-            usable.done = manifest.done.union(written)
-        }
-        usable.written = nil
-        usable.bootID = nil
+        usable.done = manifest.done.union(
+            QuickState.written(at: files.quickState, dataPath: files.data, size: manifest.size))
         return usable
-    }
-
-    /// This boot of the kernel (`/proc/sys/kernel/random/boot_id`), nil if unknown.
-    static func currentBootID() -> String? {
-        guard let data = FileManager.default.contents(atPath: "/proc/sys/kernel/random/boot_id") else { return nil }
-        let text = String(decoding: data, as: UTF8.self).trimmingWhitespace()
-        return text.isEmpty ? nil : text
     }
 
     /// Replaces the manifest at `path` atomically, mode 0600; `durable` also
@@ -111,42 +103,7 @@ public struct Manifest: Codable, Equatable, Sendable {
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         let data: Data
         do { data = try encoder.encode(self) } catch { throw IOError("encode", path, code: EINVAL) }
-        let temporary = path + ".tmp"
-        let descriptor = retryingOnInterrupt { open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600) }
-        guard descriptor >= 0 else { throw IOError("create", temporary) }
-        do {
-            defer { close(descriptor) }
-            let failed = data.withUnsafeBytes { (buffer: UnsafeRawBufferPointer) -> Bool in
-                var done = 0
-                while done < buffer.count {
-                    let written = retryingOnInterrupt {
-                        Glibc.write(descriptor, buffer.baseAddress! + done, buffer.count - done)
-                    }
-                    guard written > 0 else { return true }
-                    done += written
-                }
-                return false
-            }
-            if failed { throw IOError("write", temporary) }
-            if durable, retryingOnInterrupt({ calls.fsync(descriptor) }) != 0 { throw IOError("sync", temporary) }
-        }
-        guard rename(temporary, path) == 0 else { throw IOError("rename", temporary) }
-        if durable { try Self.synchronizeDirectory(of: path, calls: calls) }
-    }
-
-    /// The directory part of `path`, "." for a bare name.
-    static func directory(of path: String) -> String {
-        guard let slash = path.lastIndex(of: "/") else { return "." }
-        return slash == path.startIndex ? "/" : String(path[..<slash])
-    }
-
-    /// Makes a rename or unlink in `path`'s directory durable.
-    static func synchronizeDirectory(of path: String, calls: SystemCalls = .live) throws(IOError) {
-        let directory = Self.directory(of: path)
-        let descriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard descriptor >= 0 else { throw IOError("open directory", directory) }
-        defer { close(descriptor) }
-        guard retryingOnInterrupt({ calls.fsync(descriptor) }) == 0 else { throw IOError("sync directory", directory) }
+        try StateFile.replace(path, with: data, durable: durable, calls: calls)
     }
 }
 

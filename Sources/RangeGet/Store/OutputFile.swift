@@ -1,7 +1,10 @@
 // OutputFile: the `.part` file bytes are written into, at their offsets,
 // straight from libcurl's buffer. The descriptor never changes after open, and
 // pwrite/fdatasync are safe from several threads, so the file is Sendable.
+// rangeget creates its data files exclusively and marks them as its own, so
+// a `.part` some other program is writing (a browser's) is never taken over.
 import CCurlShim
+import FoundationEssentials
 import Glibc
 
 /// An open data file: positioned writes, sync, size, an exclusive lock.
@@ -10,10 +13,20 @@ final class OutputFile: Sendable {
     let descriptor: Int32
     private let calls: SystemCalls
 
-    /// Opens (creating if needed) `path` for reading and writing. A symbolic
-    /// link there is refused, never followed: it could point anywhere.
-    init(path: String, calls: SystemCalls = .live) throws(IOError) {
-        let descriptor = retryingOnInterrupt { open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o644) }
+    /// Creates the file at `path` for reading and writing; fails with EEXIST
+    /// when anything is there, a link included (`O_CREAT | O_EXCL`).
+    convenience init(creating path: String, calls: SystemCalls = .live) throws(IOError) {
+        try self.init(path: path, flags: O_CREAT | O_EXCL, calls: calls)
+    }
+
+    /// Opens the existing file at `path` for reading and writing. A symbolic
+    /// link there is refused (ELOOP), never followed: it could point anywhere.
+    convenience init(existing path: String, calls: SystemCalls = .live) throws(IOError) {
+        try self.init(path: path, flags: 0, calls: calls)
+    }
+
+    private init(path: String, flags: Int32, calls: SystemCalls) throws(IOError) {
+        let descriptor = retryingOnInterrupt { open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | flags, 0o644) }
         guard descriptor >= 0 else { throw IOError("open", path) }
         self.path = path
         self.descriptor = descriptor
@@ -22,6 +35,109 @@ final class OutputFile: Sendable {
 
     deinit {
         close(descriptor)
+    }
+
+    /// Why a data file at `files.data` cannot be this download's.
+    enum ClaimError: Error, Equatable {
+        /// Another process holds the lock (a second rangeget on the same output).
+        case busy
+        /// Something rangeget must not write into: why, as the end of a sentence.
+        case notOurs(String)
+        /// The file system refused.
+        case io(IOError)
+    }
+
+    /// Opens the data file of `files`, locked, for a download. A missing one
+    /// is created exclusively and marked as rangeget's. An existing one is
+    /// taken only when it is a regular file with no other hard link, and
+    /// rangeget's: marked, or with a manifest beside it. Anything else (a
+    /// browser's `name.part`, a link someone planted) is never truncated or
+    /// written through: it is refused, or with `replacingOthers` (--restart)
+    /// its name is removed and a new file created.
+    static func claim(_ files: PartialFiles, replacingOthers: Bool, calls: SystemCalls) throws(ClaimError) -> OutputFile {
+        // A few rounds: each removal of a name, or a file gone between two
+        // calls, may meet another process doing the same.
+        for _ in 0..<4 {
+            do {
+                let file = try OutputFile(creating: files.data, calls: calls)
+                guard try file.lockExclusively() else { throw ClaimError.busy }
+                try file.mark()
+                return file
+            } catch let error as IOError where error.code == EEXIST {
+            } catch let error as IOError {
+                throw .io(error)
+            } catch {
+                throw error as! ClaimError
+            }
+            let problem: String
+            do {
+                let file = try OutputFile(existing: files.data, calls: calls)
+                guard try file.lockExclusively() else { throw ClaimError.busy }
+                guard let found = file.ownershipProblem(manifest: files.manifest) else {
+                    if !file.isMarked { try file.mark() }
+                    return file
+                }
+                problem = found
+            } catch let error as IOError where error.code == ENOENT {
+                continue
+            } catch let error as IOError where error.code == ELOOP {
+                problem = "is a symbolic link"
+            } catch let error as IOError {
+                throw .io(error)
+            } catch {
+                throw error as! ClaimError
+            }
+            guard replacingOthers else { throw .notOurs(problem) }
+            do { try StateFile.remove(files.data) } catch { throw .io(error) }
+        }
+        throw .io(IOError("create", files.data, code: EEXIST))
+    }
+
+    /// Why this file is not one rangeget may write into or remove, or nil;
+    /// `manifest` is the manifest that would go with it.
+    func ownershipProblem(manifest: String) -> String? {
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else { return "cannot be examined: \(String(cString: strerror(errno)))" }
+        guard (info.st_mode & S_IFMT) == S_IFREG else { return "is not a regular file" }
+        guard info.st_nlink == 1 else { return "has other hard links (\(info.st_nlink) names share its data)" }
+        var manifestInfo = stat()
+        if isMarked || lstat(manifest, &manifestInfo) == 0 { return nil }
+        return "was not made by rangeget (no mark, no manifest beside it), perhaps another program's download"
+    }
+
+    /// The extended attribute that marks a data file as rangeget's.
+    private static let markAttribute = "user.rangeget.part"
+
+    /// Marks the file as one rangeget made: an extended attribute, or where
+    /// the file system has none, a small file beside it (`OUTPUT.part.mark`)
+    /// that names this file's device and inode.
+    func mark() throws(IOError) {
+        let value = Array("1".utf8)
+        if rg_set_attribute(descriptor, Self.markAttribute, value, value.count) == 0 { return }
+        guard errno == ENOTSUP || errno == EPERM else { throw IOError("mark", path) }
+        try markBeside()
+    }
+
+    /// The mark as a file beside this one, where extended attributes are unsupported.
+    func markBeside() throws(IOError) {
+        let markPath = PartialFiles(data: path).mark
+        guard let identity = FileIdentity(descriptor: descriptor),
+              let data = try? JSONEncoder().encode(identity) else { throw IOError("mark", path) }
+        try StateFile.replace(markPath, with: data, durable: false, calls: calls)
+    }
+
+    /// True when the file carries rangeget's mark (attribute, or a mark file naming this very file).
+    var isMarked: Bool {
+        if rg_get_attribute(descriptor, Self.markAttribute, nil, 0) >= 0 { return true }
+        guard let data = try? StateFile.read(PartialFiles(data: path).mark),
+              let identity = try? JSONDecoder().decode(FileIdentity.self, from: data) else { return false }
+        return identity == FileIdentity(descriptor: descriptor)
+    }
+
+    /// Removes the mark (from a finished file, or one about to be deleted).
+    func unmark() {
+        _ = rg_remove_attribute(descriptor, Self.markAttribute)
+        try? StateFile.remove(PartialFiles(data: path).mark)
     }
 
     /// Takes an exclusive advisory lock without waiting; false if another
@@ -64,10 +180,28 @@ final class OutputFile: Sendable {
         guard retryingOnInterrupt({ ftruncate(descriptor, off_t(size)) }) == 0 else { throw IOError("truncate", path) }
     }
 
-    /// Reserves `size` bytes on disk so a full disk fails now, not mid-run;
-    /// falls back to a sparse length where the file system cannot reserve.
+    /// Fails with ENOSPC, before any byte is written, when the file system
+    /// has less room than the `size` bytes the file will hold (`fstatvfs`;
+    /// blocks the file holds already count as room).
+    func checkFreeSpace(for size: Int64) throws(IOError) {
+        var volume = statvfs()
+        var info = stat()
+        // A file system that reports no size (some FUSE ones) cannot be judged.
+        guard fstatvfs(descriptor, &volume) == 0, volume.f_blocks > 0, fstat(descriptor, &info) == 0 else { return }
+        let (available, overflow) = Int64(clamping: volume.f_bavail)
+            .multipliedReportingOverflow(by: Int64(clamping: volume.f_frsize))
+        let room = overflow ? Int64.max : available
+        let needed = size - Int64(info.st_blocks) * 512
+        guard needed > room else { return }
+        throw IOError("store \(size) bytes (\(room) free on its file system) in", path, code: ENOSPC)
+    }
+
+    /// Reserves `size` bytes on disk so a full disk fails now, not mid-run:
+    /// first compares them with the free space, then allocates them; falls
+    /// back to a sparse length where the file system cannot allocate.
     func preallocate(size: Int64) throws(IOError) {
         guard size > 0 else { return }
+        try checkFreeSpace(for: size)
         let result = posix_fallocate(descriptor, 0, off_t(size))
         if result == 0 { return }
         if result == EOPNOTSUPP || result == EINVAL {
@@ -81,5 +215,35 @@ final class OutputFile: Sendable {
     func currentSize() -> Int64 {
         var info = stat()
         return fstat(descriptor, &info) == 0 ? Int64(info.st_size) : 0
+    }
+
+    /// Reads `count` bytes at `offset` (fewer at the end of the file).
+    func read(count: Int, at offset: Int64) throws(IOError) -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: count)
+        var done = 0
+        while done < count {
+            let got = bytes.withUnsafeMutableBytes { buffer in
+                retryingOnInterrupt { pread(descriptor, buffer.baseAddress! + done, count - done, off_t(offset) + off_t(done)) }
+            }
+            guard got >= 0 else { throw IOError("read", path) }
+            if got == 0 { break }
+            done += got
+        }
+        return Array(bytes.prefix(done))
+    }
+
+    /// Gives the file the name `destination`. Unless `replacing`, an existing
+    /// file there is never replaced, even one that appeared a moment ago: the
+    /// move fails with EEXIST (`renameat2` with `RENAME_NOREPLACE`; where the
+    /// file system lacks it, a hard link and an unlink).
+    func move(to destination: String, replacing: Bool) throws(IOError) {
+        if replacing {
+            guard rename(path, destination) == 0 else { throw IOError("rename", path) }
+            return
+        }
+        if rg_rename_noreplace(path, destination) == 0 { return }
+        guard errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP else { throw IOError("rename", path) }
+        guard link(path, destination) == 0 else { throw IOError("rename", path) }
+        guard unlink(path) == 0 else { throw IOError("remove", path) }
     }
 }

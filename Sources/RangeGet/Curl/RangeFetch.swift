@@ -1,0 +1,72 @@
+// RangeFetch: one small ranged GET kept in memory, outside the engine: the
+// bench's samples of every mirror, and the spot check of a resume whose
+// server gives no validator. Its bytes count only when the answer is a 206
+// whose Content-Range is exactly the range asked for.
+import CCurl
+import CCurlShim
+
+/// A small ranged response: its head and at most the range's length of body.
+struct RangeFetch {
+    /// The response head.
+    let head: ResponseHead
+    /// The body, cut off at the range's length.
+    let body: [UInt8]
+    /// Seconds from the request to the first byte.
+    let timeToFirstByte: Double
+    /// "1.1", "2", ...
+    let httpVersion: String?
+
+    /// GETs `range` of `url` with `options`' headers, TLS settings and timeouts.
+    init(url: String, range: ByteRange, options: TransferOptions) throws(CurlError) {
+        let easy = try EasyHandle()
+        try easy.configure(url: url, options: options)
+        try easy.setHeaders(options.headers)
+        try easy.set(CURLOPT_RANGE, String(range.rangeHeaderValue.dropFirst("bytes=".count)))
+        try easy.set(CURLOPT_TIMEOUT_MS, Int((options.connectTimeout + options.stallTimeout * 2) * 1000))
+        let capture = Capture(limit: Int(range.count))
+        let pointer = Unmanaged.passUnretained(capture).toOpaque()
+        try easy.set(CURLOPT_HEADERDATA, pointer: pointer)
+        try easy.set(CURLOPT_WRITEDATA, pointer: pointer)
+        try easy.set(CURLOPT_HEADERFUNCTION, callback: captureHeader)
+        try easy.set(CURLOPT_WRITEFUNCTION, callback: captureBody)
+        try withExtendedLifetime(capture) { () throws(CurlError) in try easy.perform() }
+        head = capture.head
+        body = capture.body
+        timeToFirstByte = easy.timeToFirstByte
+        httpVersion = easy.httpVersion
+    }
+
+    /// The body when it is exactly `range` of a `size`-byte file (any size
+    /// when nil): a 206 with that Content-Range and the whole length; nil otherwise.
+    func bytes(of range: ByteRange, size: Int64? = nil) -> [UInt8]? {
+        guard head.status == 206, let value = head["content-range"], let served = ContentRange(value),
+              served.range == range, size == nil || served.total == size, body.count == Int(range.count) else { return nil }
+        return body
+    }
+}
+
+/// A small response kept in memory: its head and at most `limit` body bytes.
+private final class Capture {
+    var head = ResponseHead()
+    var body: [UInt8] = []
+    let limit: Int
+
+    init(limit: Int) {
+        self.limit = limit
+    }
+}
+
+private let captureHeader: CurlDataCallback = { data, size, count, user in
+    guard let data, let user else { return 0 }
+    let capture = Unmanaged<Capture>.fromOpaque(user).takeUnretainedValue()
+    capture.head.consume(String(decoding: UnsafeRawBufferPointer(start: data, count: size * count), as: UTF8.self))
+    return size * count
+}
+
+private let captureBody: CurlDataCallback = { data, size, count, user in
+    guard let data, let user else { return 0 }
+    let capture = Unmanaged<Capture>.fromOpaque(user).takeUnretainedValue()
+    guard capture.body.count + size * count <= capture.limit else { return 0 }
+    capture.body.append(contentsOf: UnsafeRawBufferPointer(start: data, count: size * count))
+    return size * count
+}

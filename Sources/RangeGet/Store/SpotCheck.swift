@@ -1,0 +1,77 @@
+// SpotCheck: a resume from a server that sends neither ETag nor Last-Modified
+// has no If-Range validator, and a file that changed but kept its size would
+// be spliced: old bytes on disk, new ones fetched. Before such a resume, a few
+// small ranges of the bytes already on disk, at random offsets, are fetched
+// again and compared with the disk (invariant 5). A difference means the file
+// changed: the download starts over.
+import Dispatch
+import Synchronization
+
+enum SpotCheck {
+    /// Ranges fetched again before a resume without validators.
+    static let sampleCount = 3
+    /// The length of each, in bytes.
+    static let sampleLength: Int64 = 16 << 10
+
+    /// Up to `count` ranges of at most `length` bytes inside `done`, each
+    /// from a byte picked uniformly from `done` by `random` (one that would
+    /// overlap or touch an earlier sample is left out); sorted.
+    static func samples(of done: RangeSet, count: Int, length: Int64,
+                        using random: inout some RandomNumberGenerator) -> [ByteRange] {
+        let total = done.byteCount
+        guard total > 0, length > 0 else { return [] }
+        var picked: [ByteRange] = []
+        for _ in 0..<count {
+            var skip = Int64.random(in: 0..<total, using: &random)
+            for range in done.ranges {
+                guard skip >= range.count else {
+                    let start = max(range.start, min(range.start + skip, range.end - length))
+                    let sample = ByteRange(start, min(start + length, range.end))
+                    if !picked.contains(where: { $0.start <= sample.end && sample.start <= $0.end }) { picked.append(sample) }
+                    break
+                }
+                skip -= range.count
+            }
+        }
+        return picked.sorted()
+    }
+
+    /// The first of `samples` whose bytes at `url` (a `size`-byte file) differ
+    /// from those in `file`, or nil when all agree. The samples are fetched at
+    /// once; one the server does not serve as asked (an error status, another
+    /// range) fails the check, which leaves the partial download as it is.
+    static func firstDifference(in file: OutputFile, url: String, size: Int64, samples: [ByteRange],
+                                options: TransferOptions) throws(DownloadError) -> ByteRange? {
+        let results = Mutex<[ByteRange: Result<RangeFetch, CurlError>]>([:])
+        let finished = DispatchGroup()
+        for sample in samples {
+            finished.enter()
+            startThread {
+                let result = Result { () throws(CurlError) in try RangeFetch(url: url, range: sample, options: options) }
+                results.withLock { $0[sample] = result }
+                finished.leave()
+            }
+        }
+        finished.wait()
+        let fetched = results.withLock { $0 }
+        for sample in samples {
+            let response: RangeFetch
+            switch fetched[sample]! {
+            case let .failure(error): throw .network(url: url, message: "checking the partial download: \(error.message)")
+            case let .success(answer): response = answer
+            }
+            if response.head.status == 206, let value = response.head["content-range"],
+               let total = ContentRange(value)?.total, total != size {
+                return sample
+            }
+            guard let remote = response.bytes(of: sample, size: size) else {
+                throw .server(url: url, message: "checking the partial download, bytes \(sample) were not served as asked "
+                              + "(HTTP \(response.head.status)); run again to retry")
+            }
+            let local: [UInt8]
+            do { local = try file.read(count: Int(sample.count), at: sample.start) } catch { throw .io(error) }
+            if local != remote { return sample }
+        }
+        return nil
+    }
+}

@@ -1,0 +1,105 @@
+// StateFile: the small files kept beside a download (the manifest, its quick
+// state, the mark where a file system has no extended attributes). They are
+// read without following a link, and replaced through a temporary file that is
+// created afresh, so a symbolic or hard link planted at either name never
+// makes rangeget read, truncate or write some other file.
+import FoundationEssentials
+import Glibc
+
+enum StateFile {
+    /// The largest state file read; a manifest of a fragmented 1 TiB download is far smaller.
+    static let sizeLimit = 64 << 20
+
+    /// Why a state file that exists cannot be read, as the end of a sentence.
+    struct Unreadable: Error, Equatable {
+        let problem: String
+    }
+
+    /// The contents of the regular file at `path`; nil when there is none. A
+    /// symbolic link, a file with other hard links or anything but a regular
+    /// file is refused (`open` with `O_NOFOLLOW`, then `fstat`).
+    static func read(_ path: String) throws(Unreadable) -> Data? {
+        // O_NONBLOCK: a FIFO planted here must not hang the open.
+        let descriptor = retryingOnInterrupt { open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC) }
+        guard descriptor >= 0 else {
+            if errno == ENOENT { return nil }
+            if errno == ELOOP { throw Unreadable(problem: "is a symbolic link") }
+            throw Unreadable(problem: "cannot be read: \(String(cString: strerror(errno)))")
+        }
+        defer { close(descriptor) }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else {
+            throw Unreadable(problem: "cannot be read: \(String(cString: strerror(errno)))")
+        }
+        guard (info.st_mode & S_IFMT) == S_IFREG else { throw Unreadable(problem: "is not a regular file") }
+        guard info.st_nlink == 1 else { throw Unreadable(problem: "has other hard links (\(info.st_nlink) names)") }
+        guard info.st_size <= sizeLimit else { throw Unreadable(problem: "is too large (\(info.st_size) bytes)") }
+        var data = Data(count: Int(info.st_size))
+        var filled = 0
+        let failed = data.withUnsafeMutableBytes { (buffer: UnsafeMutableRawBufferPointer) -> Bool in
+            while filled < buffer.count {
+                let count = retryingOnInterrupt {
+                    Glibc.read(descriptor, buffer.baseAddress! + filled, buffer.count - filled)
+                }
+                if count == 0 { return false }
+                if count < 0 { return true }
+                filled += count
+            }
+            return false
+        }
+        if failed { throw Unreadable(problem: "cannot be read: \(String(cString: strerror(errno)))") }
+        return data.prefix(filled)
+    }
+
+    /// Replaces the file at `path` with `data`, mode 0600: written to
+    /// `path.tmp`, created exclusively after removing any old name there, then
+    /// renamed over `path`. `durable` fsyncs the file before the rename and
+    /// the directory after it.
+    static func replace(_ path: String, with data: Data, durable: Bool, calls: SystemCalls) throws(IOError) {
+        let temporary = path + ".tmp"
+        // A leftover of a killed run, or a link someone planted: only its name goes.
+        if unlink(temporary) != 0 && errno != ENOENT { throw IOError("remove", temporary) }
+        let descriptor = retryingOnInterrupt {
+            open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        }
+        guard descriptor >= 0 else { throw IOError("create", temporary) }
+        do {
+            defer { close(descriptor) }
+            let failed = data.withUnsafeBytes { (buffer: UnsafeRawBufferPointer) -> Bool in
+                var done = 0
+                while done < buffer.count {
+                    let written = retryingOnInterrupt {
+                        Glibc.write(descriptor, buffer.baseAddress! + done, buffer.count - done)
+                    }
+                    guard written > 0 else { return true }
+                    done += written
+                }
+                return false
+            }
+            if failed { throw IOError("write", temporary) }
+            if durable, retryingOnInterrupt({ calls.fsync(descriptor) }) != 0 { throw IOError("sync", temporary) }
+        }
+        guard rename(temporary, path) == 0 else { throw IOError("rename", temporary) }
+        if durable { try synchronizeDirectory(of: path, calls: calls) }
+    }
+
+    /// Removes the file at `path`; nothing there is fine.
+    static func remove(_ path: String) throws(IOError) {
+        if unlink(path) != 0 && errno != ENOENT { throw IOError("remove", path) }
+    }
+
+    /// The directory part of `path`, "." for a bare name.
+    static func directory(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        return slash == path.startIndex ? "/" : String(path[..<slash])
+    }
+
+    /// Makes a rename or unlink in `path`'s directory durable.
+    static func synchronizeDirectory(of path: String, calls: SystemCalls = .live) throws(IOError) {
+        let directory = directory(of: path)
+        let descriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw IOError("open directory", directory) }
+        defer { close(descriptor) }
+        guard retryingOnInterrupt({ calls.fsync(descriptor) }) == 0 else { throw IOError("sync directory", directory) }
+    }
+}
