@@ -63,7 +63,7 @@ struct MirrorPlacement: Sendable {
     /// Connections spread evenly over the mirrors, within each one's room.
     init(connections: Int, room: [Int]) {
         targets = Array(repeating: 0, count: room.count)
-        curves = Array(repeating: ThroughputCurve(), count: room.count)
+        curves = Array(repeating: ThroughputCurve(saturationShare: 0.25), count: room.count)
         var left = connections
         while left > 0 {
             guard let next = targets.indices.filter({ targets[$0] < room[$0] })
@@ -218,6 +218,17 @@ struct MirrorPlacement: Sendable {
 struct ThroughputCurve: Sendable, Equatable {
     /// Bytes per second measured at each connection count (the latest).
     private(set) var totals: [Int: Double] = [:]
+    /// More connections that add less than this share of what the ones
+    /// before added each count as adding nothing (a ceiling). Totals measured
+    /// over long windows (bench: seconds) can be judged at a half; the
+    /// engine's 0.1 s windows are noisier, and a mirror that scales can
+    /// measure a third short there, so it judges at a quarter.
+    let saturationShare: Double
+
+    /// An empty curve that sees a ceiling below `saturationShare`.
+    init(saturationShare: Double = 0.5) {
+        self.saturationShare = saturationShare
+    }
 
     mutating func record(_ total: Double, at connections: Int) {
         totals[connections] = total
@@ -233,14 +244,13 @@ struct ThroughputCurve: Sendable, Equatable {
     }
 
     /// The total it does not rise above, once more connections were seen to
-    /// add less than a quarter of what the ones before added each (a noisy
-    /// measurement of a mirror that scales stays well above that).
+    /// add less than `saturationShare` of what the ones before added each.
     var ceiling: Double? {
         let points = points
         for (index, low) in points.enumerated() {
             for high in points[(index + 1)...] {
                 let expected = low.total / Double(low.count) * Double(high.count - low.count)
-                if high.total - low.total < 0.25 * expected { return points.map(\.total).max() }
+                if high.total - low.total < saturationShare * expected { return points.map(\.total).max() }
             }
         }
         return nil
@@ -272,8 +282,14 @@ struct ThroughputCurve: Sendable, Equatable {
         if let measured = totals[count] { return measured }
         guard let perConnection else { return 0 }
         guard let ceiling else {
-            // Scaling: in proportion to the nearest measured count.
-            guard let nearest = points.min(by: { abs($0.count - count) < abs($1.count - count) }) else {
+            // Scaling: between two measured counts on the line joining them,
+            // beyond them in proportion to the nearest.
+            let points = points
+            if let above = points.firstIndex(where: { $0.count > count }), above > 0 {
+                let (low, high) = (points[above - 1], points[above])
+                return low.total + (high.total - low.total) * Double(count - low.count) / Double(high.count - low.count)
+            }
+            guard let nearest = count < points[0].count ? points.first : points.last else {
                 return perConnection * Double(count)
             }
             return nearest.total / Double(nearest.count) * Double(count)
