@@ -67,6 +67,22 @@ enum CLI {
     }
 }
 
+extension CLI {
+    /// Runs the binary so that file permissions apply to it even as root:
+    /// without the capabilities that override them (CAP_DAC_OVERRIDE,
+    /// CAP_DAC_READ_SEARCH), through setpriv. Not as root: a plain run.
+    static func runWithoutPermissionOverride(_ arguments: [String], in directory: String) throws -> Run {
+        guard geteuid() == 0 else { return try run(arguments, in: directory) }
+        let setpriv = "/usr/bin/setpriv"
+        guard FileManager.default.isExecutableFile(atPath: setpriv) else {
+            throw XCTSkip("\(setpriv) is missing (util-linux): root cannot be denied a permission without it")
+        }
+        let drop = "-dac_override,-dac_read_search"
+        return try run(["--inh-caps=\(drop)", "--bounding-set=\(drop)", "--", binary] + arguments, in: directory,
+                       executable: setpriv)
+    }
+}
+
 /// A fresh temporary directory, removed by `tearDown`.
 class EndToEndTestCase: XCTestCase {
     var directory: String!

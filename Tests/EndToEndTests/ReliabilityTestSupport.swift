@@ -245,18 +245,28 @@ let defaultLastModifiedHeader = "Mon, 01 Jan 2024 00:00:00 GMT"
 extension EndToEndTestCase {
     /// Every range the manifest makes a resumed run trust (durable, and written in
     /// this boot) holds the resource's bytes in the data file ("the manifest
-    /// never runs ahead of the disk"). Returns the bytes listed.
+    /// never runs ahead of the disk"). Fails when the manifest is missing, or
+    /// lists nothing unless `mayBeEmpty` (a run whose every sync failed).
+    /// Returns the bytes listed.
     @discardableResult
     func assertManifestMatchesDisk(_ manifestPath: String, data dataPath: String, _ resource: Resource,
+                                   mayBeEmpty: Bool = false,
                                    file: StaticString = #filePath, line: UInt = #line) -> Int64 {
         let ranges: [Range<Int64>]
         do {
-            ranges = try ManifestFile.trusted(manifestPath) ?? []
+            guard let trusted = try ManifestFile.trusted(manifestPath) else {
+                XCTFail("no manifest at \(manifestPath)", file: file, line: line)
+                return 0
+            }
+            ranges = trusted
         } catch {
             XCTFail("the manifest cannot be loaded: \(error)", file: file, line: line)
             return 0
         }
-        guard !ranges.isEmpty else { return 0 }
+        guard !ranges.isEmpty else {
+            if !mayBeEmpty { XCTFail("the manifest lists no byte: nothing would be reused", file: file, line: line) }
+            return 0
+        }
         guard let handle = FileHandle(forReadingAtPath: dataPath) else {
             XCTFail("\(dataPath) is missing but its manifest lists \(ranges)", file: file, line: line)
             return 0
