@@ -488,3 +488,60 @@ final class ManifestPropertyTests: XCTestCase {
         XCTAssertEqual(manifest?.done.ranges, [ByteRange(0, 1)])
     }
 }
+
+// MARK: - Numbers a server controls: Retry-After and HTTP dates
+
+private let retryAfterAlphabet = [
+    "0", "1", "9", "300", "301", "9223372036854775807", "9223372036854775808", "99999999999999999999",
+    String(repeating: "9", count: 400), "-", "+", ".", "e", "1e999", "inf", "nan", " ", ",", ":", "GMT", "Sun",
+    "Jan", "Nov", "06", "6", "0000", "9999", "99999999999", "-2147483648", "2147483647", "\u{0}", "\u{663}", "٣",
+]
+
+final class RetryAfterPropertyTests: XCTestCase {
+    private func head(retryAfter value: String) -> ResponseHead {
+        var head = ResponseHead()
+        for line in ["HTTP/1.1 503 Busy\r\n", "Retry-After: \(value)\r\n", "\r\n"] { head.consume(line) }
+        return head
+    }
+
+    /// Whatever the value, a wait of 0 to 300 s or none, and the rejection's
+    /// message can be built (it trapped on 2^63 and on a 9-digit year).
+    func testEveryValueIsABoundedWaitOrNone() {
+        var random = Seeded(0x5E7A)
+        var findings = Findings()
+        let dates = ["Sun, 06 Nov 1994 08:49:37 GMT", "Fri, 31 Dec 9999 23:59:59 GMT", "Thu, 01 Jan 1970 00:00:00 GMT"]
+        for _ in 0..<30_000 {
+            let value = random.chance(0.5)
+                ? random.mutate(random.pick(dates + ["120", "9223372036854775807"]), alphabet: retryAfterAlphabet)
+                : random.string(from: retryAfterAlphabet, count: Int.random(in: 0...6, using: &random))
+            let parsed = head(retryAfter: value)
+            if let wait = parsed.retryAfter {
+                findings.check(wait >= 0 && wait <= ResponseHead.longestRetryAfter, "\(wait) from \(escaped(value))")
+            }
+            let rejection = ResponseCheck.check(parsed, requested: ByteRange(0, 10), expected: Expectation(size: 10, etag: nil, lastModified: nil))
+            findings.check(rejection?.description.hasPrefix("HTTP 503") == true, "\(String(describing: rejection)): \(escaped(value))")
+        }
+        findings.assertNone("Retry-After is a bounded wait")
+    }
+
+    /// A date with any digits in any field: nil, or the time timegm gives for
+    /// a day of 01-31, a four-digit year and a valid clock.
+    func testHTTPDatesAreReadOnlyWithFieldsThatFit() {
+        var random = Seeded(0xDA7E)
+        var findings = Findings()
+        for _ in 0..<30_000 {
+            let year = random.pick(["1994", "0000", "9999", "99999999999", "-1", "+994", "199", "1994 ", "٣٣٣٣",
+                                    String(Int.random(in: 0...9999, using: &random))])
+            let day = random.pick(["06", "6", "00", "31", "32", "99999999999999999999", "-1", "0x"])
+            let clock = random.pick(["08:49:37", "23:59:60", "24:00:00", "8:49:37", "08:49", "08:49:37:00", "08:x:49:37",
+                                     "99999999999999999999:00:00", "-1:00:00"])
+            let text = "Sun, \(day) Nov \(year) \(clock) GMT"
+            guard let seconds = HTTPDate.seconds(text) else { continue }
+            findings.check(seconds.isFinite, escaped(text))
+            findings.check(day.utf8.count == 2 && year.trimmingCharacters(in: .whitespaces).utf8.count == 4
+                           && clock.utf8.count == 8, "accepted \(escaped(text))")
+        }
+        findings.assertNone("HTTP dates are read only when every field fits")
+        XCTAssertEqual(HTTPDate.seconds("Sun, 06 Nov 1994 08:49:37 GMT"), 784_111_777)
+    }
+}

@@ -340,7 +340,7 @@ final class Engine: @unchecked Sendable {
         }
         // A cut that made progress is retried at once; backoff is for failures that got nowhere.
         var delay = progressed ? 0 : min(settings.retryWait * Double(1 << min(failures - 1, 16)), settings.retryWaitLimit)
-        if case let .status(_, retryAfter?)? = rejection { delay = max(delay, min(retryAfter, 300)) }
+        if case let .status(_, retryAfter?)? = rejection { delay = max(delay, retryAfter) }
         if !mirror.isUsable { delay = 0 }
         onEvent(.retry(connection: -1, reason: reason, delay: delay))
         if settings.plain { written = RangeSet() }

@@ -24,7 +24,8 @@ struct Expectation: Sendable, Equatable {
 
 /// Why a response's body must not be written.
 enum Rejection: Error, Equatable, Sendable, CustomStringConvertible {
-    /// An error status, with `Retry-After` seconds when given.
+    /// An error status, with `Retry-After` seconds when given (bounded by
+    /// `ResponseHead.longestRetryAfter`).
     case status(Int, retryAfter: Double?)
     /// A 200 with the whole (unchanged) file to a ranged request.
     case rangeIgnored

@@ -1,0 +1,70 @@
+// Hostile servers (RELIABILITY.md, "Added after the first release"; issue
+// 12): numbers past any integer type in Retry-After, Content-Length and
+// Content-Range, a 206 whose body runs past its Content-Range, a server
+// without ranges that always cuts the body, control characters in headers
+// that messages quote, credentials in URLs and in `-H` headers that a
+// redirect would carry elsewhere, and which thread events come from.
+// rangeget must not crash, write outside the target, skip silently, loop
+// forever or leak a secret. The faults come from RangeServer's hostile
+// faults (`retry-after`, `claim-length`, `overlong`, `header`), so each
+// test runs against a real socket on 127.0.0.1.
+import Foundation
+import Glibc
+import RangeGet
+import RangeServer
+import Synchronization
+import XCTest
+
+final class ReliabilityHostileServerTests: EndToEndTestCase {
+    /// No crash: 132 (SIGILL, how a Swift trap ends), 133 (SIGTRAP), 134 (SIGABRT), 139 (SIGSEGV).
+    private func assertNoTrap(_ run: Run, _ context: String, file: StaticString = #filePath, line: UInt = #line) {
+        XCTAssertFalse([132, 133, 134, 139].contains(run.status), "\(context): crashed: \(run.stderr.prefix(300))",
+                       file: file, line: line)
+    }
+
+    private func hasControlCharacter(_ text: String) -> Bool {
+        text.unicodeScalars.contains { $0.properties.generalCategory == .control && $0 != "\n" }
+    }
+
+    // MARK: Retry-After
+
+    /// Retry-After values a server controls: past Int64, past any Double's
+    /// integers, a date whose year does not fit `tm`. Each is one bounded
+    /// wait (at most 300 s) or none; the message names it; never a trap.
+    /// (They trapped: `Int(Double)` in the message, `Int32(year - 1900)` in the date.)
+    func testHugeRetryAfterValuesAreBoundedNeverATrap() throws {
+        let cases: [(value: String, message: String)] = [
+            ("9223372036854775807", "HTTP 503 (retry after 300 s)"),
+            ("99999999999999999999999999999999999999", "HTTP 503 (retry after 300 s)"),
+            ("Sun, 06 Nov 99999999999 08:49:37 GMT", "HTTP 503"),
+            ("Fri, 31 Dec 9999 23:59:59 GMT", "HTTP 503 (retry after 300 s)"),
+            ("Sun, 06 Nov -2147483648 08:49:37 GMT", "HTTP 503"),
+            ("-5", "HTTP 503"),
+        ]
+        let resource = Resource.generated(size: 2 << 20, seed: 1201)
+        for (index, item) in cases.enumerated() {
+            server.setResource(resource, at: "f\(index)")
+            // Request 1 is the opening GET (the first MiB); request 2 the other connection's.
+            server.setFaults([FaultRule(.retryAfter(status: 503, value: item.value), when: .fromRequest(2))])
+            let run = try CLI.run(["-q", "-n", "2", "--min-split", "1M", "--retries", "0", "-o", path("f\(index)"),
+                                   server.url("f\(index)")], in: directory, timeout: 30)
+            assertNoTrap(run, item.value)
+            XCTAssertEqual(run.status, 1, "\(item.value): \(run.stderr)")
+            XCTAssertTrue(run.stderr.hasSuffix("giving up after 1 attempts: \(item.message)\n"), "\(item.value): \(run.stderr)")
+        }
+    }
+
+    /// The delay a huge Retry-After asks for is the cap, not forever: the
+    /// retry event says 300 s (the run is stopped there rather than waiting).
+    func testHugeRetryAfterWaitsAtMostTheCap() throws {
+        let resource = Resource.generated(size: 2 << 20, seed: 1202)
+        server.setResource(resource, at: "f")
+        server.setFaults([FaultRule(.retryAfter(status: 503, value: "9223372036854775807"), when: .fromRequest(2))])
+        let run = runLibrary([server.url("f")], to: path("f"), stopWhen: { event in
+            if case .retry = event { return true }
+            return false
+        }) { $0.connections = 2; $0.minimumSplit = 1 << 20 }
+        XCTAssertEqual(run.error, .interrupted)
+        XCTAssertEqual(run.retries.map(\.delay), [300], "\(run.retries)")
+    }
+}

@@ -1,0 +1,69 @@
+// Tables of hostile values for the pure parts (issue 12): Retry-After and
+// HTTP dates a server controls, text that leaves the library (secrets in
+// URLs, control characters from headers), and which `-H` headers may follow
+// a redirect to another origin. The end-to-end side is
+// Tests/EndToEndTests/ReliabilityHostileServerTests.swift.
+import XCTest
+@testable import RangeGet
+
+final class RetryAfterTests: XCTestCase {
+    private func retryAfter(_ value: String) -> Double? {
+        var head = ResponseHead()
+        for line in ["HTTP/1.1 503 Busy\r\n", "Retry-After: \(value)\r\n", "\r\n"] { head.consume(line) }
+        return head.retryAfter
+    }
+
+    func testEveryValueIsAWaitOfAtMostFiveMinutesOrNone() {
+        let now = Double(time(nil))
+        let cases: [(String, ClosedRange<Double>?)] = [
+            ("7", 7...7),
+            ("0", 0...0),
+            ("300", 300...300),
+            ("301", 300...300),
+            ("9223372036854775807", 300...300),
+            ("9223372036854775808", 300...300),
+            (String(repeating: "9", count: 1000), 300...300),
+            ("-5", nil),
+            ("1e999", nil),
+            ("", nil),
+            ("Sun, 06 Nov 1994 08:49:37 GMT", 0...0),
+            ("Fri, 31 Dec 9999 23:59:59 GMT", 300...300),
+            ("Sun, 06 Nov 99999999999 08:49:37 GMT", nil),
+            ("Sun, 06 Nov -2147483648 08:49:37 GMT", nil),
+            ("Sun, 99999999999999999999 Nov 1994 08:49:37 GMT", nil),
+            ("Sun, 06 Nov 1994 99999999999999999999:49:37 GMT", nil),
+            ("Sun, 6 Nov 1994 08:49:37 GMT", nil),
+            // Found by the http-date fuzz target: fields that are not two digits were skipped.
+            ("Sun, 06 Nov 1994 08:xx:49:37 GMT", nil),
+        ]
+        for (value, expected) in cases {
+            let wait = retryAfter(value)
+            if let expected {
+                XCTAssertTrue(wait.map(expected.contains) == true, "\(value.prefix(40)): \(String(describing: wait))")
+            } else {
+                XCTAssertNil(wait, String(value.prefix(40)))
+            }
+        }
+        let soon = HTTPDateFixture.format(now + 20)
+        XCTAssertEqual(retryAfter(soon) ?? 0, 20, accuracy: 2, soon)
+    }
+
+    func testTheRejectionSaysHowLongItWaits() {
+        var head = ResponseHead()
+        for line in ["HTTP/1.1 503 Busy\r\n", "Retry-After: 9223372036854775807\r\n", "\r\n"] { head.consume(line) }
+        let rejection = ResponseCheck.check(head, requested: ByteRange(0, 1), expected: Expectation(size: 1, etag: nil, lastModified: nil))
+        XCTAssertEqual(rejection?.description, "HTTP 503 (retry after 300 s)")
+    }
+}
+
+/// IMF-fixdates for a number of seconds since 1970, for the tables.
+private enum HTTPDateFixture {
+    static func format(_ seconds: Double) -> String {
+        var value = time_t(seconds)
+        var fields = tm()
+        gmtime_r(&value, &fields)
+        var buffer = [CChar](repeating: 0, count: 64)
+        let count = strftime(&buffer, buffer.count, "%a, %d %b %Y %H:%M:%S GMT", &fields)
+        return String(decoding: buffer.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}
