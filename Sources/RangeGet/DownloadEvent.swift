@@ -27,10 +27,11 @@ public struct DownloadProgress: Sendable, Equatable {
         self.inFlight = inFlight
     }
 
-    /// Seconds left at the current rate, nil when unknown.
+    /// Seconds left at the current rate, nil when unknown; never negative,
+    /// and computed in Double, so no size a server claims can overflow it.
     public var secondsLeft: Double? {
         guard let totalBytes, bytesPerSecond > 0 else { return nil }
-        return Double(totalBytes - bytesDone) / bytesPerSecond
+        return max(0, Double(totalBytes) - Double(bytesDone)) / bytesPerSecond
     }
 }
 

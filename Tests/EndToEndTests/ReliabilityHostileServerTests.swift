@@ -67,4 +67,45 @@ final class ReliabilityHostileServerTests: EndToEndTestCase {
         XCTAssertEqual(run.error, .interrupted)
         XCTAssertEqual(run.retries.map(\.delay), [300], "\(run.retries)")
     }
+
+    // MARK: Sizes near Int64.max
+
+    /// A 200 claiming 9,000,000,000,000,000,000 bytes (HEAD too): refused at
+    /// the probe with one line naming the claim, nothing written. (It was
+    /// taken as a plain stream that restarted from byte 0 forever.)
+    func testContentLengthNearInt64MaxIsRefusedAtTheProbe() throws {
+        server.setResource(Resource.generated(size: 100_000, seed: 1203), at: "f")
+        server.setFaults([FaultRule(.claimLength("9000000000000000000"))])
+        for probe in [[], ["--use-head"]] {
+            let started = Date()
+            let run = try CLI.run(["-q", "--retry-wait", "0.01"] + probe + ["-o", path("f"), server.url("f")],
+                                  in: directory, timeout: 30)
+            assertNoTrap(run, "\(probe)")
+            XCTAssertEqual(run.status, 1, "\(probe): \(run.stderr)")
+            XCTAssertTrue(run.stderr.contains("claims a size of 9000000000000000000 bytes, more than any disk holds"),
+                          "\(probe): \(run.stderr)")
+            XCTAssertEqual(run.stderr.split(separator: "\n").count, 1, run.stderr)
+            XCTAssertLessThan(Date().timeIntervalSince(started), 15)
+            XCTAssertEqual(directoryEntries(), [], "\(probe): nothing written")
+        }
+    }
+
+    /// Content-Range totals near Int64.max, from the first answer on or only
+    /// mid-run: refused with a message naming the claim (exit 1, a server
+    /// failure), never a trap, never an attempt to allocate 8 EiB (exit 4).
+    func testContentRangeTotalNearInt64MaxIsRefused() throws {
+        let resource = Resource.generated(size: 2 << 20, seed: 1204)
+        for (index, total) in [Int64.max, Int64.max - 1, Int64(1 << 62) + 1].enumerated() {
+            for trigger in [Trigger.always, .fromRequest(3)] {
+                let name = "f\(index)-\(trigger)"
+                server.setResource(resource, at: name)
+                server.setFaults([FaultRule(.wrongContentRangeTotal(total), when: trigger)])
+                let run = try CLI.run(["-q", "-n", "2", "--min-split", "512K", "--retry-wait", "0.01", "-o", path(name),
+                                       server.url(name)], in: directory, timeout: 30)
+                assertNoTrap(run, "\(total) \(trigger)")
+                XCTAssertEqual(run.status, 1, "\(total) \(trigger): \(run.stderr)")
+                XCTAssertTrue(run.stderr.contains("claims a size of \(total) bytes"), "\(total) \(trigger): \(run.stderr)")
+            }
+        }
+    }
 }

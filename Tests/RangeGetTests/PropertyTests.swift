@@ -545,3 +545,102 @@ final class RetryAfterPropertyTests: XCTestCase {
         XCTAssertEqual(HTTPDate.seconds("Sun, 06 Nov 1994 08:49:37 GMT"), 784_111_777)
     }
 }
+
+// MARK: - Sizes and offsets near Int64.max
+
+/// Sets of bytes as a sorted list of merged spans, computed the slow way:
+/// the reference `RangeSet` is checked against.
+private func referenceUnion(_ spans: [ByteRange]) -> [ByteRange] {
+    var merged: [ByteRange] = []
+    for span in spans.filter({ !$0.isEmpty }).sorted() {
+        if let last = merged.last, span.start <= last.end {
+            merged[merged.count - 1] = ByteRange(last.start, max(last.end, span.end))
+        } else {
+            merged.append(span)
+        }
+    }
+    return merged
+}
+
+private func referenceRemove(_ spans: [ByteRange], _ cut: ByteRange) -> [ByteRange] {
+    spans.flatMap { span -> [ByteRange] in
+        guard !cut.isEmpty, span.end > cut.start, span.start < cut.end else { return [span] }
+        return [ByteRange(span.start, max(span.start, cut.start)), ByteRange(min(span.end, cut.end), span.end)]
+            .filter { !$0.isEmpty }
+    }
+}
+
+final class ByteArithmeticPropertyTests: XCTestCase {
+    /// Offsets where the end of Int64 is near.
+    private func offset(_ random: inout Seeded) -> Int64 {
+        random.chance(0.6)
+            ? random.pick([Int64.max, Int64.max - 1, Int64.max - 2, 1 << 62, (1 << 62) + 1, Int64.max - (1 << 20), 0, 1])
+            : random.offset()
+    }
+
+    private func range(_ random: inout Seeded) -> ByteRange {
+        let one = offset(&random)
+        let other = random.chance(0.3) ? one : offset(&random)
+        return ByteRange(min(one, other), max(one, other))
+    }
+
+    /// Inserts and removes at offsets up to Int64.max: the set stays sorted,
+    /// disjoint and apart, agrees with a slow reference, and every figure
+    /// (byteCount, contains, complement, fits) is computed without a trap.
+    func testRangeSetsNearInt64MaxAgreeWithAReference() {
+        var random = Seeded(0x7FFF_FFFF)
+        var findings = Findings()
+        for _ in 0..<3_000 {
+            var set = RangeSet()
+            var model: [ByteRange] = []
+            for _ in 0..<Int.random(in: 1...12, using: &random) {
+                let span = range(&random)
+                if random.chance(0.7) {
+                    set.insert(span)
+                    model = referenceUnion(model + [span])
+                } else {
+                    set.remove(span)
+                    model = referenceRemove(model, span)
+                }
+                findings.check(set.ranges == model, "\(set) != \(model)")
+            }
+            var total: Int64 = 0
+            var previous: ByteRange?
+            for span in set.ranges {
+                let (sum, overflow) = total.addingReportingOverflow(span.count)
+                findings.check(!overflow, "byte count overflows: \(set)")
+                total = sum
+                if let previous { findings.check(previous.end < span.start, "not apart: \(set)") }
+                previous = span
+            }
+            findings.check(set.byteCount == total, "byteCount \(set.byteCount) != \(total)")
+            let probe = range(&random)
+            findings.check(set.contains(probe) == model.contains { $0.start <= probe.start && probe.end <= $0.end } || probe.isEmpty,
+                           "contains \(probe) in \(set)")
+            let size = offset(&random)
+            let missing = set.complement(size: size)
+            var covered = missing
+            for span in set.ranges where span.start < size { covered.insert(ByteRange(span.start, min(span.end, size))) }
+            findings.check(covered.ranges == (size > 0 ? [ByteRange(0, size)] : []), "complement of \(set) in \(size)")
+            findings.check(set.fits(size: size) == ((set.ranges.last?.end ?? 0) <= size), "fits \(size)")
+        }
+        findings.assertNone("range sets near Int64.max")
+    }
+
+    /// Rates from byte counts anywhere in Int64 (a difference of two counts trapped): a number, never a trap.
+    func testRateMeterTakesAnyCounts() {
+        var random = Seeded(0x2A7E)
+        var findings = Findings()
+        for _ in 0..<5_000 {
+            var meter = RateMeter(window: 1)
+            var time = 0.0
+            for _ in 0..<Int.random(in: 1...6, using: &random) {
+                time += random.pick([0.01, 0.5, 2])
+                meter.add(bytes: random.chance(0.5) ? random.pick([Int64.max, Int64.min, 0]) : Int64(bitPattern: random.next()),
+                          at: time)
+            }
+            findings.check(!meter.rate.isNaN, "rate \(meter.rate)")
+        }
+        findings.assertNone("rates")
+    }
+}

@@ -495,6 +495,6 @@ struct RateMeter {
     /// Bytes per second across the window, 0 until two samples exist.
     var rate: Double {
         guard let first = samples.first, let last = samples.last, last.time > first.time else { return 0 }
-        return Double(last.bytes - first.bytes) / (last.time - first.time)
+        return (Double(last.bytes) - Double(first.bytes)) / (last.time - first.time)
     }
 }

@@ -14,8 +14,17 @@ struct Prober {
     /// Probes `url`, following redirects; `skipHead` goes straight to the
     /// ranged GET (after a HEAD was caught lying about the size).
     func probe(_ url: String, skipHead: Bool = false) throws(DownloadError) -> RemoteFile {
+        let remote = try find(url, skipHead: skipHead)
+        if let size = remote.size, size > RemoteFile.largestSize {
+            throw .server(url: url, message: "the server claims a size of \(size) bytes, more than any disk holds")
+        }
+        return remote
+    }
+
+    private func find(_ url: String, skipHead: Bool) throws(DownloadError) -> RemoteFile {
         let headed = skipHead ? nil : try? head(url)
-        if let headed, headed.acceptsRanges, headed.size.map({ $0 > 0 }) == true {
+        // An absurd length from HEAD is no length: the ranged GET decides.
+        if let headed, headed.acceptsRanges, let size = headed.size, size > 0, size <= RemoteFile.largestSize {
             return headed
         }
         do {

@@ -17,6 +17,11 @@ public struct RemoteFile: Sendable, Equatable {
     /// The file name from `Content-Disposition`, unsanitised.
     public var contentDisposition: String?
 
+    /// The largest size rangeget believes: 4 EiB, more than any disk holds.
+    /// A server claiming more is refused at the probe, before a byte is
+    /// written, so offsets always have room below Int64.max.
+    public static let largestSize: Int64 = 1 << 62
+
     /// The entity tag when it is strong; weak tags never validate byte ranges (RFC 9110 13.1.5).
     public var strongETag: String? {
         guard let etag, !etag.hasPrefix("W/") else { return nil }
