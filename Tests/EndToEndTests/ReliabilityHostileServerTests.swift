@@ -108,4 +108,42 @@ final class ReliabilityHostileServerTests: EndToEndTestCase {
             }
         }
     }
+
+    // MARK: A 206 that runs past its Content-Range
+
+    /// One overlong 206 among many: that piece is fetched again, the rest of
+    /// the download is kept (no restart), and not one byte of the excess (nor
+    /// of the distrusted answer) is left on disk.
+    func testOneOverlong206IsRetriedNotARestart() throws {
+        let size: Int64 = 4 << 20
+        let resource = Resource.generated(size: size, seed: 1205)
+        server.setResource(resource, at: "f")
+        server.setFaults([FaultRule(.overlong(1000), when: .nthRequest(3))])
+        let probe = DiskProbe(resource: resource)
+        let output = path("f")
+        let run = runLibrary([server.url("f")], to: output, probe: probe) { $0.connections = 4; $0.minimumSplit = 1 << 20 }
+        XCTAssertNil(run.error)
+        assertSameBytes(output, resource)
+        XCTAssertEqual(probe.snapshot.wrongWrites, [], "excess bytes reached the disk")
+        XCTAssertEqual(run.restartReasons, [], "an overlong answer is not a new file")
+        XCTAssertTrue(run.retries.contains { $0.reason.contains("ran past its Content-Range") }, "\(run.retries)")
+        let overlong = server.statistics.requests.filter { $0.fault == "overlong:1000" }
+        XCTAssertEqual(overlong.count, 1)
+        let again = server.statistics.requests.filter { $0.fault == nil && $0.rangeHeader == overlong.first?.rangeHeader }
+        XCTAssertEqual(again.count, 1, "the piece was asked for again, whole")
+        XCTAssertLessThan(server.statistics.bodyBytesSent, size + size / 2, "the rest was not fetched again")
+    }
+
+    /// Every answer overlong: a bounded number of attempts, then exit 1 naming
+    /// the fault, not "the file keeps changing" (exit 3) after restarts.
+    func testAlwaysOverlongFailsClearlyAfterTheRetries() throws {
+        server.setResource(Resource.generated(size: 2 << 20, seed: 1206), at: "f")
+        server.setFaults([FaultRule(.overlong(10))])
+        let run = try CLI.run(["-q", "-n", "2", "--min-split", "1M", "--retries", "2", "--retry-wait", "0.01",
+                               "-o", path("f"), server.url("f")], in: directory, timeout: 30)
+        XCTAssertEqual(run.status, 1, run.stderr)
+        XCTAssertTrue(run.stderr.contains("giving up after 3 attempts"), run.stderr)
+        XCTAssertTrue(run.stderr.contains("ran past its Content-Range"), run.stderr)
+        XCTAssertLessThanOrEqual(server.statistics.requests.count(where: { $0.method == "GET" }), 2 * 3 + 2)
+    }
 }

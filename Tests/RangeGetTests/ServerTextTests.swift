@@ -54,6 +54,12 @@ final class RetryAfterTests: XCTestCase {
         let rejection = ResponseCheck.check(head, requested: ByteRange(0, 1), expected: Expectation(size: 1, etag: nil, lastModified: nil))
         XCTAssertEqual(rejection?.description, "HTTP 503 (retry after 300 s)")
     }
+
+    func testAnOverlongAnswerIsABadAnswerNotAChangedFile() {
+        let rejection = Rejection.overlong(ByteRange(100, 200))
+        XCTAssertTrue(rejection.isTransient)
+        XCTAssertEqual(rejection.description, "the answer for bytes 100-199 ran past its Content-Range (none of it kept)")
+    }
 }
 
 /// IMF-fixdates for a number of seconds since 1970, for the tables.

@@ -288,6 +288,11 @@ final class Engine: @unchecked Sendable {
                 }
                 return nil
             }
+            var finished = finished
+            if case .overlong? = rejection, let race = finished.race {
+                distrust(race, of: connection, upTo: finished.piece.range.end, now: now)
+                finished.race = nil
+            }
             return retry(finished, reason: reason, rejection: rejection, now: now,
                          partnerBusy: partnerIsBusy(connection, in: finished.race))
         }
@@ -368,6 +373,16 @@ final class Engine: @unchecked Sendable {
             return .failed(.server(url: mirror.remote.url, message: "no mirror left: \(reason)"))
         }
         return nil
+    }
+
+    /// A racing transfer's answer ran past its Content-Range, so the bytes
+    /// its partners skipped (it had written them) are not trusted either:
+    /// the partners stop, and the raced range is fetched again.
+    private func distrust(_ race: Race, of connection: Connection, upTo end: Int64, now: Double) {
+        for other in connections where other !== connection && other.race === race && other.isBusy {
+            cancel(other, reason: "its race partner's answer was not trusted", requeue: false, now: now)
+        }
+        written.remove(ByteRange(race.start, end))
     }
 
     private func partnerIsBusy(_ connection: Connection, in race: Race?) -> Bool {
