@@ -146,4 +146,28 @@ final class ReliabilityHostileServerTests: EndToEndTestCase {
         XCTAssertTrue(run.stderr.contains("ran past its Content-Range"), run.stderr)
         XCTAssertLessThanOrEqual(server.statistics.requests.count(where: { $0.method == "GET" }), 2 * 3 + 2)
     }
+
+    // MARK: A single stream that is always cut
+
+    /// No ranges, and every body ends early (a 200 that claims 2 MB and
+    /// sends 1 MB): the one stream restarts from byte 0 with a growing delay
+    /// and gives up after --retries restarts. (It restarted forever, at once.)
+    func testSingleStreamAlwaysCutGivesUpAfterTheRetries() throws {
+        server.setResource(Resource.generated(size: 1 << 20, seed: 1207), at: "f")
+        server.setFaults([FaultRule(.claimLength("2000000"))])
+        let run = runLibrary([server.url("f")], to: path("f"), stopWhen: { event in
+            // Only a guard against the old endless loop.
+            if case let .retry(_, _, delay) = event { return delay == 0 }
+            return false
+        }) { options in
+            options.retries = 3
+            options.retryWait = 0.01
+        }
+        guard case let .server(_, message)? = run.error else {
+            return XCTFail("expected a server failure, got \(String(describing: run.error)) after \(run.retries)")
+        }
+        XCTAssertTrue(message.hasPrefix("giving up after 4 attempts of one stream from byte 0"), message)
+        XCTAssertEqual(run.retries.map(\.delay), [0.01, 0.02, 0.04], "\(run.retries)")
+        XCTAssertEqual(server.statistics.requests.count(where: { $0.method == "GET" }), 4, "the opening GET and 3 restarts")
+    }
 }

@@ -67,6 +67,8 @@ final class Engine: @unchecked Sendable {
     var setupDelay = 0.1
     private(set) var retries = 0
     private var sizeDisagreements = 0
+    /// Times the plain stream started over from byte 0.
+    private var plainRestarts = 0
     private var lastOtherTotal: Int64?
     private var lastCheckpoint = 0.0
     private var lastQuickSave = 0.0
@@ -339,12 +341,16 @@ final class Engine: @unchecked Sendable {
             if let outcome = drop(mirror, because: reason, now: now) { return outcome }
         }
         if partnerBusy { return nil }
-        let failures = progressed ? 1 : piece.failures + 1
+        // A plain stream starts over from byte 0 after any failure, so a cut
+        // that made progress brings it no nearer the end: every restart counts.
+        if settings.plain { plainRestarts += 1 }
+        let failures = settings.plain ? plainRestarts : progressed ? 1 : piece.failures + 1
         if failures > settings.retries || (!retryable && failures > settings.retries / 2) {
-            return .failed(.server(url: mirror.remote.url, message: "giving up after \(failures) attempts: \(reason)"))
+            let restarts = settings.plain ? " of one stream from byte 0 (the server serves no ranges)" : ""
+            return .failed(.server(url: mirror.remote.url, message: "giving up after \(failures) attempts\(restarts): \(reason)"))
         }
         // A cut that made progress is retried at once; backoff is for failures that got nowhere.
-        var delay = progressed ? 0 : min(settings.retryWait * Double(1 << min(failures - 1, 16)), settings.retryWaitLimit)
+        var delay = progressed && !settings.plain ? 0 : min(settings.retryWait * Double(1 << min(failures - 1, 16)), settings.retryWaitLimit)
         if case let .status(_, retryAfter?)? = rejection { delay = max(delay, retryAfter) }
         if !mirror.isUsable { delay = 0 }
         onEvent(.retry(connection: -1, reason: reason, delay: delay))
