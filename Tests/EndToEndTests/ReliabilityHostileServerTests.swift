@@ -170,4 +170,29 @@ final class ReliabilityHostileServerTests: EndToEndTestCase {
         XCTAssertEqual(run.retries.map(\.delay), [0.01, 0.02, 0.04], "\(run.retries)")
         XCTAssertEqual(server.statistics.requests.count(where: { $0.method == "GET" }), 4, "the opening GET and 3 restarts")
     }
+
+    // MARK: Events
+
+    /// Every event, `checkpoint` included, comes from the thread that runs
+    /// the download (the calling thread of `run(onEvent:)`), never from the
+    /// checkpoint thread, as the documentation says.
+    func testEveryEventComesFromTheTransferThread() throws {
+        let resource = Resource.generated(size: 4 << 20, seed: 1212)
+        server.setResource(resource, at: "f")
+        server.setRatePerConnection(2 << 20)
+        let caller = pthread_self()
+        let threads = Mutex<[(event: String, onCaller: Bool)]>([])
+        var options = DownloadOptions()
+        options.connections = 2
+        options.checkpointInterval = 0.1
+        let download = Download(url: server.url("f"), destination: .file(path("f")), options: options)
+        _ = try download.run { event in
+            let onCaller = pthread_equal(pthread_self(), caller) != 0
+            threads.withLock { $0.append(("\(event)".prefix { $0 != "(" }.description, onCaller)) }
+        }
+        assertSameBytes(path("f"), resource)
+        let seen = threads.withLock { $0 }
+        XCTAssertGreaterThan(seen.count(where: { $0.event == "checkpoint" }), 3, "\(seen.map(\.event))")
+        XCTAssertEqual(seen.filter { !$0.onCaller }.map(\.event), [], "events from another thread")
+    }
 }

@@ -58,6 +58,9 @@ final class Engine: @unchecked Sendable {
     private let multi: MultiHandle
     private let checkpointer: Checkpointer?
     private let stopRequested = Atomic<Bool>(false)
+    /// The bytes a background save made durable, until this thread reports
+    /// them (-1: nothing to report): events come from this thread only.
+    private let savedDurable = Atomic<Int64>(-1)
 
     var connections: [Connection] = []
     var queue: [Piece] = []
@@ -164,6 +167,7 @@ final class Engine: @unchecked Sendable {
         switch outcome {
         case .complete, .remoteChanged, .rangesUnsupported:
             checkpointer?.waitForBackgroundSave()
+            reportSavedCheckpoint()
         case .stopped, .failed, .expired:
             if let failure = saveFinalCheckpoint() {
                 if case .failed = outcome { return outcome }
@@ -202,6 +206,7 @@ final class Engine: @unchecked Sendable {
             report(now: now, force: false)
             if let failure = checkpointer?.failure { return .failed(.io(failure)) }
             checkpointIfDue(now: now)
+            reportSavedCheckpoint()
             // A connection just freed takes its next piece at once (and the end
             // is noticed at once): waiting in poll cost up to 0.1 s per piece.
             if settledAny { continue }
@@ -452,10 +457,9 @@ final class Engine: @unchecked Sendable {
     private func checkpointIfDue(now: Double) {
         guard let checkpointer else { return }
         if now - lastCheckpoint >= settings.checkpointInterval {
-            let onEvent = self.onEvent
             // A save still running (a quick one) makes this wait for the next loop turn.
-            if checkpointer.saveInBackground(writtenSnapshot(), durable: true, then: { bytes in
-                onEvent(.checkpoint(bytesDurable: bytes))
+            if checkpointer.saveInBackground(writtenSnapshot(), durable: true, then: { [self] bytes in
+                savedDurable.store(bytes, ordering: .releasing)
             }) {
                 lastCheckpoint = now
                 lastQuickSave = now
@@ -466,14 +470,23 @@ final class Engine: @unchecked Sendable {
         }
     }
 
+    /// Reports the last durable background save, if one finished since the last report.
+    private func reportSavedCheckpoint() {
+        let bytes = savedDurable.exchange(-1, ordering: .acquiring)
+        if bytes >= 0 { onEvent(.checkpoint(bytesDurable: bytes)) }
+    }
+
     /// Saves the manifest on the way out; the error if the disk refused.
     private func saveFinalCheckpoint() -> IOError? {
         guard let checkpointer else { return nil }
         do {
             try checkpointer.saveNow(written)
+            // A background save that finished meanwhile is superseded by this one.
+            _ = savedDurable.exchange(-1, ordering: .acquiring)
             onEvent(.checkpoint(bytesDurable: written.byteCount))
             return nil
         } catch {
+            reportSavedCheckpoint()
             return error
         }
     }
