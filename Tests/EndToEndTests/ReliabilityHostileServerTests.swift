@@ -171,6 +171,69 @@ final class ReliabilityHostileServerTests: EndToEndTestCase {
         XCTAssertEqual(server.statistics.requests.count(where: { $0.method == "GET" }), 4, "the opening GET and 3 restarts")
     }
 
+    // MARK: Text a server controls
+
+    /// Escape sequences and other control characters in an ETag (quoted by
+    /// the "file changed" message) and in a Content-Range (quoted by the
+    /// rejection) never reach a message: events and the error line have none.
+    func testControlCharactersInHeadersNeverReachMessages() throws {
+        let resource = Resource.generated(size: 4 << 20, seed: 1208)
+        server.setResource(resource, at: "etag")
+        server.setFaults([FaultRule(.header(name: "ETag", value: "\"v\u{1B}]0;owned\u{7}\u{9B}2J\u{202E}\""), when: .fromRequest(3))])
+        let changed = runLibrary([server.url("etag")], to: path("etag")) { $0.connections = 2; $0.minimumSplit = 512 << 10 }
+        XCTAssertFalse(changed.restartReasons.isEmpty, "the new ETag is a changed file")
+        for reason in changed.restartReasons + changed.retries.map(\.reason) {
+            XCTAssertFalse(hasControlCharacter(reason), reason.debugDescription)
+            XCTAssertFalse(reason.unicodeScalars.contains("\u{202E}"), reason.debugDescription)
+        }
+
+        server.setResource(resource, at: "range")
+        server.setFaults([FaultRule(.header(name: "Content-Range", value: "bytes\u{1B}[2J\u{7} 0-1/2"), when: .fromRequest(2))])
+        let run = try CLI.run(["-q", "-n", "2", "--min-split", "1M", "--retries", "1", "--retry-wait", "0.01",
+                               "-o", path("range"), server.url("range")], in: directory, timeout: 30)
+        XCTAssertEqual(run.status, 1, run.stderr)
+        XCTAssertTrue(run.stderr.contains("unexpected Content-Range bytes\\u{1B}[2J\\u{7} 0-1/2"), run.stderr.debugDescription)
+        XCTAssertFalse(hasControlCharacter(run.stderr), run.stderr.debugDescription)
+    }
+
+    // MARK: Secrets
+
+    /// `user:password@` in a URL reaches no error line, no `--json` and no
+    /// event: the library hands out URLs without it.
+    func testURLCredentialsNeverReachMessagesJSONOrEvents() throws {
+        let resource = Resource.generated(size: 1 << 20, seed: 1209)
+        server.setResource(resource, at: "f")
+        let secret = "S3CR3T"
+        let good = "http://alice:\(secret)@127.0.0.1:\(server.port)/f"
+        let missing = "http://alice:\(secret)@127.0.0.1:\(server.port)/missing"
+
+        let failed = try CLI.run(["-o", path("m"), missing], in: directory)
+        XCTAssertEqual(failed.status, 1, failed.stderr)
+        XCTAssertFalse(failed.stderr.contains(secret), failed.stderr)
+        XCTAssertTrue(failed.stderr.contains("http://127.0.0.1:\(server.port)/missing"), failed.stderr)
+
+        let json = try CLI.run(["--json", "-o", path("j"), good], in: directory)
+        XCTAssertEqual(json.status, 0, json.stderr)
+        XCTAssertFalse(json.stdout.contains(secret), json.stdout)
+        XCTAssertFalse(json.stderr.contains(secret), json.stderr)
+
+        let library = runLibrary([good, "http://bob:\(secret)@127.0.0.1:\(server.port)/f"], to: path("l")) { _ in }
+        XCTAssertNil(library.error)
+        let texts = library.events.flatMap { event -> [String] in
+            switch event {
+            case let .probed(remote): return [remote.url, remote.effectiveURL]
+            case let .segmentStarted(_, _, url): return [url]
+            case let .mirrorDropped(url, reason): return [url, reason]
+            case let .connectionsMoved(from, to, _): return [from, to]
+            case let .finished(result): return result.mirrors.map(\.url)
+            default: return []
+            }
+        }
+        XCTAssertFalse(texts.isEmpty)
+        XCTAssertEqual(texts.filter { $0.contains(secret) }, [])
+        XCTAssertEqual(try XCTUnwrap(library.result.get()).mirrors.filter { $0.url.contains(secret) }, [])
+    }
+
     // MARK: Events
 
     /// Every event, `checkpoint` included, comes from the thread that runs

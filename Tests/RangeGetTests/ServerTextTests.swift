@@ -73,3 +73,45 @@ private enum HTTPDateFixture {
         return String(decoding: buffer.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }
+
+final class OutgoingTextTests: XCTestCase {
+    func testURLsLoseTheirCredentialsAndControlCharactersBecomeQuestionMarks() {
+        let cases: [(String, String)] = [
+            ("http://alice:S3CR3T@example.org/f", "http://example.org/f"),
+            ("https://tok@example.org:8443/f?sig=1", "https://example.org:8443/f?sig=1"),
+            ("http://a@b:p@w@host/x", "http://host/x"),
+            ("http://u:p;w,(x)@host", "http://host"),
+            ("http://u:p@[::1]:80/", "http://[::1]:80/"),
+            ("http://u:p@host: HTTP 404", "http://host: HTTP 404"),
+            ("its size differs from http://u:p@a/f (10) and https://v:q@b/g", "its size differs from http://a/f (10) and https://b/g"),
+            ("http://host/path@not-userinfo", "http://host/path@not-userinfo"),
+            ("mail me@example.org", "mail me@example.org"),
+            ("ETag \"v\u{1B}]0;owned\u{7}\"", "ETag \"v\\u{1B}]0;owned\\u{7}\""),
+            ("a\u{9B}31mb\u{0}c\u{7F}d\r\ne\tf", "a\\u{9B}31mb\\u{0}c\\u{7F}d\\u{D}\\u{A}e\\u{9}f"),
+            ("right\u{202E}txt.exe\u{2066}\u{2028}", "right\\u{202E}txt.exe\\u{2066}\\u{2028}"),
+            ("http://u:p\u{1B}@host/", "http://host/"),
+            ("ünïcödé ✓", "ünïcödé ✓"),
+            ("", ""),
+        ]
+        for (text, expected) in cases {
+            XCTAssertEqual(OutgoingText.clean(text), expected, text.debugDescription)
+        }
+    }
+
+    func testErrorsAndEventsHandOutCleanText() {
+        let url = "http://alice:S3CR3T@127.0.0.1:8080/f"
+        XCTAssertEqual(DownloadError.server(url: url, message: "unexpected Content-Range bytes\u{1B}[2J").description,
+                       "http://127.0.0.1:8080/f: unexpected Content-Range bytes\\u{1B}[2J")
+        XCTAssertEqual(DownloadError.network(url: url, message: "refused").description, "http://127.0.0.1:8080/f: refused")
+        guard case let .mirrorDropped(dropped, reason) = DownloadEvent.mirrorDropped(url: url, reason: "ETag \"\u{7}\"").cleaned else {
+            return XCTFail("another event")
+        }
+        XCTAssertEqual(dropped, "http://127.0.0.1:8080/f")
+        XCTAssertEqual(reason, "ETag \"\\u{7}\"")
+        let remote = RemoteFile(url: url, effectiveURL: url, size: 1, etag: nil, lastModified: nil, acceptsRanges: true,
+                                contentDisposition: nil)
+        guard case let .probed(probed) = DownloadEvent.probed(remote).cleaned else { return XCTFail("another event") }
+        XCTAssertEqual([probed.url, probed.effectiveURL], ["http://127.0.0.1:8080/f", "http://127.0.0.1:8080/f"])
+        XCTAssertEqual(MirrorReport(url: url, bytes: 1, seconds: 1, errors: 0, dropped: nil).cleaned.url, "http://127.0.0.1:8080/f")
+    }
+}
