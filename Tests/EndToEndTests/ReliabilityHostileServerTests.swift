@@ -234,6 +234,73 @@ final class ReliabilityHostileServerTests: EndToEndTestCase {
         XCTAssertEqual(try XCTUnwrap(library.result.get()).mirrors.filter { $0.url.contains(secret) }, [])
     }
 
+    /// `-H` headers other than Accept, Accept-Language, Cache-Control and
+    /// User-Agent go to the origin they were given for and nowhere a
+    /// redirect leads: not through libcurl's own redirect following (which
+    /// forwards all but Authorization and Cookie), not on the ranged GETs.
+    /// With either probe.
+    func testCredentialHeadersNeverFollowARedirectToAnotherOrigin() throws {
+        let resource = Resource.generated(size: 2 << 20, seed: 1210)
+        let target = RangeServer()
+        try target.start()
+        defer { target.stop() }
+        target.setResource(resource, at: "data")
+        server.setFaults([FaultRule(.redirect(to: target.url("data"), status: 302))])
+        let secrets = ["PRIVATE-TOKEN: glpat-SECRET1", "X-Api-Key: SECRET2", "Proxy-Authorization: Basic SECRET3",
+                       "X-Session: SECRET4", "Authorization: Bearer SECRET5", "Cookie: id=SECRET6"]
+        let harmless = ["Accept: application/octet-stream", "Accept-Language: de"]
+        for probe in [[], ["--use-head"]] {
+            server.resetStatistics()
+            target.resetStatistics()
+            let output = path("out\(probe.count)")
+            let run = try CLI.run(["-q", "-n", "4", "--min-split", "256K"] + probe
+                                  + (secrets + harmless).flatMap { ["-H", $0] } + ["-o", output, server.url("f")],
+                                  in: directory)
+            XCTAssertEqual(run.status, 0, run.stderr)
+            assertSameBytes(output, resource)
+            XCTAssertTrue(server.statistics.requests.contains { $0.headers["private-token"] == "glpat-SECRET1" },
+                          "the origin gets its headers")
+            XCTAssertFalse(target.statistics.requests.isEmpty)
+            for request in target.statistics.requests {
+                let leaked = request.headers.filter { $0.value.contains("SECRET") }
+                XCTAssertEqual(leaked, [:], "\(probe) \(request.method) \(request.rangeHeader ?? "") leaked")
+                XCTAssertEqual(request.headers["accept"], "application/octet-stream", "harmless headers still go")
+            }
+        }
+    }
+
+    /// With a credential header, libcurl follows no redirect, but the
+    /// download still does: the probe takes a hop within the origin itself,
+    /// keeping `-H` headers and the URL's credentials there; a ranged GET
+    /// that is redirected resolves the URL again and goes on (not a failed
+    /// attempt: even `--retries 0` lets it).
+    func testRedirectsWithinTheOriginStillWorkWithCredentialHeaders() throws {
+        let resource = Resource.generated(size: 2 << 20, seed: 1211)
+        server.setResource(resource, at: "f")
+        server.setResource(resource, at: "g")
+        let url = "http://alice:pw@127.0.0.1:\(server.port)/f"
+        // The trigger counts per path: the HEAD to /f goes to /g, whose first request goes to /g again.
+        server.setFaults([FaultRule(.redirect(to: "/g", status: 302), when: .nthRequest(1))])
+        let run = try CLI.run(["-q", "-n", "2", "--min-split", "1M", "--use-head", "-H", "PRIVATE-TOKEN: T",
+                               "-o", path("probe"), url], in: directory, timeout: 30)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        assertSameBytes(path("probe"), resource)
+        let atG = server.statistics.requests(to: "g")
+        XCTAssertGreaterThanOrEqual(atG.count(where: { $0.status == 206 }), 2, "the data came from /g")
+        XCTAssertTrue(atG.allSatisfy { $0.headers["private-token"] == "T" && $0.headers["authorization"]?.hasPrefix("Basic ") == true },
+                      "\(atG.map(\.headers))")
+
+        server.resetStatistics()
+        server.setResource(resource, at: "h")
+        // Request 2 to /h is the second connection's ranged GET.
+        server.setFaults([FaultRule(.redirect(to: "/g", status: 302), when: .nthRequest(2))])
+        let ranged = try CLI.run(["-q", "-n", "2", "--min-split", "1M", "--retries", "0", "-H", "PRIVATE-TOKEN: T",
+                                  "-o", path("ranged"), server.url("h")], in: directory, timeout: 30)
+        XCTAssertEqual(ranged.status, 0, ranged.stderr)
+        assertSameBytes(path("ranged"), resource)
+        XCTAssertTrue(server.statistics.requests.allSatisfy { $0.headers["private-token"] == "T" })
+    }
+
     // MARK: Events
 
     /// Every event, `checkpoint` included, comes from the thread that runs

@@ -115,3 +115,48 @@ final class OutgoingTextTests: XCTestCase {
         XCTAssertEqual(MirrorReport(url: url, bytes: 1, seconds: 1, errors: 0, dropped: nil).cleaned.url, "http://127.0.0.1:8080/f")
     }
 }
+
+final class HeaderPolicyTests: XCTestCase {
+    private let given = ["Authorization: Bearer A", "Cookie: c=1", "PRIVATE-TOKEN: t", "X-Api-Key: k",
+                         "Proxy-Authorization: Basic p", "X-Amz-Security-Token: s", "accept: */*", "Accept-Language: de",
+                         "Cache-Control: no-cache", "User-Agent: mine", "If-Range: \"e\""]
+
+    func testOnlyHarmlessHeadersGoToAnotherOrigin() {
+        let harmless = ["accept: */*", "Accept-Language: de", "Cache-Control: no-cache", "User-Agent: mine", "If-Range: \"e\""]
+        let cases: [(String, String, [String])] = [
+            ("http://a.example/f", "http://a.example/g?x=1", given),
+            ("http://a.example/f", "http://A.EXAMPLE:80/g", given),
+            ("https://a.example/f", "https://a.example:443/f", given),
+            ("http://a.example/f", "http://b.example/f", harmless),
+            ("http://a.example/f", "http://a.example:8080/f", harmless),
+            ("http://a.example/f", "https://a.example/f", harmless),
+            ("http://127.0.0.1:1/f", "http://127.0.0.1:2/f", harmless),
+        ]
+        for (origin, target, expected) in cases {
+            XCTAssertEqual(HeaderPolicy.headers(given, givenFor: origin, sentTo: target), expected, "\(origin) -> \(target)")
+        }
+        let remote = RemoteFile(url: "http://a.example/f", effectiveURL: "http://cdn.example/f", size: 1, etag: nil,
+                                lastModified: nil, acceptsRanges: true, contentDisposition: nil)
+        XCTAssertEqual(remote.headers(from: given), harmless)
+    }
+
+    func testLibcurlFollowsRedirectsOnlyWithoutCredentialHeaders() throws {
+        let easy = try EasyHandle()
+        try easy.setHeaders(["Accept: */*", "User-Agent: x", "If-Range: \"e\""])
+        XCTAssertTrue(easy.followsRedirects)
+        for line in given.prefix(6) {
+            try easy.setHeaders(["Accept: */*", line])
+            XCTAssertFalse(easy.followsRedirects, line)
+        }
+        try easy.setHeaders([])
+        XCTAssertTrue(easy.followsRedirects)
+    }
+
+    func testURLCredentialsFollowOnlyWithinTheOrigin() {
+        let origin = "http://al%20ice:p%40ss@a.example/f"
+        XCTAssertEqual(HeaderPolicy.carryingUserinfo(of: origin, to: "http://a.example/g"), "http://al%20ice:p%40ss@a.example/g")
+        XCTAssertEqual(HeaderPolicy.carryingUserinfo(of: origin, to: "http://b.example/g"), "http://b.example/g")
+        XCTAssertEqual(HeaderPolicy.carryingUserinfo(of: origin, to: "http://bob@a.example/g"), "http://bob@a.example/g")
+        XCTAssertEqual(HeaderPolicy.carryingUserinfo(of: "http://a.example/f", to: "http://a.example/g"), "http://a.example/g")
+    }
+}

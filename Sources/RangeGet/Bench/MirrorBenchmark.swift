@@ -218,7 +218,12 @@ public struct MirrorBenchmark: Sendable {
         try easy.set(CURLOPT_WRITEDATA, pointer: pointer)
         try easy.set(CURLOPT_HEADERFUNCTION, callback: captureHeader)
         try easy.set(CURLOPT_WRITEFUNCTION, callback: captureBody)
-        try withExtendedLifetime(capture) { try easy.perform() }
+        try withExtendedLifetime(capture) {
+            try easy.performFollowingRedirects(url, options: transfer) {
+                capture.head = ResponseHead()
+                capture.body = []
+            }
+        }
         var firstByte = 0.0
         firstByte = easy.timeToFirstByte
         return (capture.head, capture.body, firstByte, easy.httpVersion)

@@ -335,7 +335,10 @@ final class Engine: @unchecked Sendable {
             if let outcome = drop(mirror, because: rejection!.description, now: now) { return outcome }
         case let .status(code, _)? where code == 429 || code == 503:
             connectionLimit = max(1, connections.count(where: \.isBusy))
-        case let .status(code, _)? where (code == 403 || code == 410) && mirror.remote.effectiveURL != mirror.remote.url:
+        // A redirect reaches here only when libcurl may not follow it (a header
+        // that may carry a credential is set): resolving anew follows it by hand.
+        case let .status(code, _)? where (code == 403 || code == 410) && mirror.remote.effectiveURL != mirror.remote.url,
+             let .status(code, _)? where (300..<400).contains(code):
             if !partnerBusy { requeue(piece, from: finished.written.end, failures: 0, notBefore: now) }
             return .expired(index: mirror.index, reason: reason)
         default:

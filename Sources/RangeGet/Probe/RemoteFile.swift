@@ -37,15 +37,12 @@ public struct RemoteFile: Sendable, Equatable {
     }
 
     /// The request headers that may go to `effectiveURL`: when the redirects
-    /// left the origin (scheme, host or port) of the URL the user gave,
-    /// `Authorization` and `Cookie` stay behind (curl CVE-2018-1000007,
-    /// CVE-2022-27776): they were meant for the origin only.
+    /// left the origin (scheme, host or port) of the URL the user gave, only
+    /// those that cannot carry a credential (`Accept`, `Accept-Language`,
+    /// `Cache-Control`, `User-Agent`; curl CVE-2018-1000007, CVE-2022-27776):
+    /// the rest were meant for the origin only.
     public func headers(from headers: [String]) -> [String] {
-        guard Mirror.hostKey(url) != Mirror.hostKey(effectiveURL) else { return headers }
-        return headers.filter { line in
-            let name = line.prefix { $0 != ":" }.trimmingWhitespace().lowercased()
-            return name != "authorization" && name != "cookie"
-        }
+        HeaderPolicy.headers(headers, givenFor: url, sentTo: effectiveURL)
     }
 
     /// How `other` (the same URL probed again) differs in size or
