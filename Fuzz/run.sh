@@ -4,9 +4,10 @@
 #
 #   Fuzz/run.sh [SECONDS-PER-TARGET] [TARGET...]
 #
-# Targets: content-range file-name response-check manifest (default: all, 60 s
-# each). Needs a Swift toolchain whose swiftc supports -sanitize=fuzzer (the
-# Linux toolchains do). Each target is built with AddressSanitizer into
+# Targets: content-range file-name response-check manifest http-date
+# retry-after progress-format (default: all, 60 s each). Needs a Swift
+# toolchain whose swiftc supports -sanitize=fuzzer (the Linux toolchains
+# do). Each target is built with AddressSanitizer into
 # .build/fuzz/, starts from the seeds in Fuzz/Corpus/TARGET, keeps its growing
 # corpus in .build/fuzz/corpus/TARGET and writes any crashing input to
 # .build/fuzz/artifacts/TARGET/. A crash ends that target with a non-zero
@@ -18,37 +19,44 @@ cd "$(dirname "$0")/.."
 seconds="${1:-60}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(content-range file-name response-check manifest)
+[ ${#targets[@]} -eq 0 ] && targets=(content-range file-name response-check manifest http-date retry-after progress-format)
 
 src=Sources/RangeGet
 # The pure sources the parsers live in. The engine keeps moving code around,
-# so anything else they need is found by type-checking: each missing name is
-# looked up among the RangeGet files that import no C module, and added.
-sources=(
+# so anything else a target needs is found by type-checking it: each missing
+# name is looked up among the RangeGet files that import no C module, and added.
+base=(
     "$src/Probe/ContentRange.swift" "$src/Probe/FileName.swift" "$src/Probe/ResponseHead.swift"
     "$src/Probe/RemoteFile.swift" "$src/Plan/ByteRange.swift" "$src/Plan/RangeSet.swift"
     "$src/Store/Manifest.swift" "$src/Store/SystemCalls.swift" "$src/Engine/ResponseCheck.swift"
 )
 mapfile -t pure < <(grep -rL --include='*.swift' -E '^import (CCurl|CCurlShim|CCrypto|Digests)' "$src" | sort)
-for _ in $(seq 1 12); do
-    missing="$(swiftc -typecheck -parse-as-library -swift-version 6 -module-name RangeGet "${sources[@]}" \
-        Fuzz/Targets/Common.swift Fuzz/Targets/ContentRangeFuzz.swift 2>&1 \
-        | grep -oE "cannot find (type )?'[A-Za-z_][A-Za-z0-9_]*' in scope|has no member '[A-Za-z_][A-Za-z0-9_]*'" \
-        | grep -oE "'[^']+'" | tr -d "'" | sort -u)"
-    [ -z "$missing" ] && break
-    added=0
-    for name in $missing; do
-        for file in "${pure[@]}"; do
-            if grep -qE "(struct|class|enum|protocol|typealias|actor|func|var|let) $name\b" "$file" \
-                && [[ ! " ${sources[*]} " == *" $file "* ]]; then
-                sources+=("$file")
-                added=1
-                break
-            fi
+
+# Prints the sources `harness` (and the `extra` files) need, one a line.
+sources_for() {
+    local harness="$1" extra="$2" sources=("${base[@]}")
+    [ -n "$extra" ] && sources+=("$extra")
+    for _ in $(seq 1 12); do
+        missing="$(swiftc -typecheck -parse-as-library -swift-version 6 -module-name RangeGet "${sources[@]}" \
+            Fuzz/Targets/Common.swift "$harness" 2>&1 \
+            | grep -oE "cannot find (type )?'[A-Za-z_][A-Za-z0-9_]*' in scope|has no member '[A-Za-z_][A-Za-z0-9_]*'" \
+            | grep -oE "'[^']+'" | tr -d "'" | sort -u)"
+        [ -z "$missing" ] && break
+        added=0
+        for name in $missing; do
+            for file in "${pure[@]}"; do
+                if grep -qE "(struct|class|enum|protocol|typealias|actor|func|var|let) $name\b" "$file" \
+                    && [[ ! " ${sources[*]} " == *" $file "* ]]; then
+                    sources+=("$file")
+                    added=1
+                    break
+                fi
+            done
         done
+        [ $added -eq 0 ] && break
     done
-    [ $added -eq 0 ] && break
-done
+    printf '%s\n' "${sources[@]}"
+}
 
 harness() {
     case "$1" in
@@ -56,7 +64,18 @@ harness() {
         file-name) echo Fuzz/Targets/FileNameFuzz.swift ;;
         response-check) echo Fuzz/Targets/ResponseCheckFuzz.swift ;;
         manifest) echo Fuzz/Targets/ManifestFuzz.swift ;;
+        http-date) echo Fuzz/Targets/HTTPDateFuzz.swift ;;
+        retry-after) echo Fuzz/Targets/RetryAfterFuzz.swift ;;
+        progress-format) echo Fuzz/Targets/ProgressFormatFuzz.swift ;;
         *) echo "unknown target '$1'" >&2; return 1 ;;
+    esac
+}
+
+# Files outside the library a target needs: the command's formatting of sizes and times.
+extra() {
+    case "$1" in
+        progress-format) echo Sources/rangeget/Units.swift ;;
+        *) echo "" ;;
     esac
 }
 
@@ -65,6 +84,7 @@ status=0
 for target in "${targets[@]}"; do
     file="$(harness "$target")" || { status=2; continue; }
     echo "== $target: building"
+    mapfile -t sources < <(sources_for "$file" "$(extra "$target")")
     if ! swiftc -sanitize=fuzzer,address -parse-as-library -swift-version 6 -O -g -module-name RangeGet \
         "${sources[@]}" Fuzz/Targets/Common.swift "$file" -o ".build/fuzz/$target" > ".build/fuzz/$target.build.log" 2>&1; then
         grep -E "error" ".build/fuzz/$target.build.log" >&2

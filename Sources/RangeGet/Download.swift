@@ -410,11 +410,12 @@ public final class Download: Sendable {
         return nil
     }
 
-    /// Probe-time reports, each used mirror's replaced by its engine figures (summed over engine runs).
+    /// Probe-time reports, each used mirror's replaced by its engine figures
+    /// (summed over engine runs), cleaned for the result (`OutgoingText`).
     private func merge(_ probed: [MirrorReport], _ engine: [String: MirrorReport]) -> [MirrorReport] {
         probed.map { report in
-            guard report.dropped == nil, let used = engine[report.url] else { return report }
-            return used
+            guard report.dropped == nil, let used = engine[report.url] else { return report.cleaned }
+            return used.cleaned
         }
     }
 

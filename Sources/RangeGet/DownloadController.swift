@@ -370,8 +370,10 @@ final class DownloadController: Sendable {
 
     // MARK: - Events
 
-    /// Tells the observer and every subscriber; `finished` is the last event subscribers see.
+    /// Tells the observer and every subscriber, the event's URLs and messages
+    /// cleaned (`OutgoingText`); `finished` is the last event subscribers see.
     func emit(_ event: DownloadEvent) {
+        let event = event.cleaned
         state.withLock { $0.observer }(event)
         // Yielding under the lock keeps one order for all subscribers and
         // keeps a late event (a background checkpoint) from following `finished`.

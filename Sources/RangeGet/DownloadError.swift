@@ -20,7 +20,13 @@ public enum DownloadError: Error, Sendable, Equatable, CustomStringConvertible {
     /// Stopped on request; the partial download is resumable.
     case interrupted
 
+    /// One line for people: URLs without `user:password@`, and no control
+    /// character a server may have put into a header the message quotes.
     public var description: String {
+        OutgoingText.clean(text)
+    }
+
+    private var text: String {
         switch self {
         case let .usage(message): return message
         case let .network(url, message): return "\(url): \(message)"

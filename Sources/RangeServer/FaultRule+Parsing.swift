@@ -20,6 +20,7 @@ extension FaultRule {
         "cut-random:SEED", "stall:BYTES", "status:CODE[:RETRY_AFTER]", "head-status:CODE", "head-hang",
         "head-no-length", "no-accept-ranges", "accept-ranges-none", "gzip", "multipart", "chunked",
         "change-content", "change-size:BYTES", "weak-etag", "redirect:LOCATION[:3XX]",
+        "retry-after:CODE:VALUE", "claim-length:DIGITS", "overlong:BYTES", "header:NAME:VALUE",
     ]
 
     /// The triggers, for help texts.
@@ -36,7 +37,10 @@ extension FaultRule {
     /// `accept-ranges-none`, `gzip`, `multipart`, `chunked`,
     /// `change-content`, `change-size:BYTES`, `weak-etag`,
     /// `redirect:LOCATION[:3XX]` (LOCATION may contain `:`; a last `:3XX`
-    /// field is the status, 302 by default).
+    /// field is the status, 302 by default), `retry-after:CODE:VALUE`,
+    /// `claim-length:DIGITS`, `overlong:BYTES`, `header:NAME:VALUE` (VALUE
+    /// may contain `:`, and `%XX` escapes, e.g. `%1B` for ESC; CR and LF are
+    /// refused).
     ///
     /// Triggers: `always` (the default), `request=N` (only the N-th request
     /// to the path, 1-based, HEAD included), `from=N`, `range-start=OFFSET`,
@@ -104,6 +108,21 @@ extension FaultRule {
         case "change-size": return .changeSize(try one(args, count))
         case "weak-etag": return try none(args, .weakETag)
         case "redirect": return try redirect(args)
+        case "retry-after":
+            guard args.count >= 2 else { throw .arity }
+            return .retryAfter(status: try status(args[0], 200...599), value: try fieldValue(args.dropFirst()))
+        case "claim-length":
+            let digits = try one(args, { $0 })
+            guard !digits.isEmpty, digits.allSatisfy({ $0.isASCII && $0.isNumber }) else { throw .invalid(digits, expected: "digits") }
+            return .claimLength(digits)
+        case "overlong": return .overlong(try one(args, count))
+        case "header":
+            guard args.count >= 2 else { throw .arity }
+            let name = args[0]
+            guard !name.isEmpty, name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") }) else {
+                throw .invalid(name, expected: "a header name")
+            }
+            return .header(name: name, value: try fieldValue(args.dropFirst()))
         default: return nil
         }
     }
@@ -190,6 +209,33 @@ extension FaultRule {
             throw .invalid(text, expected: "a status code in \(allowed.lowerBound)...\(allowed.upperBound)")
         }
         return value
+    }
+
+    /// The fields of a header value joined again (it may contain ':'), with
+    /// `%XX` escapes decoded; CR and LF would end the field, so they are refused.
+    private static func fieldValue(_ fields: ArraySlice<String>) throws(ArgumentError) -> String {
+        let text = fields.joined(separator: ":")
+        guard let value = HTTPRequest.percentDecoded(Substring(text)) else {
+            throw .invalid(text, expected: "a value with valid %XX escapes")
+        }
+        guard !value.contains(where: { $0.unicodeScalars.contains { $0 == "\r" || $0 == "\n" } }) else {
+            throw .invalid(text, expected: "a value without CR or LF")
+        }
+        return value
+    }
+
+    /// `value` in the spec's text form: `%`, `@` and control characters as `%XX`.
+    static func escaped(_ value: String) -> String {
+        var bytes: [UInt8] = []
+        for byte in value.utf8 {
+            if byte < 0x20 || byte == 0x7F || byte == UInt8(ascii: "%") || byte == UInt8(ascii: "@") {
+                let hex = Array(String(byte, radix: 16, uppercase: true).utf8)
+                bytes += [UInt8(ascii: "%")] + (hex.count == 1 ? [UInt8(ascii: "0")] : []) + hex
+            } else {
+                bytes.append(byte)
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     /// `LOCATION` or `LOCATION:3XX`; the location itself may contain ':'.

@@ -45,6 +45,20 @@ public enum Fault: Sendable, Hashable {
     case weakETag
     /// A redirect to `Location` (as given: relative or absolute).
     case redirect(to: String, status: Int = 302)
+    /// This status with a small HTML body and `Retry-After: value`, the value
+    /// as given: a number past any integer type, an HTTP date of any year.
+    case retryAfter(status: Int, value: String)
+    /// A 200 with the whole body (ranges ignored) whose `Content-Length`
+    /// claims `digits` (any number, past Int64 too); the connection closes
+    /// after the real body, so the claim is never met.
+    case claimLength(String)
+    /// A 206 with the right Content-Range and n bytes of `!` after the range
+    /// (counted by Content-Length): a body that runs past its Content-Range.
+    case overlong(Int64)
+    /// The response's field `name` gets `value` (it is added if absent), for
+    /// hostile text such as control characters; the connection closes after
+    /// the response, since the field may be one that frames the body.
+    case header(name: String, value: String)
 
     /// Whether the fault changes a response to `method`: HEAD-only faults
     /// leave GET alone, and body and range faults leave HEAD alone.
@@ -53,10 +67,10 @@ public enum Fault: Sendable, Hashable {
         case .headStatus, .headHang, .headNoLength:
             return method == "HEAD"
         case .ignoreRange, .wrongContentRangeShift, .wrongContentRangeTotal, .invertedContentRange,
-            .cutAfter, .cutAtRandom, .stallAfter, .multipart:
+            .cutAfter, .cutAtRandom, .stallAfter, .multipart, .overlong:
             return method == "GET"
         case .status, .noAcceptRanges, .acceptRangesNone, .gzipEncoding, .chunkedNoLength,
-            .changeContent, .changeSize, .weakETag, .redirect:
+            .changeContent, .changeSize, .weakETag, .redirect, .retryAfter, .claimLength, .header:
             return true
         }
     }
@@ -139,6 +153,10 @@ extension Fault: CustomStringConvertible {
         case .weakETag: "weak-etag"
         case .redirect(let location, 302): "redirect:\(location)"
         case .redirect(let location, let status): "redirect:\(location):\(status)"
+        case .retryAfter(let status, let value): "retry-after:\(status):\(FaultRule.escaped(value))"
+        case .claimLength(let digits): "claim-length:\(digits)"
+        case .overlong(let n): "overlong:\(n)"
+        case .header(let name, let value): "header:\(name):\(FaultRule.escaped(value))"
         }
     }
 }

@@ -8,9 +8,15 @@ enum HTTPDate {
     private static let longWeekdays = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"]
     private static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
 
+    /// The seconds since 1970 an IMF-fixdate can write: years 0001 to 9999.
+    private static let writable: ClosedRange<Double> = -62_135_596_800 ... 253_402_300_799
+
     /// `Sun, 06 Nov 1994 08:49:37 GMT`; fractions of a second are dropped.
+    /// A date outside years 0001 to 9999 (a file's mtime may be anything
+    /// up to Int64.max seconds) is written as the nearest one inside.
     static func format(_ date: Date) -> String {
-        let seconds = Int64(date.timeIntervalSince1970.rounded(.down))
+        let exact = date.timeIntervalSince1970.rounded(.down)
+        let seconds = exact.isNaN ? 0 : Int64(min(max(exact, writable.lowerBound), writable.upperBound))
         let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
         let secondOfDay = seconds - days * 86_400
         let (year, month, day) = civil(fromDays: days)

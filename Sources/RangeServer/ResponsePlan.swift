@@ -101,6 +101,10 @@ struct ResponsePlan: Equatable {
             var plan = page(code, context)
             if let retryAfter { plan.fields.insert(Field(name: "Retry-After", value: String(retryAfter)), at: 1) }
             return plan
+        case .retryAfter(let code, let value)?:
+            var plan = page(code, context)
+            plan.fields.insert(Field(name: "Retry-After", value: value), at: 1)
+            return plan
         case .redirect(let location, let code)?:
             var plan = page(code, context)
             plan.fields.insert(Field(name: "Location", value: location), at: 1)
@@ -118,7 +122,8 @@ struct ResponsePlan: Equatable {
 
         let size = resource.size
         let etag = fault == .weakETag ? resource.etag.map { $0.hasPrefix("W/") ? $0 : "W/" + $0 } : resource.etag
-        let rangesIgnored = fault == .ignoreRange || fault == .acceptRangesNone || fault == .chunkedNoLength
+        var rangesIgnored = fault == .ignoreRange || fault == .acceptRangesNone || fault == .chunkedNoLength
+        if case .claimLength? = fault { rangesIgnored = true }
         let decision =
             rangesIgnored
             ? .full
@@ -146,6 +151,7 @@ struct ResponsePlan: Equatable {
         case .partial(let range):
             status = 206
             (contentRange, body) = singleRange(range, size: size, fault: fault)
+            if case .overlong(let extra)? = fault { body.append(.bytes(Array(repeating: UInt8(ascii: "!"), count: Int(extra)))) }
         case .full, .multiple:
             body = fault == .chunkedNoLength ? chunkedBody(size) : (size > 0 ? [.content(0..<size)] : [])
         }
@@ -153,7 +159,9 @@ struct ResponsePlan: Equatable {
         var fields = [Field(name: "Date", value: context.date), Field(name: "Server", value: "RangeServer")]
         if status != 416 { fields.append(Field(name: "Content-Type", value: contentType)) }
         let omitLength = fault == .chunkedNoLength || (fault == .headNoLength && context.method == "HEAD")
-        if !omitLength {
+        if case .claimLength(let digits)? = fault {
+            fields.append(Field(name: "Content-Length", value: digits))
+        } else if !omitLength {
             fields.append(Field(name: "Content-Length", value: String(body.byteCount)))
         }
         if let contentRange { fields.append(Field(name: "Content-Range", value: contentRange)) }
@@ -172,6 +180,13 @@ struct ResponsePlan: Equatable {
         if fault == .gzipEncoding { fields.append(Field(name: "Content-Encoding", value: "gzip")) }
         if fault == .chunkedNoLength { fields.append(Field(name: "Transfer-Encoding", value: "chunked")) }
         fields += connectionFields(context)
+        if case .header(let name, let value)? = fault {
+            if let index = fields.firstIndex(where: { $0.name.lowercased() == name.lowercased() }) {
+                fields[index].value = value
+            } else {
+                fields.append(Field(name: name, value: value))
+            }
+        }
 
         if context.method == "HEAD" { body = [] }
         let length = body.byteCount
@@ -184,6 +199,9 @@ struct ResponsePlan: Equatable {
             ending = .cut(after: length > 0 ? Int64(draw % UInt64(length)) : 0)
         case .stallAfter(let n)?:
             ending = .stall(after: min(n, length))
+        case .claimLength?, .header?:
+            // The body no longer matches what the head may say about its length.
+            ending = .close
         default:
             ending = context.keepAlive ? .complete : .close
         }

@@ -488,3 +488,159 @@ final class ManifestPropertyTests: XCTestCase {
         XCTAssertEqual(manifest?.done.ranges, [ByteRange(0, 1)])
     }
 }
+
+// MARK: - Numbers a server controls: Retry-After and HTTP dates
+
+private let retryAfterAlphabet = [
+    "0", "1", "9", "300", "301", "9223372036854775807", "9223372036854775808", "99999999999999999999",
+    String(repeating: "9", count: 400), "-", "+", ".", "e", "1e999", "inf", "nan", " ", ",", ":", "GMT", "Sun",
+    "Jan", "Nov", "06", "6", "0000", "9999", "99999999999", "-2147483648", "2147483647", "\u{0}", "\u{663}", "٣",
+]
+
+final class RetryAfterPropertyTests: XCTestCase {
+    private func head(retryAfter value: String) -> ResponseHead {
+        var head = ResponseHead()
+        for line in ["HTTP/1.1 503 Busy\r\n", "Retry-After: \(value)\r\n", "\r\n"] { head.consume(line) }
+        return head
+    }
+
+    /// Whatever the value, a wait of 0 to 300 s or none, and the rejection's
+    /// message can be built (it trapped on 2^63 and on a 9-digit year).
+    func testEveryValueIsABoundedWaitOrNone() {
+        var random = Seeded(0x5E7A)
+        var findings = Findings()
+        let dates = ["Sun, 06 Nov 1994 08:49:37 GMT", "Fri, 31 Dec 9999 23:59:59 GMT", "Thu, 01 Jan 1970 00:00:00 GMT"]
+        for _ in 0..<30_000 {
+            let value = random.chance(0.5)
+                ? random.mutate(random.pick(dates + ["120", "9223372036854775807"]), alphabet: retryAfterAlphabet)
+                : random.string(from: retryAfterAlphabet, count: Int.random(in: 0...6, using: &random))
+            let parsed = head(retryAfter: value)
+            if let wait = parsed.retryAfter {
+                findings.check(wait >= 0 && wait <= ResponseHead.longestRetryAfter, "\(wait) from \(escaped(value))")
+            }
+            let rejection = ResponseCheck.check(parsed, requested: ByteRange(0, 10), expected: Expectation(size: 10, etag: nil, lastModified: nil))
+            findings.check(rejection?.description.hasPrefix("HTTP 503") == true, "\(String(describing: rejection)): \(escaped(value))")
+        }
+        findings.assertNone("Retry-After is a bounded wait")
+    }
+
+    /// A date with any digits in any field: nil, or the time timegm gives for
+    /// a day of 01-31, a four-digit year and a valid clock.
+    func testHTTPDatesAreReadOnlyWithFieldsThatFit() {
+        var random = Seeded(0xDA7E)
+        var findings = Findings()
+        for _ in 0..<30_000 {
+            let year = random.pick(["1994", "0000", "9999", "99999999999", "-1", "+994", "199", "1994 ", "٣٣٣٣",
+                                    String(Int.random(in: 0...9999, using: &random))])
+            let day = random.pick(["06", "6", "00", "31", "32", "99999999999999999999", "-1", "0x"])
+            let clock = random.pick(["08:49:37", "23:59:60", "24:00:00", "8:49:37", "08:49", "08:49:37:00", "08:x:49:37",
+                                     "99999999999999999999:00:00", "-1:00:00"])
+            let text = "Sun, \(day) Nov \(year) \(clock) GMT"
+            guard let seconds = HTTPDate.seconds(text) else { continue }
+            findings.check(seconds.isFinite, escaped(text))
+            findings.check(day.utf8.count == 2 && year.trimmingCharacters(in: .whitespaces).utf8.count == 4
+                           && clock.utf8.count == 8, "accepted \(escaped(text))")
+        }
+        findings.assertNone("HTTP dates are read only when every field fits")
+        XCTAssertEqual(HTTPDate.seconds("Sun, 06 Nov 1994 08:49:37 GMT"), 784_111_777)
+    }
+}
+
+// MARK: - Sizes and offsets near Int64.max
+
+/// Sets of bytes as a sorted list of merged spans, computed the slow way:
+/// the reference `RangeSet` is checked against.
+private func referenceUnion(_ spans: [ByteRange]) -> [ByteRange] {
+    var merged: [ByteRange] = []
+    for span in spans.filter({ !$0.isEmpty }).sorted() {
+        if let last = merged.last, span.start <= last.end {
+            merged[merged.count - 1] = ByteRange(last.start, max(last.end, span.end))
+        } else {
+            merged.append(span)
+        }
+    }
+    return merged
+}
+
+private func referenceRemove(_ spans: [ByteRange], _ cut: ByteRange) -> [ByteRange] {
+    spans.flatMap { span -> [ByteRange] in
+        guard !cut.isEmpty, span.end > cut.start, span.start < cut.end else { return [span] }
+        return [ByteRange(span.start, max(span.start, cut.start)), ByteRange(min(span.end, cut.end), span.end)]
+            .filter { !$0.isEmpty }
+    }
+}
+
+final class ByteArithmeticPropertyTests: XCTestCase {
+    /// Offsets where the end of Int64 is near.
+    private func offset(_ random: inout Seeded) -> Int64 {
+        random.chance(0.6)
+            ? random.pick([Int64.max, Int64.max - 1, Int64.max - 2, 1 << 62, (1 << 62) + 1, Int64.max - (1 << 20), 0, 1])
+            : random.offset()
+    }
+
+    private func range(_ random: inout Seeded) -> ByteRange {
+        let one = offset(&random)
+        let other = random.chance(0.3) ? one : offset(&random)
+        return ByteRange(min(one, other), max(one, other))
+    }
+
+    /// Inserts and removes at offsets up to Int64.max: the set stays sorted,
+    /// disjoint and apart, agrees with a slow reference, and every figure
+    /// (byteCount, contains, complement, fits) is computed without a trap.
+    func testRangeSetsNearInt64MaxAgreeWithAReference() {
+        var random = Seeded(0x7FFF_FFFF)
+        var findings = Findings()
+        for _ in 0..<3_000 {
+            var set = RangeSet()
+            var model: [ByteRange] = []
+            for _ in 0..<Int.random(in: 1...12, using: &random) {
+                let span = range(&random)
+                if random.chance(0.7) {
+                    set.insert(span)
+                    model = referenceUnion(model + [span])
+                } else {
+                    set.remove(span)
+                    model = referenceRemove(model, span)
+                }
+                findings.check(set.ranges == model, "\(set) != \(model)")
+            }
+            var total: Int64 = 0
+            var previous: ByteRange?
+            for span in set.ranges {
+                let (sum, overflow) = total.addingReportingOverflow(span.count)
+                findings.check(!overflow, "byte count overflows: \(set)")
+                total = sum
+                if let previous { findings.check(previous.end < span.start, "not apart: \(set)") }
+                previous = span
+            }
+            findings.check(set.byteCount == total, "byteCount \(set.byteCount) != \(total)")
+            let probe = range(&random)
+            findings.check(set.contains(probe) == model.contains { $0.start <= probe.start && probe.end <= $0.end } || probe.isEmpty,
+                           "contains \(probe) in \(set)")
+            let size = offset(&random)
+            let missing = set.complement(size: size)
+            var covered = missing
+            for span in set.ranges where span.start < size { covered.insert(ByteRange(span.start, min(span.end, size))) }
+            findings.check(covered.ranges == (size > 0 ? [ByteRange(0, size)] : []), "complement of \(set) in \(size)")
+            findings.check(set.fits(size: size) == ((set.ranges.last?.end ?? 0) <= size), "fits \(size)")
+        }
+        findings.assertNone("range sets near Int64.max")
+    }
+
+    /// Rates from byte counts anywhere in Int64 (a difference of two counts trapped): a number, never a trap.
+    func testRateMeterTakesAnyCounts() {
+        var random = Seeded(0x2A7E)
+        var findings = Findings()
+        for _ in 0..<5_000 {
+            var meter = RateMeter(window: 1)
+            var time = 0.0
+            for _ in 0..<Int.random(in: 1...6, using: &random) {
+                time += random.pick([0.01, 0.5, 2])
+                meter.add(bytes: random.chance(0.5) ? random.pick([Int64.max, Int64.min, 0]) : Int64(bitPattern: random.next()),
+                          at: time)
+            }
+            findings.check(!meter.rate.isNaN, "rate \(meter.rate)")
+        }
+        findings.assertNone("rates")
+    }
+}

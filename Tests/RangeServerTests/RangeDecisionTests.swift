@@ -84,6 +84,17 @@ final class RangeDecisionTests: XCTestCase {
         ] {
             XCTAssertNil(HTTPDate.parse(bad), bad)
         }
+        // A file's mtime may be anything up to Int64.max seconds (tmpfs keeps it): the
+        // nearest date an IMF-fixdate can write, never a trap.
+        let latest = "Fri, 31 Dec 9999 23:59:59 GMT"
+        let earliest = "Mon, 01 Jan 0001 00:00:00 GMT"
+        for (seconds, expected) in [
+            (Double(Int64.max), latest), (9.3e18, latest), (1e300, latest), (.infinity, latest),
+            (Double(Int64.min), earliest), (-1e300, earliest), (-.infinity, earliest),
+            (253_402_300_799, latest), (-62_135_596_800, earliest), (.nan, "Thu, 01 Jan 1970 00:00:00 GMT"),
+        ] {
+            XCTAssertEqual(HTTPDate.format(Date(timeIntervalSince1970: seconds)), expected, "\(seconds)")
+        }
         for seconds in stride(from: -86_400 * 400, to: 4_102_444_800, by: 7_777_777) {
             let date = Date(timeIntervalSince1970: Double(seconds))
             XCTAssertEqual(HTTPDate.parse(HTTPDate.format(date)), date)

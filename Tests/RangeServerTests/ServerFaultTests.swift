@@ -74,6 +74,43 @@ final class ServerFaultTests: XCTestCase {
         XCTAssertEqual(try connection.readResponse().status, 206)
     }
 
+    func testRetryAfterIsSentAsGiven() throws {
+        let date = "Sun, 06 Nov 99999999999 08:49:37 GMT"
+        let server = try server([FaultRule(.retryAfter(status: 503, value: date))])
+        let refused = try ranged(server)
+        XCTAssertEqual(refused.status, 503)
+        XCTAssertEqual(refused.header("retry-after"), date)
+    }
+
+    func testClaimLengthIgnoresRangesAndNeverMeetsTheClaim() throws {
+        let server = try server([FaultRule(.claimLength("9000000000000000000"))])
+        let response = try ranged(server)
+        XCTAssertEqual(response.status, 200)
+        XCTAssertEqual(response.header("content-length"), "9000000000000000000")
+        XCTAssertEqual(response.ending, .closedEarly)
+        XCTAssertEqual(response.body, file.bytes(in: 0..<10_000))
+    }
+
+    func testOverlongSendsBytesPastTheContentRange() throws {
+        let server = try server([FaultRule(.overlong(7))])
+        let response = try ranged(server)
+        XCTAssertEqual(response.status, 206)
+        XCTAssertEqual(response.header("content-range"), "bytes 100-199/10000")
+        XCTAssertEqual(response.header("content-length"), "107")
+        XCTAssertEqual(response.body, file.bytes(in: 100..<200) + Array("!!!!!!!".utf8))
+    }
+
+    func testHeaderReplacesOrAddsAFieldWithHostileText() throws {
+        let escape = "\"v\u{1B}[2J\u{7}\""
+        let replaced = try ranged(try server([FaultRule(.header(name: "etag", value: escape))]))
+        XCTAssertEqual(replaced.status, 206)
+        XCTAssertEqual(replaced.header("etag"), escape)
+        XCTAssertEqual(replaced.body, file.bytes(in: 100..<200))
+        let added = try ranged(try server([FaultRule(.header(name: "X-Note", value: "\u{9B}31m"))]))
+        XCTAssertEqual(added.header("x-note"), "\u{9B}31m")
+        XCTAssertEqual(added.header("content-range"), "bytes 100-199/10000")
+    }
+
     func testWrongContentRanges() throws {
         let cases: [(Fault, String, String, Range<Int64>)] = [
             (.wrongContentRangeShift(5), "bytes=100-199", "bytes 105-204/10000", 105..<205),

@@ -14,6 +14,12 @@ public struct CurlError: Error, Sendable, Equatable, CustomStringConvertible {
         self.message = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
     }
 
+    /// A failure rangeget itself finds while doing what libcurl would (following a redirect).
+    init(_ code: CURLcode, message: String) {
+        self.code = Int(code.rawValue)
+        self.message = message
+    }
+
     init(multi code: CURLMcode) {
         self.code = Int(code.rawValue)
         self.message = String(cString: curl_multi_strerror(code))

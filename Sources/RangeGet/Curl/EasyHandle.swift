@@ -60,8 +60,17 @@ final class EasyHandle {
         try check(rg_easy_setopt_data_callback(raw, option, callback))
     }
 
-    /// Replaces the request's extra header lines (`Name: value`).
+    /// False while libcurl must not follow redirects itself (`setHeaders`).
+    private(set) var followsRedirects = true
+
+    /// Replaces the request's extra header lines (`Name: value`). With a
+    /// line that may carry a credential (off `HeaderPolicy.harmless`),
+    /// libcurl does not follow redirects: it would forward the line to any
+    /// host (`performFollowingRedirects` follows them instead).
     func setHeaders(_ lines: [String]) throws(CurlError) {
+        let follows = lines.allSatisfy(HeaderPolicy.mayCrossOrigins)
+        try set(CURLOPT_FOLLOWLOCATION, follows)
+        followsRedirects = follows
         var list: UnsafeMutablePointer<curl_slist>?
         for line in lines {
             guard let next = curl_slist_append(list, line) else {
@@ -86,6 +95,14 @@ final class EasyHandle {
     var effectiveURL: String? {
         var pointer: UnsafeMutablePointer<CChar>?
         guard rg_easy_getinfo_string(raw, CURLINFO_EFFECTIVE_URL, &pointer) == CURLE_OK,
+              let pointer else { return nil }
+        return String(cString: pointer)
+    }
+
+    /// Where the last response (a redirect) points, resolved against its URL; nil when nowhere.
+    var redirectURL: String? {
+        var pointer: UnsafeMutablePointer<CChar>?
+        guard rg_easy_getinfo_string(raw, CURLINFO_REDIRECT_URL, &pointer) == CURLE_OK,
               let pointer else { return nil }
         return String(cString: pointer)
     }

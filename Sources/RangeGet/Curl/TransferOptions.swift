@@ -66,6 +66,32 @@ extension EasyHandle {
         if options.useNetrc { try set(CURLOPT_NETRC, Int(CURL_NETRC_OPTIONAL.rawValue)) }
     }
 
+    /// Runs the request to `url` (already its target, with `options.headers`)
+    /// on this thread, following redirects up to `options.maxRedirects`.
+    /// libcurl follows them itself unless a header that may carry a
+    /// credential is set (`setHeaders`); then each hop is taken here, with
+    /// the headers `HeaderPolicy` lets its origin have, and never from https
+    /// down to http. `beforeEach` runs before every request (to reset what
+    /// the callbacks collect).
+    func performFollowingRedirects(_ url: String, options: TransferOptions, beforeEach: () -> Void) throws(CurlError) {
+        var target = url
+        var secure = url.lowercased().hasPrefix("https:")
+        for _ in 0...options.maxRedirects {
+            beforeEach()
+            try perform()
+            guard !followsRedirects, (300..<400).contains(responseCode), let next = redirectURL else { return }
+            let nextIsSecure = next.lowercased().hasPrefix("https:")
+            if secure && !nextIsSecure {
+                throw CurlError(CURLE_UNSUPPORTED_PROTOCOL, message: "refused a redirect from https to \(next)")
+            }
+            secure = secure || nextIsSecure
+            target = HeaderPolicy.carryingUserinfo(of: url, to: next)
+            try setTarget(target)
+            try setHeaders(HeaderPolicy.headers(options.headers, givenFor: url, sentTo: target))
+        }
+        throw CurlError(CURLE_TOO_MANY_REDIRECTS, message: "Maximum (\(options.maxRedirects)) redirects followed")
+    }
+
     /// Points the handle at `url`. Every request goes through here, because
     /// the redirects it may follow depend on it: an https URL never follows
     /// a redirect down to plain http.

@@ -19,10 +19,13 @@ struct Piece: Sendable {
 /// what either has written, so no byte is written twice; the first to reach
 /// the end wins and the other is cancelled.
 final class Race {
+    /// Where the race began: the first byte both sides fetch.
+    let start: Int64
     /// Everything below this offset (from the race's start) is written.
     var frontier: Int64
 
     init(frontier: Int64) {
+        start = frontier
         self.frontier = frontier
     }
 }
@@ -346,7 +349,15 @@ final class Connection {
             return 0
         }
         if length < count {
-            rejection = .changed("the server sent more than \(expected.size ?? 0) bytes")
+            if let requested, let piece {
+                // A 206 whose body runs past its own Content-Range contradicts
+                // itself: none of its bytes count, and the piece is fetched
+                // again. The file did not change for it.
+                rejection = .overlong(requested)
+                position = piece.range.start
+            } else {
+                rejection = .changed("the server sent more than \(expected.size ?? 0) bytes")
+            }
             return 0
         }
         return count

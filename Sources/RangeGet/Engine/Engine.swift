@@ -58,6 +58,9 @@ final class Engine: @unchecked Sendable {
     private let multi: MultiHandle
     private let checkpointer: Checkpointer?
     private let stopRequested = Atomic<Bool>(false)
+    /// The bytes a background save made durable, until this thread reports
+    /// them (-1: nothing to report): events come from this thread only.
+    private let savedDurable = Atomic<Int64>(-1)
 
     var connections: [Connection] = []
     var queue: [Piece] = []
@@ -67,6 +70,8 @@ final class Engine: @unchecked Sendable {
     var setupDelay = 0.1
     private(set) var retries = 0
     private var sizeDisagreements = 0
+    /// Times the plain stream started over from byte 0.
+    private var plainRestarts = 0
     private var lastOtherTotal: Int64?
     private var lastCheckpoint = 0.0
     private var lastQuickSave = 0.0
@@ -162,6 +167,7 @@ final class Engine: @unchecked Sendable {
         switch outcome {
         case .complete, .remoteChanged, .rangesUnsupported:
             checkpointer?.waitForBackgroundSave()
+            reportSavedCheckpoint()
         case .stopped, .failed, .expired:
             if let failure = saveFinalCheckpoint() {
                 if case .failed = outcome { return outcome }
@@ -202,6 +208,7 @@ final class Engine: @unchecked Sendable {
             placeConnections(now: now)
             if let failure = checkpointer?.failure { return .failed(.io(failure)) }
             checkpointIfDue(now: now)
+            reportSavedCheckpoint()
             // A connection just freed takes its next piece at once (and the end
             // is noticed at once): waiting in poll cost up to 0.1 s per piece.
             if settledAny { continue }
@@ -290,6 +297,11 @@ final class Engine: @unchecked Sendable {
                 }
                 return nil
             }
+            var finished = finished
+            if case .overlong? = rejection, let race = finished.race {
+                distrust(race, of: connection, upTo: finished.piece.range.end, now: now)
+                finished.race = nil
+            }
             return retry(finished, reason: reason, rejection: rejection, now: now,
                          partnerBusy: partnerIsBusy(connection, in: finished.race))
         }
@@ -325,7 +337,10 @@ final class Engine: @unchecked Sendable {
             if let outcome = drop(mirror, because: rejection!.description, now: now) { return outcome }
         case let .status(code, _)? where code == 429 || code == 503:
             connectionLimit = max(1, connections.count(where: \.isBusy))
-        case let .status(code, _)? where (code == 403 || code == 410) && mirror.remote.effectiveURL != mirror.remote.url:
+        // A redirect reaches here only when libcurl may not follow it (a header
+        // that may carry a credential is set): resolving anew follows it by hand.
+        case let .status(code, _)? where (code == 403 || code == 410) && mirror.remote.effectiveURL != mirror.remote.url,
+             let .status(code, _)? where (300..<400).contains(code):
             if !partnerBusy { requeue(piece, from: finished.written.end, failures: 0, notBefore: now) }
             return .expired(index: mirror.index, reason: reason)
         default:
@@ -336,13 +351,17 @@ final class Engine: @unchecked Sendable {
             if let outcome = drop(mirror, because: reason, now: now) { return outcome }
         }
         if partnerBusy { return nil }
-        let failures = progressed ? 1 : piece.failures + 1
+        // A plain stream starts over from byte 0 after any failure, so a cut
+        // that made progress brings it no nearer the end: every restart counts.
+        if settings.plain { plainRestarts += 1 }
+        let failures = settings.plain ? plainRestarts : progressed ? 1 : piece.failures + 1
         if failures > settings.retries || (!retryable && failures > settings.retries / 2) {
-            return .failed(.server(url: mirror.remote.url, message: "giving up after \(failures) attempts: \(reason)"))
+            let restarts = settings.plain ? " of one stream from byte 0 (the server serves no ranges)" : ""
+            return .failed(.server(url: mirror.remote.url, message: "giving up after \(failures) attempts\(restarts): \(reason)"))
         }
         // A cut that made progress is retried at once; backoff is for failures that got nowhere.
-        var delay = progressed ? 0 : min(settings.retryWait * Double(1 << min(failures - 1, 16)), settings.retryWaitLimit)
-        if case let .status(_, retryAfter?)? = rejection { delay = max(delay, min(retryAfter, 300)) }
+        var delay = progressed && !settings.plain ? 0 : min(settings.retryWait * Double(1 << min(failures - 1, 16)), settings.retryWaitLimit)
+        if case let .status(_, retryAfter?)? = rejection { delay = max(delay, retryAfter) }
         if !mirror.isUsable { delay = 0 }
         onEvent(.retry(connection: -1, reason: reason, delay: delay))
         if settings.plain { written = RangeSet() }
@@ -370,6 +389,16 @@ final class Engine: @unchecked Sendable {
             return .failed(.server(url: mirror.remote.url, message: "no mirror left: \(reason)"))
         }
         return nil
+    }
+
+    /// A racing transfer's answer ran past its Content-Range, so the bytes
+    /// its partners skipped (it had written them) are not trusted either:
+    /// the partners stop, and the raced range is fetched again.
+    private func distrust(_ race: Race, of connection: Connection, upTo end: Int64, now: Double) {
+        for other in connections where other !== connection && other.race === race && other.isBusy {
+            cancel(other, reason: "its race partner's answer was not trusted", requeue: false, now: now)
+        }
+        written.remove(ByteRange(race.start, end))
     }
 
     private func partnerIsBusy(_ connection: Connection, in race: Race?) -> Bool {
@@ -433,10 +462,9 @@ final class Engine: @unchecked Sendable {
     private func checkpointIfDue(now: Double) {
         guard let checkpointer else { return }
         if now - lastCheckpoint >= settings.checkpointInterval {
-            let onEvent = self.onEvent
             // A save still running (a quick one) makes this wait for the next loop turn.
-            if checkpointer.saveInBackground(writtenSnapshot(), durable: true, then: { bytes in
-                onEvent(.checkpoint(bytesDurable: bytes))
+            if checkpointer.saveInBackground(writtenSnapshot(), durable: true, then: { [self] bytes in
+                savedDurable.store(bytes, ordering: .releasing)
             }) {
                 lastCheckpoint = now
                 lastQuickSave = now
@@ -447,14 +475,23 @@ final class Engine: @unchecked Sendable {
         }
     }
 
+    /// Reports the last durable background save, if one finished since the last report.
+    private func reportSavedCheckpoint() {
+        let bytes = savedDurable.exchange(-1, ordering: .acquiring)
+        if bytes >= 0 { onEvent(.checkpoint(bytesDurable: bytes)) }
+    }
+
     /// Saves the manifest on the way out; the error if the disk refused.
     private func saveFinalCheckpoint() -> IOError? {
         guard let checkpointer else { return nil }
         do {
             try checkpointer.saveNow(written)
+            // A background save that finished meanwhile is superseded by this one.
+            _ = savedDurable.exchange(-1, ordering: .acquiring)
             onEvent(.checkpoint(bytesDurable: written.byteCount))
             return nil
         } catch {
+            reportSavedCheckpoint()
             return error
         }
     }
@@ -497,6 +534,6 @@ struct RateMeter {
     /// Bytes per second across the window, 0 until two samples exist.
     var rate: Double {
         guard let first = samples.first, let last = samples.last, last.time > first.time else { return 0 }
-        return Double(last.bytes - first.bytes) / (last.time - first.time)
+        return (Double(last.bytes) - Double(first.bytes)) / (last.time - first.time)
     }
 }

@@ -1,7 +1,6 @@
 // Mirror: one URL of the file and how it is doing. The engine spreads
 // connections over the mirrors still in use, and drops a mirror that keeps
 // failing or serves something else; its ranges go to the others.
-import FoundationEssentials
 
 /// A source of the file and its running figures.
 final class Mirror {
@@ -34,7 +33,7 @@ final class Mirror {
         self.index = index
         self.remote = remote
         expectation = Expectation(remote)
-        host = Mirror.hostKey(remote.effectiveURL)
+        host = HeaderPolicy.origin(of: remote.effectiveURL)
     }
 
     var isUsable: Bool { droppedBecause == nil }
@@ -42,13 +41,6 @@ final class Mirror {
     /// Throughput per connection so far, nil before any byte.
     var ratePerConnection: Double? {
         busySeconds > 0.2 && bytes > 0 ? Double(bytes) / busySeconds : nil
-    }
-
-    static func hostKey(_ url: String) -> String {
-        guard let components = URLComponents(string: url) else { return url }
-        let scheme = components.scheme?.lowercased() ?? "http"
-        let port = components.port ?? (scheme == "https" ? 443 : 80)
-        return "\(scheme)://\(components.host?.lowercased() ?? ""):\(port)"
     }
 
     /// The figures for the final report.

@@ -60,7 +60,8 @@ final class Opening {
             guard (try? multi.poll(timeoutMilliseconds: max(1, min(100, Int(left * 1000))))) != nil else { break }
         }
         let head = connection.responseHead
-        if wholeFile, !ended, Self.isFinal(head), head.status == 200 {
+        // A size past `RemoteFile.largestSize` is left to the classic probe, which refuses it.
+        if wholeFile, !ended, Self.isFinal(head), head.status == 200, (head.contentLength ?? 0) <= RemoteFile.largestSize {
             isUsable = true
             return RemoteFile(url: url, effectiveURL: connection.easy.effectiveURL, head: head,
                               size: head.contentEncoding == nil ? head.contentLength : nil, acceptsRanges: false)
@@ -69,7 +70,7 @@ final class Opening {
               head["content-type"]?.lowercased().contains("multipart/") != true,
               let value = head["content-range"], let contentRange = ContentRange(value),
               let served = contentRange.range, served.start == 0, served.end <= length,
-              let total = contentRange.total
+              let total = contentRange.total, total <= RemoteFile.largestSize
         else {
             end()
             return nil

@@ -24,7 +24,8 @@ struct Expectation: Sendable, Equatable {
 
 /// Why a response's body must not be written.
 enum Rejection: Error, Equatable, Sendable, CustomStringConvertible {
-    /// An error status, with `Retry-After` seconds when given.
+    /// An error status, with `Retry-After` seconds when given (bounded by
+    /// `ResponseHead.longestRetryAfter`).
     case status(Int, retryAfter: Double?)
     /// A 200 with the whole (unchanged) file to a ranged request.
     case rangeIgnored
@@ -40,6 +41,8 @@ enum Rejection: Error, Equatable, Sendable, CustomStringConvertible {
     case encoded(String)
     /// `multipart/byteranges` to a single-range request.
     case multipart
+    /// A 206 for this range whose body ran past its Content-Range.
+    case overlong(ByteRange)
 
     var description: String {
         switch self {
@@ -51,6 +54,8 @@ enum Rejection: Error, Equatable, Sendable, CustomStringConvertible {
         case let .otherTotal(total): return "Content-Range names \(total) bytes in all, not the size the probe found"
         case let .encoded(coding): return "ranged response with Content-Encoding \(coding)"
         case .multipart: return "multipart/byteranges answer to a single range"
+        case let .overlong(range):
+            return "the answer for bytes \(range.start)-\(range.end - 1) ran past its Content-Range (none of it kept)"
         }
     }
 
@@ -58,7 +63,7 @@ enum Rejection: Error, Equatable, Sendable, CustomStringConvertible {
     var isTransient: Bool {
         switch self {
         case let .status(code, _): return code == 408 || code == 429 || code >= 500
-        case .contentRange, .otherTotal, .multipart: return true
+        case .contentRange, .otherTotal, .multipart, .overlong: return true
         case .rangeIgnored, .changed, .encoded: return false
         }
     }

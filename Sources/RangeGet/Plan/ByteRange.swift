@@ -9,9 +9,10 @@ public struct ByteRange: Hashable, Sendable, Comparable, CustomStringConvertible
     /// One past the last byte.
     public var end: Int64
 
-    /// A range from `start` up to, not including, `end`.
+    /// A range from `start` up to, not including, `end`; `0 <= start <= end`,
+    /// so `count` never overflows.
     public init(_ start: Int64, _ end: Int64) {
-        precondition(start <= end, "ByteRange start \(start) > end \(end)")
+        precondition(0 <= start && start <= end, "ByteRange \(start)..<\(end) is not a span of a file")
         self.start = start
         self.end = end
     }

@@ -14,8 +14,17 @@ struct Prober {
     /// Probes `url`, following redirects; `skipHead` goes straight to the
     /// ranged GET (after a HEAD was caught lying about the size).
     func probe(_ url: String, skipHead: Bool = false) throws(DownloadError) -> RemoteFile {
+        let remote = try find(url, skipHead: skipHead)
+        if let size = remote.size, size > RemoteFile.largestSize {
+            throw .server(url: url, message: "the server claims a size of \(size) bytes, more than any disk holds")
+        }
+        return remote
+    }
+
+    private func find(_ url: String, skipHead: Bool) throws(DownloadError) -> RemoteFile {
         let headed = skipHead ? nil : try? head(url)
-        if let headed, headed.acceptsRanges, headed.size.map({ $0 > 0 }) == true {
+        // An absurd length from HEAD is no length: the ranged GET decides.
+        if let headed, headed.acceptsRanges, let size = headed.size, size > 0, size <= RemoteFile.largestSize {
             return headed
         }
         do {
@@ -38,7 +47,9 @@ struct Prober {
         try easy.set(CURLOPT_TIMEOUT_MS, Int((options.connectTimeout + options.stallTimeout) * 1000))
         var collector = HeadCollector()
         defer { connectionsOpened.add(easy.connectionsOpened) }
-        try withCollector(&collector, on: easy) { try easy.perform() }
+        try withCollector(&collector, on: easy) { collector in
+            try easy.performFollowingRedirects(url, options: options) { collector.pointee = HeadCollector() }
+        }
         let head = collector.head
         guard (200..<300).contains(head.status) else {
             throw DownloadError.server(url: url, message: "HEAD answered \(head.status)")
@@ -60,7 +71,9 @@ struct Prober {
             try easy.set(CURLOPT_LOW_SPEED_LIMIT, 1)
             try easy.set(CURLOPT_LOW_SPEED_TIME, max(1, Int(options.stallTimeout.rounded(.up))))
             do {
-                try withCollector(&collector, on: easy) { try easy.perform() }
+                try withCollector(&collector, on: easy) { collector in
+                    try easy.performFollowingRedirects(url, options: options) { collector.pointee = HeadCollector() }
+                }
             } catch let error as CurlError {
                 failure = error
             }
@@ -105,7 +118,9 @@ struct Prober {
         return remote
     }
 
-    private func withCollector(_ collector: inout HeadCollector, on easy: EasyHandle, _ body: () throws -> Void) throws {
+    private func withCollector(
+        _ collector: inout HeadCollector, on easy: EasyHandle, _ body: (UnsafeMutablePointer<HeadCollector>) throws -> Void
+    ) throws {
         try withUnsafeMutablePointer(to: &collector) { pointer in
             try easy.set(CURLOPT_HEADERDATA, pointer: pointer)
             try easy.set(CURLOPT_WRITEDATA, pointer: pointer)
@@ -115,7 +130,7 @@ struct Prober {
                 _ = try? easy.set(CURLOPT_HEADERDATA, pointer: nil)
                 _ = try? easy.set(CURLOPT_WRITEDATA, pointer: nil)
             }
-            try body()
+            try body(pointer)
         }
     }
 }

@@ -17,6 +17,11 @@ public struct RemoteFile: Sendable, Equatable {
     /// The file name from `Content-Disposition`, unsanitised.
     public var contentDisposition: String?
 
+    /// The largest size rangeget believes: 4 EiB, more than any disk holds.
+    /// A server claiming more is refused at the probe, before a byte is
+    /// written, so offsets always have room below Int64.max.
+    public static let largestSize: Int64 = 1 << 62
+
     /// The entity tag when it is strong; weak tags never validate byte ranges (RFC 9110 13.1.5).
     public var strongETag: String? {
         guard let etag, !etag.hasPrefix("W/") else { return nil }
@@ -32,15 +37,12 @@ public struct RemoteFile: Sendable, Equatable {
     }
 
     /// The request headers that may go to `effectiveURL`: when the redirects
-    /// left the origin (scheme, host or port) of the URL the user gave,
-    /// `Authorization` and `Cookie` stay behind (curl CVE-2018-1000007,
-    /// CVE-2022-27776): they were meant for the origin only.
+    /// left the origin (scheme, host or port) of the URL the user gave, only
+    /// those that cannot carry a credential (`Accept`, `Accept-Language`,
+    /// `Cache-Control`, `User-Agent`; curl CVE-2018-1000007, CVE-2022-27776):
+    /// the rest were meant for the origin only.
     public func headers(from headers: [String]) -> [String] {
-        guard Mirror.hostKey(url) != Mirror.hostKey(effectiveURL) else { return headers }
-        return headers.filter { line in
-            let name = line.prefix { $0 != ":" }.trimmingWhitespace().lowercased()
-            return name != "authorization" && name != "cookie"
-        }
+        HeaderPolicy.headers(headers, givenFor: url, sentTo: effectiveURL)
     }
 
     /// How `other` (the same URL probed again) differs in size or

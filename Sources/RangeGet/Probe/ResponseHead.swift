@@ -52,13 +52,23 @@ struct ResponseHead: Sendable {
     var lastModified: String? { self["last-modified"] }
 
     /// `Retry-After` in seconds: delta-seconds, or an HTTP date counted from now
-    /// (RFC 9110 10.2.3); nil when absent or unreadable.
+    /// (RFC 9110 10.2.3), at most `longestRetryAfter`; nil when absent or
+    /// unreadable. A server controls the number: any length of digits, any year.
     var retryAfter: Double? {
-        guard let value = self["retry-after"] else { return nil }
-        if value.allSatisfy({ $0.isASCII && $0.isNumber }), let seconds = Double(value) { return seconds }
-        guard let date = HTTPDate.seconds(value) else { return nil }
-        return max(0, date - Double(time(nil)))
+        guard let value = self["retry-after"], !value.isEmpty else { return nil }
+        let seconds: Double
+        if value.allSatisfy({ $0.isASCII && $0.isNumber }) {
+            // Twenty digits or more are more than the cap anyway (and than Int64).
+            seconds = value.count < 20 ? Double(value) ?? Self.longestRetryAfter : Self.longestRetryAfter
+        } else {
+            guard let date = HTTPDate.seconds(value) else { return nil }
+            seconds = date - Double(time(nil))
+        }
+        return min(max(0, seconds), Self.longestRetryAfter)
     }
+
+    /// The longest wait a `Retry-After` can ask for, in seconds.
+    static let longestRetryAfter: Double = 300
 
     /// The content coding, nil for identity.
     var contentEncoding: String? {
@@ -82,21 +92,29 @@ extension StringProtocol {
 enum HTTPDate {
     private static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
 
-    /// Seconds since the epoch, nil unless `text` is an IMF-fixdate.
+    /// Seconds since the epoch, nil unless `text` is an IMF-fixdate: a
+    /// two-digit day, a four-digit year (RFC 9110 5.6.7), so every field fits
+    /// `tm` whatever a server sends.
     static func seconds(_ text: String) -> Double? {
         let parts = text.split(separator: " ")
-        guard parts.count == 6, parts[5] == "GMT", let day = Int(parts[1]), let month = months.firstIndex(of: String(parts[2])),
-              let year = Int(parts[3]) else { return nil }
-        let clock = parts[4].split(separator: ":").compactMap { Int($0) }
-        guard clock.count == 3, (1...31).contains(day), (0...23).contains(clock[0]), (0...59).contains(clock[1]),
-              (0...60).contains(clock[2]) else { return nil }
+        guard parts.count == 6, parts[5] == "GMT", let day = digits(parts[1], count: 2),
+              let month = months.firstIndex(of: String(parts[2])), let year = digits(parts[3], count: 4) else { return nil }
+        let clock = parts[4].split(separator: ":", omittingEmptySubsequences: false).map { digits($0, count: 2) }
+        guard clock.count == 3, let hour = clock[0], let minute = clock[1], let second = clock[2], (1...31).contains(day),
+              (0...23).contains(hour), (0...59).contains(minute), (0...60).contains(second) else { return nil }
         var fields = tm()
         fields.tm_year = Int32(year - 1900)
         fields.tm_mon = Int32(month)
         fields.tm_mday = Int32(day)
-        fields.tm_hour = Int32(clock[0])
-        fields.tm_min = Int32(clock[1])
-        fields.tm_sec = Int32(clock[2])
+        fields.tm_hour = Int32(hour)
+        fields.tm_min = Int32(minute)
+        fields.tm_sec = Int32(second)
         return Double(timegm(&fields))
+    }
+
+    /// The value of exactly `count` ASCII digits, else nil.
+    private static func digits(_ text: Substring, count: Int) -> Int? {
+        guard text.utf8.count == count, text.utf8.allSatisfy({ (48...57).contains($0) }) else { return nil }
+        return Int(text)
     }
 }

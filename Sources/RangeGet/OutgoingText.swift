@@ -1,0 +1,96 @@
+// OutgoingText: text the library hands out (error descriptions, event
+// reasons and URLs, mirror reports) is cleaned here, once. URLs lose their
+// `user:password@`, which the user typed but a terminal, a log or `--json`
+// must not show; control characters (C0, DEL, C1), bidi controls and line
+// separators, which a server can put into any header it sends (an ETag, a
+// Content-Range) and which would reach a terminal inside a message, are
+// written as `\u{1B}`, the form the `rangeget` command prints them in too.
+
+/// Cleans text before it leaves the library.
+enum OutgoingText {
+    /// `text` without the userinfo of any URL in it, and with every control
+    /// character written as `\u{XX}`.
+    static func clean(_ text: String) -> String {
+        var scalars = String.UnicodeScalarView()
+        var authority = false
+        var pending = String.UnicodeScalarView()
+        var previous: [Unicode.Scalar] = []
+        for scalar in text.unicodeScalars {
+            let printable = isControl(scalar)
+                ? ("\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}").unicodeScalars
+                : String(scalar).unicodeScalars
+            if authority {
+                if scalar == "@" {
+                    // What came since `://` was userinfo: drop it.
+                    pending = String.UnicodeScalarView()
+                    continue
+                }
+                if endsAuthority(scalar) {
+                    scalars.append(contentsOf: pending)
+                    pending = String.UnicodeScalarView()
+                    authority = false
+                } else {
+                    pending.append(contentsOf: printable)
+                    continue
+                }
+            }
+            scalars.append(contentsOf: printable)
+            previous = Array((previous + [scalar]).suffix(3))
+            if previous == [":", "/", "/"] {
+                authority = true
+                previous = []
+            }
+        }
+        scalars.append(contentsOf: pending)
+        return String(scalars)
+    }
+
+    /// C0, DEL, C1, the bidi controls (which can make a line read
+    /// backwards) and the Unicode line and paragraph separators.
+    private static func isControl(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.value {
+        case 0x00...0x1F, 0x7F...0x9F, 0x061C, 0x200E, 0x200F, 0x2028, 0x2029, 0x202A...0x202E, 0x2066...0x2069: true
+        default: false
+        }
+    }
+
+    /// Where the authority of a URL (`user:password@host:port`) ends: at its
+    /// path, query or fragment, or at a character no URL holds unescaped
+    /// (userinfo may hold `;`, `,`, `(` and the like, so those do not end it).
+    private static func endsAuthority(_ scalar: Unicode.Scalar) -> Bool {
+        "/?#\"<>\\`{}|^".unicodeScalars.contains(scalar) || scalar.properties.isWhitespace
+    }
+}
+
+extension DownloadEvent {
+    /// The event with its URLs and messages cleaned (`OutgoingText`).
+    var cleaned: DownloadEvent {
+        let clean = OutgoingText.clean
+        switch self {
+        case var .probed(remote):
+            remote.url = clean(remote.url)
+            remote.effectiveURL = clean(remote.effectiveURL)
+            return .probed(remote)
+        case let .restarting(reason): return .restarting(reason: clean(reason))
+        case let .retry(connection, reason, delay): return .retry(connection: connection, reason: clean(reason), delay: delay)
+        case let .segmentStarted(connection, range, url): return .segmentStarted(connection: connection, range: range, url: clean(url))
+        case let .connectionsMoved(from, to, count): return .connectionsMoved(from: clean(from), to: clean(to), count: count)
+        case let .mirrorDropped(url, reason): return .mirrorDropped(url: clean(url), reason: clean(reason))
+        case var .finished(result):
+            result.mirrors = result.mirrors.map(\.cleaned)
+            return .finished(result)
+        case .resuming, .progress, .segmentFinished, .stolen, .raced, .checkpoint, .paused, .resumed:
+            return self
+        }
+    }
+}
+
+extension MirrorReport {
+    /// The report with its URL and the reason it was dropped cleaned (`OutgoingText`).
+    var cleaned: MirrorReport {
+        var report = self
+        report.url = OutgoingText.clean(url)
+        report.dropped = dropped.map(OutgoingText.clean)
+        return report
+    }
+}
