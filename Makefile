@@ -5,10 +5,12 @@ deps:
 	@scripts/install-deps
 
 # The Swift runtime is linked statically: the binary runs without the
-# toolchain and keeps about 6 MiB less resident.
+# toolchain and keeps about 6 MiB less resident. Without SwiftPM's $ORIGIN
+# run path, an installed binary loads no library from the directory it sits
+# in (/usr/local/bin).
 build: deps
 	scripts/build-info
-	swift build -c release --product rangeget --static-swift-stdlib
+	swift build -c release --product rangeget --static-swift-stdlib --disable-local-rpath
 
 demo: build
 	scripts/demo.sh
