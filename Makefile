@@ -1,5 +1,5 @@
 # rangeget: `make demo` shows it working, `make test` proves it.
-.PHONY: deps build demo test bench install uninstall clean
+.PHONY: deps build demo test bench install uninstall deb clean
 
 deps:
 	@scripts/install-deps
@@ -41,6 +41,12 @@ install:
 uninstall:
 	rm -f "$(bindir)/rangeget" "$(man1dir)/rangeget.1" "$(bashcompletiondir)/rangeget" "$(zshcompletiondir)/_rangeget"
 
+# A Debian package of the release build, in the package root:
+# rangeget_VERSION_ARCH.deb (scripts/deb says what goes in it).
+deb: build
+	@scripts/install-deps dpkg-dev
+	scripts/deb
+
 demo: build
 	scripts/demo.sh
 
@@ -56,4 +62,4 @@ bench:
 	Benchmarks/run
 
 clean:
-	rm -rf .build demo-data
+	rm -rf .build demo-data rangeget_*.deb
