@@ -1,14 +1,51 @@
 # rangeget: `make demo` shows it working, `make test` proves it.
-.PHONY: deps build demo test bench clean
+.PHONY: deps build demo test bench install uninstall deb clean
 
 deps:
 	@scripts/install-deps
 
 # The Swift runtime is linked statically: the binary runs without the
-# toolchain and keeps about 6 MiB less resident.
+# toolchain and keeps about 6 MiB less resident. Without SwiftPM's $ORIGIN
+# run path, an installed binary loads no library from the directory it sits
+# in (/usr/local/bin).
 build: deps
 	scripts/build-info
-	swift build -c release --product rangeget --static-swift-stdlib
+	swift build -c release --product rangeget --static-swift-stdlib --disable-local-rpath
+
+# make install: where to, by the GNU conventions. DESTDIR stages the tree elsewhere
+# (a package, the tests); zsh's directory has a variable of its own because
+# Debian's zsh looks in /usr/share/zsh/vendor-completions instead.
+PREFIX ?= /usr/local
+DESTDIR ?=
+ZSH_COMPLETIONS ?= $(PREFIX)/share/zsh/site-functions
+# The binary to install: the release build of `make build` unless told (the
+# tests install the debug build they run).
+BINARY ?= $(shell swift build -c release --show-bin-path)/rangeget
+
+bindir = $(DESTDIR)$(PREFIX)/bin
+man1dir = $(DESTDIR)$(PREFIX)/share/man/man1
+bashcompletiondir = $(DESTDIR)$(PREFIX)/share/bash-completion/completions
+zshcompletiondir = $(DESTDIR)$(ZSH_COMPLETIONS)
+
+# Installs what `make build` built and never builds: `sudo make install`
+# would otherwise run SwiftPM as root and leave root-owned files in .build.
+install:
+	@test -x "$(BINARY)" || { echo "make install: $(BINARY) is missing: run make build first" >&2; exit 1; }
+	install -D -m 0755 "$(BINARY)" "$(bindir)/rangeget"
+	install -D -m 0644 docs/rangeget.1 "$(man1dir)/rangeget.1"
+	install -D -m 0644 docs/completion/rangeget.bash "$(bashcompletiondir)/rangeget"
+	install -D -m 0644 docs/completion/_rangeget "$(zshcompletiondir)/_rangeget"
+
+# Removes the files install put there and nothing else; directories stay
+# (install -D cannot tell which of them it created).
+uninstall:
+	rm -f "$(bindir)/rangeget" "$(man1dir)/rangeget.1" "$(bashcompletiondir)/rangeget" "$(zshcompletiondir)/_rangeget"
+
+# A Debian package of the release build, in the package root:
+# rangeget_VERSION_ARCH.deb (scripts/deb says what goes in it).
+deb: build
+	@scripts/install-deps dpkg-dev
+	scripts/deb
 
 demo: build
 	scripts/demo.sh
@@ -25,4 +62,4 @@ bench:
 	Benchmarks/run
 
 clean:
-	rm -rf .build demo-data
+	rm -rf .build demo-data rangeget_*.deb

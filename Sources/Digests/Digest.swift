@@ -61,6 +61,12 @@ public enum DigestAlgorithm: String, Sendable, CaseIterable {
         return Self.hex(digest.prefix(Int(length)))
     }
 
+    /// The libcrypto that computes every digest, as it names itself at run
+    /// time (`OpenSSL_version(OPENSSL_VERSION)`: "OpenSSL 3.0.17 1 Jul 2025").
+    public static var library: String {
+        String(cString: OpenSSL_version(OPENSSL_VERSION))
+    }
+
     private static func hex(_ bytes: ArraySlice<UInt8>) -> String {
         let digits = Array("0123456789abcdef".utf8)
         var text = [UInt8]()

@@ -111,7 +111,11 @@ enum GetCommand {
             urls = try command.parse(arguments, into: &settings)
             if settings.help { print(command.help); return ExitCode.success.rawValue }
             if settings.version {
-                print("rangeget \(RangeGetVersion.current) (commit \(RangeGetVersion.build))\n\(RangeGetVersion.libraries)")
+                print("""
+                    rangeget \(RangeGetVersion.current) (commit \(RangeGetVersion.build))
+                    \(RangeGetVersion.libraries)
+                    checksums: \(RangeGetVersion.checksumLibrary)
+                    """)
                 return ExitCode.success.rawValue
             }
             if let list = settings.inputFile {

@@ -6,10 +6,6 @@ import RangeServer
 import XCTest
 
 final class CommandLineTests: EndToEndTestCase {
-    private var repositoryRoot: URL {
-        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-    }
-
     func testProgressIsDrawnInPlaceOnATerminalAndNotElsewhere() throws {
         let resource = Resource.generated(size: 3 << 20, seed: 81)
         server.setResource(resource, at: "f")
@@ -150,7 +146,7 @@ final class CommandLineTests: EndToEndTestCase {
         for (file, arguments) in [("docs/rangeget.1", ["help", "--man"]),
                                   ("docs/completion/rangeget.bash", ["help", "--completion", "bash"]),
                                   ("docs/completion/_rangeget", ["help", "--completion", "zsh"])] {
-            let committed = try String(contentsOf: repositoryRoot.appendingPathComponent(file), encoding: .utf8)
+            let committed = try String(contentsOf: CLI.repositoryRoot.appendingPathComponent(file), encoding: .utf8)
             let generated = try CLI.run(arguments, in: directory).stdout
             XCTAssertEqual(committed, generated, "\(file) is stale: regenerate with rangeget \(arguments.joined(separator: " "))")
             for option in options {

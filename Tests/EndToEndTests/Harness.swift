@@ -18,14 +18,16 @@ struct Run {
 }
 
 enum CLI {
+    /// The package's root directory (where Package.swift and the Makefile are).
+    static let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .deletingLastPathComponent().deletingLastPathComponent()
+
     /// The `rangeget` executable built next to this test bundle.
     static let binary: String = {
         let besideTests = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
             .appendingPathComponent("rangeget").path
         if FileManager.default.isExecutableFile(atPath: besideTests) { return besideTests }
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent()
-        return root.appendingPathComponent(".build/debug/rangeget").path
+        return repositoryRoot.appendingPathComponent(".build/debug/rangeget").path
     }()
 
     /// Starts the binary; output goes to files so a killed child never blocks on a pipe.

@@ -14,9 +14,7 @@ private enum Example {
         let besideTests = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
             .appendingPathComponent("rangeget-example").path
         if FileManager.default.isExecutableFile(atPath: besideTests) { return besideTests }
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent()
-        return root.appendingPathComponent(".build/debug/rangeget-example").path
+        return CLI.repositoryRoot.appendingPathComponent(".build/debug/rangeget-example").path
     }()
 
     /// Runs the example to completion in a new process (killed after `timeout` seconds).

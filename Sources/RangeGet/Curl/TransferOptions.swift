@@ -2,6 +2,7 @@
 // GET (headers, TLS, timeouts, redirects), applied to an easy handle in one place.
 import CCurl
 import CCurlShim
+import Digests
 
 /// How every request of a download is made.
 public struct TransferOptions: Sendable {
@@ -134,4 +135,9 @@ public enum RangeGetVersion {
         _ = CurlGlobal.initialized
         return String(cString: curl_version())
     }
+
+    /// The libcrypto that computes checksums, as it names itself at run
+    /// time: usually the OpenSSL that `libraries` names, but with a libcurl
+    /// on another TLS library (GnuTLS) only this says which one it is.
+    public static var checksumLibrary: String { DigestAlgorithm.library }
 }
