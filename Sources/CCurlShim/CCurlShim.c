@@ -78,3 +78,7 @@ long rg_get_attribute(int fd, const char *name, void *value, size_t size) {
 int rg_remove_attribute(int fd, const char *name) {
     return fremovexattr(fd, name);
 }
+
+void rg_store_release(int64_t *word, int64_t value) {
+    __atomic_store_n(word, value, __ATOMIC_RELEASE);
+}

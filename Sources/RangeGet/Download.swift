@@ -490,7 +490,7 @@ public final class Download: Sendable {
         }
         guard let stored else {
             // Rangeget's own data file without a manifest (a single stream):
-            // empty it, and drop any quick state a lost manifest left behind.
+            // empty it, and drop any journal a lost manifest left behind.
             try discard(file: file, manifestPath: manifestPath)
             return nil
         }
@@ -527,11 +527,11 @@ public final class Download: Sendable {
         return stored
     }
 
-    /// Empties the data file and removes the manifest and the quick state
+    /// Empties the data file and removes the manifest and the write journal
     /// (first: its bytes must never be added to a new manifest).
     private func discard(file: OutputFile, manifestPath: String) throws(DownloadError) {
         do {
-            try StateFile.remove(PartialFiles(data: file.path).quickState)
+            try StateFile.remove(PartialFiles(data: file.path).journal)
             try file.truncate(to: 0)
             try StateFile.remove(manifestPath)
         } catch {
@@ -539,7 +539,7 @@ public final class Download: Sendable {
         }
     }
 
-    /// Removes the `.part` file at `partPath`, its manifest, quick state and
+    /// Removes the `.part` file at `partPath`, its manifest, journal and
     /// mark, unless another download holds the lock on it (then it is theirs
     /// to keep) or it is not rangeget's (a link, another program's file).
     static func discardPartial(at partPath: String) throws(DownloadError) {
@@ -554,7 +554,7 @@ public final class Download: Sendable {
         }
         do {
             file.unmark()
-            for path in [files.quickState, partPath, files.manifest] { try StateFile.remove(path) }
+            for path in [files.journal, partPath, files.manifest] { try StateFile.remove(path) }
         } catch {
             throw .io(error)
         }
@@ -596,7 +596,7 @@ public final class Download: Sendable {
                                           + "(run again with --force to overwrite it)")
             }
             file.unmark()
-            for path in [files.quickState, files.manifest] { try StateFile.remove(path) }
+            for path in [files.journal, files.manifest] { try StateFile.remove(path) }
             try StateFile.synchronizeDirectory(of: output, calls: options.systemCalls)
         } catch let error as IOError {
             throw .io(error)

@@ -200,7 +200,7 @@ final class HostileInputTests: EndToEndTestCase {
         XCTAssertTrue(failed.stderr.contains("has no entry for plain.bin"), failed.stderr)
         XCTAssertTrue(failed.stdout.contains("0 of 2 files downloaded"), failed.stdout)
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: path("out"))
-                           .filter { !$0.hasSuffix(".json") && !$0.hasSuffix(".quick") }.sorted(),
+                           .filter { !$0.hasSuffix(".json") && !$0.hasSuffix(".journal") }.sorted(),
                        ["named.bin.part", "plain.bin.part"], "nothing unverified under its final name")
 
         try "\(try sha256(of: named))  named.bin\n\(try sha256(of: plain))  ./plain.bin\n"

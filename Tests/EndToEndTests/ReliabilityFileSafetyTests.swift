@@ -3,7 +3,7 @@
 // never followed, a file that appears at the output is never replaced without
 // --force, a server-chosen size never fills the disk, a resume without
 // validators never splices a changed file, and a power cut can cost only the
-// quick state, never the durable manifest.
+// write journal, never the durable manifest.
 import Foundation
 import Glibc
 import RangeGet
@@ -37,7 +37,7 @@ final class ReliabilityFileSafetyTests: EndToEndTestCase {
         XCTAssertTrue(refused.stderr.contains("--restart"), refused.stderr)
         XCTAssertEqual(FileManager.default.contents(atPath: output + ".part"), foreign, "the foreign file is untouched")
         XCTAssertEqual(inode(output + ".part"), before)
-        XCTAssertEqual(directoryEntries(), ["f.part"], "no manifest, quick state or mark was added")
+        XCTAssertEqual(directoryEntries(), ["f.part"], "no manifest, journal or mark was added")
         XCTAssertFalse(server.statistics.requests.contains { $0.method == "GET" }, "nothing was fetched for a refused file")
 
         let restarted = try CLI.run(["-q", "--restart", "-n", "4", "-o", output, server.url("f")], in: directory)
@@ -96,8 +96,8 @@ final class ReliabilityFileSafetyTests: EndToEndTestCase {
         }
     }
 
-    /// Issue 12 (5): a hard link planted at the manifest's or the quick
-    /// state's temporary file was truncated and written through (`O_TRUNC`
+    /// Issue 12 (5): a hard link planted at the manifest's or the write
+    /// journal's temporary file was truncated and written through (`O_TRUNC`
     /// without `O_EXCL`); a symbolic link at the manifest is never read.
     func testLinksAtTheManifestAndItsTemporaryFilesAreNeverFollowed() throws {
         let resource = Resource.generated(size: 16 << 20, seed: 1204)
@@ -105,8 +105,8 @@ final class ReliabilityFileSafetyTests: EndToEndTestCase {
         server.setRatePerConnection(4 << 20)
         let output = path("f")
         let precious = Data("do not touch".utf8)
-        let victims = [path("victim-manifest"), path("victim-quick")]
-        for (victim, name) in zip(victims, [output + ".part.json.tmp", output + ".part.quick.tmp"]) {
+        let victims = [path("victim-manifest"), path("victim-journal")]
+        for (victim, name) in zip(victims, [output + ".part.json.tmp", output + ".part.journal.tmp"]) {
             _ = FileManager.default.createFile(atPath: victim, contents: precious)
             try FileManager.default.linkItem(atPath: victim, toPath: name)
         }
@@ -246,7 +246,7 @@ final class ReliabilityFileSafetyTests: EndToEndTestCase {
     /// noauto_da_alloc, a power cut can then leave an empty manifest (exit 4,
     /// all progress lost). Every manifest that stands at `OUTPUT.part.json`
     /// after the first durable save must have been fsynced before it got
-    /// there, while the quick state still records what was written.
+    /// there, while the write journal still records what was written.
     func testTheManifestIsOnlyEverReplacedByAFsyncedOne() throws {
         let resource = Resource.generated(size: 16 << 20, seed: 1210)
         server.setResource(resource, at: "f")
@@ -261,12 +261,11 @@ final class ReliabilityFileSafetyTests: EndToEndTestCase {
             guard case .progress = event, durableSaved.load(ordering: .relaxed),
                   let data = FileManager.default.contents(atPath: manifest) else { return false }
             let synced = probe.synced(manifest + ".tmp").contains(data)
-            let quick = RangeSet(ManifestFile.quickWritten(manifest).map { ByteRange($0.lowerBound, $0.upperBound) })
-            let done = RangeSet(ManifestFile.done(manifest).map { ByteRange($0.lowerBound, $0.upperBound) })
+            let quick = RangeSet(ManifestFile.journalWritten(manifest).map { ByteRange($0.lowerBound, $0.upperBound) })
             seen.withLock { seen in
                 seen.samples += 1
                 if !synced { seen.unsynced.append(String(decoding: data.prefix(200), as: UTF8.self)) }
-                if quick.byteCount > done.byteCount { seen.quickAhead = true }
+                if quick.byteCount > 0 { seen.quickAhead = true }
             }
             return false
         }) { options in
@@ -280,13 +279,13 @@ final class ReliabilityFileSafetyTests: EndToEndTestCase {
         XCTAssertEqual(result.unsynced.count, 0,
                        "\(result.unsynced.count) of \(result.samples) samples found a manifest that was never fsynced: "
                        + "\(result.unsynced.first ?? "")")
-        XCTAssertTrue(result.quickAhead, "the quick state recorded bytes ahead of the durable manifest")
+        XCTAssertTrue(result.quickAhead, "the write journal recorded bytes ahead of the durable manifest")
     }
 
-    /// What a power cut can leave of the quick state (an empty file) costs
-    /// only the quick state: the same command resumes from the durable
-    /// manifest (no exit 4) and asks for none of its bytes again.
-    func testAPowerCutThatEmptiesTheQuickStateCostsOnlyTheQuickState() throws {
+    /// What a power cut can leave of the write journal (an empty file) costs
+    /// only the journal: the same command resumes from the durable manifest
+    /// (no exit 4) and asks for none of its bytes again.
+    func testAPowerCutThatEmptiesTheJournalCostsOnlyTheJournal() throws {
         let size: Int64 = 16 << 20
         let resource = Resource.generated(size: size, seed: 1211)
         server.setResource(resource, at: "f")
@@ -297,10 +296,10 @@ final class ReliabilityFileSafetyTests: EndToEndTestCase {
         XCTAssertTrue(wait(timeout: 20) {
             let durable = durableBytes(manifest)
             return durable >= 2 << 20 && claimedBytes(manifest) > durable
-        }, "durable progress, and quick state ahead of it")
+        }, "durable progress, and the journal ahead of it")
         child.kill9()
         let done = doneRanges(manifest)
-        try Data().write(to: URL(fileURLWithPath: ManifestFile.quickStatePath(manifest)))
+        try Data().write(to: URL(fileURLWithPath: ManifestFile.journalPath(manifest)))
 
         server.setRatePerConnection(nil)
         server.resetStatistics()

@@ -33,7 +33,7 @@ final class ReliabilityLocalFaultTests: EndToEndTestCase {
                           "manifest lists \(range) as done but only \(snapshot.durable) was made durable "
                           + "(failed syncs: \(snapshot.failedSyncs))", file: file, line: line)
         }
-        for range in ManifestFile.quickWritten(manifestPath) {
+        for range in ManifestFile.journalWritten(manifestPath) {
             for lost in snapshot.pendingAtFailedSync.ranges where lost.start < range.upperBound && range.lowerBound < lost.end {
                 XCTFail("manifest lists \(range) as written, but \(lost) waited on a failed fdatasync", file: file, line: line)
             }

@@ -210,12 +210,17 @@ enum ManifestFile {
     /// The durable ranges it lists, [] when there is none.
     static func done(_ path: String) -> [Range<Int64>] { ranges(path, "done") }
 
-    /// The quick state beside the manifest at `path` (`X.part.quick` for `X.part.json`).
-    static func quickStatePath(_ path: String) -> String { String(path.dropLast(".json".count)) + ".quick" }
+    /// The write journal beside the manifest at `path` (`X.part.journal` for `X.part.json`).
+    static func journalPath(_ path: String) -> String { String(path.dropLast(".json".count)) + ".journal" }
 
-    /// The ranges the quick state beside the manifest at `path` lists as
-    /// written (good in this boot only), [] when there is none.
-    static func quickWritten(_ path: String) -> [Range<Int64>] { ranges(quickStatePath(path), "written") }
+    /// The ranges a run in this boot would trust beyond the durable ones
+    /// (the write journal's, through `Manifest.load`), [] when there are none.
+    static func journalWritten(_ path: String) -> [Range<Int64>] {
+        guard let trusted = try? Manifest.load(from: path) else { return [] }
+        var extra = trusted.done
+        for range in done(path) { extra.remove(ByteRange(range.lowerBound, range.upperBound)) }
+        return extra.ranges.map { $0.start..<$0.end }
+    }
 
     /// What a resumed run would trust: `Manifest.load`'s done bytes (durable
     /// ones, plus those written in this boot). Nil when there is no manifest;
@@ -293,9 +298,9 @@ extension EndToEndTestCase {
     }
 
     /// Bytes the manifest at `path` claims: durable ("done") and those a run in
-    /// this boot would also trust ("written" in the quick state beside it); 0 if unreadable.
+    /// this boot would also trust (in the write journal beside it); 0 if unreadable.
     func claimedBytes(_ manifestPath: String) -> Int64 {
-        RangeSet((ManifestFile.done(manifestPath) + ManifestFile.quickWritten(manifestPath))
+        RangeSet((ManifestFile.done(manifestPath) + ManifestFile.journalWritten(manifestPath))
             .map { ByteRange($0.lowerBound, $0.upperBound) }).byteCount
     }
 

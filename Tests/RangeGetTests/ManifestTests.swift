@@ -75,15 +75,17 @@ final class ManifestTests: XCTestCase {
     }
 }
 
-final class QuickStateTests: XCTestCase {
+final class WriteJournalTests: XCTestCase {
     private var directory: String!
     private var files: PartialFiles!
+    private var data: OutputFile!
 
     override func setUpWithError() throws {
-        directory = NSTemporaryDirectory() + "rangeget-quick-\(UUID().uuidString)"
+        directory = NSTemporaryDirectory() + "rangeget-journal-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         files = PartialFiles(output: directory + "/f")
         _ = FileManager.default.createFile(atPath: files.data, contents: Data(count: 100))
+        data = try OutputFile(existing: files.data)
         let remote = RemoteFile(url: "http://h/f", effectiveURL: "http://h/f", size: 100, etag: "\"e\"",
                                 lastModified: nil, acceptsRanges: true, contentDisposition: nil)
         var manifest = Manifest(remote: remote, size: 100)
@@ -92,46 +94,88 @@ final class QuickStateTests: XCTestCase {
     }
 
     override func tearDownWithError() throws {
+        data = nil
         try? FileManager.default.removeItem(atPath: directory)
     }
 
-    private func saveQuickState(bootID: String? = nil, file: FileIdentity? = nil) throws {
-        let state = QuickState(bootID: try bootID ?? XCTUnwrap(QuickState.currentBootID()),
-                               file: try file ?? XCTUnwrap(FileIdentity(path: files.data)),
-                               written: RangeSet([ByteRange(0, 40), ByteRange(50, 60)]))
-        try state.save(to: files.quickState, calls: .live)
+    private var loaded: RangeSet? { (try? Manifest.load(from: files.manifest))??.done }
+
+    private func journal(written: RangeSet = RangeSet()) throws -> WriteJournal {
+        try XCTUnwrap(try WriteJournal(path: files.journal, file: data, size: 100, slots: 2, written: written))
     }
 
-    /// Bytes written but not fsynced count after a killed process (same boot,
-    /// same data file), never after a reboot (another boot ID) or for another file.
+    /// Each write counts as soon as its slot records it: a transfer in
+    /// flight, finished ones, and the bytes the journal started with.
+    func testWritesCountAsTheyAreRecorded() throws {
+        let journal = try journal(written: RangeSet([ByteRange(90, 100)]))
+        XCTAssertEqual(loaded, RangeSet([ByteRange(0, 10), ByteRange(90, 100)]))
+        journal.begin(slot: 0, at: 20)
+        journal.advance(slot: 0, to: 25)
+        XCTAssertEqual(loaded, RangeSet([ByteRange(0, 10), ByteRange(20, 25), ByteRange(90, 100)]), "in flight")
+        journal.advance(slot: 0, to: 30)
+        journal.end(slot: 0, wrote: ByteRange(20, 30))
+        journal.begin(slot: 0, at: 50)
+        XCTAssertEqual(loaded, RangeSet([ByteRange(0, 10), ByteRange(20, 30), ByteRange(90, 100)]),
+                       "a finished transfer stays, a new one claims nothing yet")
+        journal.begin(slot: 1, at: 40)
+        journal.advance(slot: 1, to: 45)
+        journal.advance(slot: 0, to: 55)
+        XCTAssertEqual(loaded, RangeSet([ByteRange(0, 10), ByteRange(20, 30), ByteRange(40, 45), ByteRange(50, 55),
+                                         ByteRange(90, 100)]))
+    }
+
+    /// What a durable save covers leaves the journal; the rest stays.
+    func testCompactionKeepsWhatIsNotDurable() throws {
+        let journal = try journal()
+        journal.begin(slot: 0, at: 20)
+        journal.end(slot: 0, wrote: ByteRange(20, 40))
+        journal.begin(slot: 1, at: 60)
+        journal.end(slot: 1, wrote: ByteRange(60, 70))
+        journal.compact(durable: RangeSet([ByteRange(0, 30)]))
+        XCTAssertEqual(WriteJournal.written(at: files.journal, dataPath: files.data, size: 100),
+                       RangeSet([ByteRange(30, 40), ByteRange(60, 70)]))
+        journal.compact(durable: RangeSet([ByteRange(0, 100)]))
+        XCTAssertEqual(WriteJournal.written(at: files.journal, dataPath: files.data, size: 100), RangeSet())
+    }
+
+    /// Written bytes count after a killed process (same boot, same data
+    /// file), never after a reboot (another boot ID) or for another file.
     func testWrittenBytesCountOnlyInTheSameBootForTheSameDataFile() throws {
-        try saveQuickState()
-        XCTAssertEqual(try Manifest.load(from: files.manifest)?.done, RangeSet([ByteRange(0, 40), ByteRange(50, 60)]))
+        let journal = try journal(written: RangeSet([ByteRange(0, 40), ByteRange(50, 60)]))
+        XCTAssertEqual(loaded, RangeSet([ByteRange(0, 40), ByteRange(50, 60)]))
+        withExtendedLifetime(journal) {}
 
-        try saveQuickState(bootID: "00000000-0000-0000-0000-000000000000")
-        XCTAssertEqual(try Manifest.load(from: files.manifest)?.done, RangeSet([ByteRange(0, 10)]), "another boot")
+        var bytes = try XCTUnwrap(FileManager.default.contents(atPath: files.journal))
+        let valid = bytes
+        bytes.replaceSubrange(8..<24, with: Data(count: 16))
+        try bytes.write(to: URL(fileURLWithPath: files.journal))
+        XCTAssertEqual(loaded, RangeSet([ByteRange(0, 10)]), "another boot")
 
-        try saveQuickState(file: FileIdentity(path: directory))
-        XCTAssertEqual(try Manifest.load(from: files.manifest)?.done, RangeSet([ByteRange(0, 10)]), "another data file")
+        try valid.write(to: URL(fileURLWithPath: files.journal))
+        try FileManager.default.removeItem(atPath: files.data)
+        _ = FileManager.default.createFile(atPath: files.data, contents: Data(count: 100))
+        XCTAssertEqual(loaded, RangeSet([ByteRange(0, 10)]), "another data file")
     }
 
-    /// What a power cut may leave of the quick state (an empty file, zeros,
-    /// half a file) is ignored: the durable manifest still loads.
-    func testADamagedQuickStateCostsOnlyItsOwnBytes() throws {
-        try saveQuickState()
-        let valid = try XCTUnwrap(FileManager.default.contents(atPath: files.quickState))
+    /// What a power cut may leave of the journal (an empty file, zeros, half
+    /// a file) is ignored: the durable manifest still loads.
+    func testADamagedJournalCostsOnlyItsOwnBytes() throws {
+        _ = try journal(written: RangeSet([ByteRange(0, 40)]))
+        let valid = try XCTUnwrap(FileManager.default.contents(atPath: files.journal))
         for damaged in [Data(), Data(count: valid.count), valid.prefix(valid.count / 2)] {
-            try damaged.write(to: URL(fileURLWithPath: files.quickState))
-            XCTAssertEqual(try Manifest.load(from: files.manifest)?.done, RangeSet([ByteRange(0, 10)]))
+            try damaged.write(to: URL(fileURLWithPath: files.journal))
+            XCTAssertEqual(loaded, RangeSet([ByteRange(0, 10)]))
         }
     }
 
-    /// The quick state never touches the manifest (a file rangeget fsynced).
-    func testSavingTheQuickStateLeavesTheManifestAlone() throws {
+    /// The journal never touches the manifest (a file rangeget fsynced).
+    func testTheJournalLeavesTheManifestAlone() throws {
         let before = try XCTUnwrap(FileManager.default.contents(atPath: files.manifest))
         var info = stat()
         XCTAssertEqual(stat(files.manifest, &info), 0)
-        try saveQuickState()
+        let journal = try journal()
+        journal.begin(slot: 0, at: 20)
+        journal.advance(slot: 0, to: 30)
         var after = stat()
         XCTAssertEqual(stat(files.manifest, &after), 0)
         XCTAssertEqual(after.st_ino, info.st_ino)

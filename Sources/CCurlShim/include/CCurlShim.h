@@ -8,6 +8,7 @@
 #define RANGEGET_CCURLSHIM_H
 
 #include <curl/curl.h>
+#include <stdint.h>
 
 /// The signature of CURLOPT_WRITEFUNCTION and CURLOPT_HEADERFUNCTION.
 typedef size_t (*rg_data_callback)(char *data, size_t size, size_t count, void *user);
@@ -47,5 +48,9 @@ int rg_set_attribute(int fd, const char *name, const void *value, size_t size);
 long rg_get_attribute(int fd, const char *name, void *value, size_t size);
 /// `fremovexattr(fd, name)`: 0 or -1 with errno.
 int rg_remove_attribute(int fd, const char *name);
+
+/// Stores `value` at `word` in one piece, after every store before it (the
+/// write journal's order: a kill between two stores leaves a valid file).
+void rg_store_release(int64_t *word, int64_t value);
 
 #endif

@@ -55,6 +55,8 @@ final class Connection {
     let easy: EasyHandle
     /// Where bytes go; nil only while an opening request waits for the probe's verdict.
     private var file: OutputFile?
+    /// Where each write is recorded as soon as it is made (nil: no journal).
+    private var journal: WriteJournal?
     private let baseHeaders: [String]
     private let rateLimit: RateLimit?
     /// True while the transfer waits for the rate limit's tokens.
@@ -113,9 +115,11 @@ final class Connection {
         try easy.set(CURLOPT_HEADERFUNCTION, callback: connectionHeader)
     }
 
-    /// Gives an opening connection the file its bytes go to.
-    func attach(_ file: OutputFile) {
+    /// Gives the connection the file its bytes go to and the journal its
+    /// writes are recorded in (slot `id`).
+    func attach(_ file: OutputFile, journal: WriteJournal?) {
         self.file = file
+        self.journal = journal
     }
 
     /// The response head of the transfer in flight (or the last one).
@@ -198,6 +202,7 @@ final class Connection {
         self.requested = requested
         position = piece.range.start
         end = piece.range.end
+        journal?.begin(slot: id, at: position)
         transferBytes = 0
         progressMark = position
         lastProgress = now
@@ -291,6 +296,7 @@ final class Connection {
     private func release(_ end: TransferEnd, now: Double) -> FinishedTransfer {
         guard let piece, let mirror else { preconditionFailure("no transfer to finish") }
         let finished = FinishedTransfer(piece: piece, end: end, written: writtenSoFar!, mirror: mirror, race: race)
+        journal?.end(slot: id, wrote: finished.written)
         totalBytes += transferBytes
         mirror.bytes += transferBytes
         mirror.tcpConnections += easy.connectionsOpened
@@ -341,6 +347,7 @@ final class Connection {
                 }
             }
             position += Int64(length)
+            journal?.advance(slot: id, to: position)
             transferBytes += Int64(length)
             if let race, position > race.frontier { race.frontier = position }
         }

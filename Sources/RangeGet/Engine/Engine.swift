@@ -57,10 +57,9 @@ final class Engine: @unchecked Sendable {
     private let transferOptions: TransferOptions
     private let multi: MultiHandle
     private let checkpointer: Checkpointer?
+    /// Bytes written and not yet durable, recorded by the connections at each write.
+    private let journal: WriteJournal?
     private let stopRequested = Atomic<Bool>(false)
-    /// The bytes a background save made durable, until this thread reports
-    /// them (-1: nothing to report): events come from this thread only.
-    private let savedDurable = Atomic<Int64>(-1)
 
     var connections: [Connection] = []
     var queue: [Piece] = []
@@ -74,10 +73,10 @@ final class Engine: @unchecked Sendable {
     private var plainRestarts = 0
     private var lastOtherTotal: Int64?
     private var lastCheckpoint = 0.0
-    private var lastQuickSave = 0.0
-    /// Seconds between quick (not fsynced, same-boot) saves of what is written:
-    /// after kill -9 at most about this much transfer is fetched again.
-    static let quickSaveInterval = 0.05
+    private var lastWriteback = 0.0
+    /// Seconds between starts of writeback of the dirty data, so the durable
+    /// saves (and the final sync) find little left.
+    static let writebackInterval = 0.05
     /// Spare connections taken from `settings.budget`: transfers may run on
     /// one connection plus these.
     var sparesHeld = 0
@@ -106,11 +105,22 @@ final class Engine: @unchecked Sendable {
         mirrors = remotes.enumerated().map { Mirror(index: $0.offset, remote: $0.element) }
         let done = manifest?.done ?? RangeSet()
         written = done
+        let segmented = manifestPath != nil && manifest != nil && !settings.plain
+        if let manifestPath, let manifest, segmented {
+            checkpointer = Checkpointer(file: file, manifest: manifest, manifestPath: manifestPath, calls: calls)
+            // Without a journal (no boot ID, a file system that refuses it) a
+            // kill costs what was written since the last durable save.
+            journal = try? WriteJournal(path: PartialFiles(data: file.path).journal, file: file, size: manifest.size,
+                                        slots: settings.connections, written: done)
+        } else {
+            checkpointer = nil
+            journal = nil
+        }
         // A plain stream starts from byte 0 anyway; a ranged plan needs byte 0 to be missing.
         let adopts = opening?.isUsable == true && (settings.plain || !done.contains(ByteRange(0, 1)))
         if let opening, adopts {
             let (multi, connection) = opening.handOver()
-            connection.attach(file)
+            connection.attach(file, journal: journal)
             self.multi = multi
             connections.append(connection)
         } else {
@@ -122,11 +132,6 @@ final class Engine: @unchecked Sendable {
         planner = Planner(connections: settings.connections, minimumSplit: settings.minimumSplit)
         placement = MirrorPlacement(connections: settings.connections, room: mirrors.map { _ in settings.maxPerHost })
         connectionLimit = settings.plain ? 1 : settings.connections
-        if let manifestPath, manifest != nil, !settings.plain {
-            checkpointer = Checkpointer(file: file, manifest: manifest!, manifestPath: manifestPath, calls: calls)
-        } else {
-            checkpointer = nil
-        }
         transferOptions = options
         try multi.set(CURLMOPT_MAXCONNECTS, max(16, settings.connections * 2))
     }
@@ -141,6 +146,11 @@ final class Engine: @unchecked Sendable {
 
     /// Bytes received and written by this run.
     var bytesFetched: Int64 { connections.reduce(0) { $0 + $1.totalBytes } }
+
+    /// Bytes received so far, running transfers included.
+    private var bytesReceived: Int64 {
+        connections.reduce(bytesFetched) { $0 + ($1.isBusy ? $1.transferBytes : 0) }
+    }
 
     /// Runs the download until it completes, fails or is stopped.
     func run() -> EngineOutcome {
@@ -181,7 +191,10 @@ final class Engine: @unchecked Sendable {
     private func loop() -> EngineOutcome {
         while true {
             let now = MonotonicClock.now()
-            if isStopping { return .stopped }
+            if isStopping {
+                drainSockets(now: now)
+                return .stopped
+            }
             if let outcome = startIdleConnections(now: now) { return outcome }
             if queue.isEmpty && !connections.contains(where: \.isBusy) {
                 return .complete(size: size ?? written.ranges.last?.end ?? 0)
@@ -220,6 +233,28 @@ final class Engine: @unchecked Sendable {
         }
     }
 
+    /// On a stop (Ctrl-C, pause), takes in what has already arrived in the
+    /// sockets before the connections close: those bytes cost nothing now and
+    /// would be fetched again later. Stops as soon as a pass of libcurl finds
+    /// nothing more to read, and after `drainLimit` seconds at most.
+    private func drainSockets(now: Double) {
+        let deadline = now + Self.drainLimit
+        while MonotonicClock.now() < deadline, connections.contains(where: \.isBusy) {
+            let before = bytesReceived
+            guard (try? multi.perform()) != nil else { return }
+            while let (easy, result) = multi.nextFinished() {
+                guard let connection = Connection.owning(easy) else { continue }
+                multi.remove(connection.easy)
+                let now = MonotonicClock.now()
+                _ = settle(connection, connection.finish(result: result, now: now), now: now)
+            }
+            if bytesReceived == before { return }
+        }
+    }
+
+    /// The longest a stop waits for bytes already in the sockets.
+    static let drainLimit = 0.2
+
     /// Gives the opening request, already answered from byte 0, the first
     /// piece of the plan, cut at what the server sends. The rest of that
     /// piece goes to the back of the queue: the other connections start on
@@ -244,6 +279,7 @@ final class Engine: @unchecked Sendable {
     /// connection alive).
     func newConnection() throws(CurlError) -> Connection {
         let connection = try Connection(id: connections.count, file: file, options: transferOptions)
+        connection.attach(file, journal: journal)
         connections.append(connection)
         return connection
     }
@@ -458,27 +494,28 @@ final class Engine: @unchecked Sendable {
         return snapshot
     }
 
-    /// Starts quick saves (which also start writeback) and durable saves when due.
+    /// Starts durable saves, and writeback in between, when due.
     private func checkpointIfDue(now: Double) {
         guard let checkpointer else { return }
         if now - lastCheckpoint >= settings.checkpointInterval {
-            // A save still running (a quick one) makes this wait for the next loop turn.
-            if checkpointer.saveInBackground(writtenSnapshot(), durable: true, then: { [self] bytes in
-                savedDurable.store(bytes, ordering: .releasing)
-            }) {
+            // A writeback still running makes this wait for the next loop turn.
+            if checkpointer.saveInBackground(writtenSnapshot()) {
                 lastCheckpoint = now
-                lastQuickSave = now
+                lastWriteback = now
             }
-        } else if now - lastQuickSave >= Self.quickSaveInterval {
-            lastQuickSave = now
-            checkpointer.saveInBackground(writtenSnapshot(), durable: false) { _ in }
+        } else if now - lastWriteback >= Self.writebackInterval {
+            lastWriteback = now
+            checkpointer.startWriteback()
         }
     }
 
-    /// Reports the last durable background save, if one finished since the last report.
+    /// Reports the last durable background save, if one finished since the
+    /// last report (events come from this thread only), and drops what it
+    /// covers from the journal.
     private func reportSavedCheckpoint() {
-        let bytes = savedDurable.exchange(-1, ordering: .acquiring)
-        if bytes >= 0 { onEvent(.checkpoint(bytesDurable: bytes)) }
+        guard let durable = checkpointer?.takeSaved() else { return }
+        journal?.compact(durable: durable)
+        onEvent(.checkpoint(bytesDurable: durable.byteCount))
     }
 
     /// Saves the manifest on the way out; the error if the disk refused.
@@ -486,8 +523,7 @@ final class Engine: @unchecked Sendable {
         guard let checkpointer else { return nil }
         do {
             try checkpointer.saveNow(written)
-            // A background save that finished meanwhile is superseded by this one.
-            _ = savedDurable.exchange(-1, ordering: .acquiring)
+            journal?.compact(durable: written)
             onEvent(.checkpoint(bytesDurable: written.byteCount))
             return nil
         } catch {

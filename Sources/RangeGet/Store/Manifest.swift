@@ -1,7 +1,7 @@
 // Manifest: the resume state beside the data file, `OUTPUT.part.json`.
 // It lists only bytes that were durable (fdatasync'ed) when it was written,
 // and it is replaced atomically: temp file, fsync, rename, fsync directory.
-// Bytes written since, in this boot, are in the quick state (QuickState),
+// Bytes written since, in this boot, are in the write journal (WriteJournal),
 // which `load` adds.
 import FoundationEssentials
 import Glibc
@@ -59,7 +59,7 @@ public struct Manifest: Codable, Equatable, Sendable {
     }
 
     /// Reads the manifest at `path`; nil when there is none. Its `done` also
-    /// holds the bytes the quick state beside it (`OUTPUT.part.quick` for
+    /// holds the bytes the write journal beside it (`OUTPUT.part.journal` for
     /// `OUTPUT.part.json`) lists, when they were written in this boot to the
     /// data file there now: a killed process loses nothing the kernel has.
     /// A symbolic link or a file with other hard links is never read.
@@ -92,7 +92,7 @@ public struct Manifest: Codable, Equatable, Sendable {
         guard let files = PartialFiles(manifest: path) else { return manifest }
         var usable = manifest
         usable.done = manifest.done.union(
-            QuickState.written(at: files.quickState, dataPath: files.data, size: manifest.size))
+            WriteJournal.written(at: files.journal, dataPath: files.data, size: manifest.size))
         return usable
     }
 

@@ -24,8 +24,8 @@ struct PartialFiles: Sendable, Equatable {
 
     /// `OUTPUT.part.json`: the durable manifest (see Manifest).
     var manifest: String { data + ".json" }
-    /// `OUTPUT.part.quick`: the quick state, bytes written but perhaps not on disk yet (see QuickState).
-    var quickState: String { data + ".quick" }
+    /// `OUTPUT.part.journal`: bytes written but perhaps not on disk yet, recorded at each write (see WriteJournal).
+    var journal: String { data + ".journal" }
     /// `OUTPUT.part.mark`: says the data file is rangeget's, only where the
     /// file system has no extended attributes (see OutputFile.mark).
     var mark: String { data + ".mark" }

@@ -1,5 +1,5 @@
-// StateFile: the small files kept beside a download (the manifest, its quick
-// state, the mark where a file system has no extended attributes). They are
+// StateFile: the small files kept beside a download (the manifest, its write
+// journal, the mark where a file system has no extended attributes). They are
 // read without following a link, and replaced through a temporary file that is
 // created afresh, so a symbolic or hard link planted at either name never
 // makes rangeget read, truncate or write some other file.

@@ -1,0 +1,192 @@
+// WriteJournal: the bytes written to a data file and not yet durable,
+// recorded where they are written, `OUTPUT.part.journal`. The file is mapped
+// into memory (MAP_SHARED); after every pwrite, the connection that made it
+// stores its new position in its slot there: one store to memory, no system
+// call. A killed process (kill -9, a crash) loses nothing the kernel already
+// has, data or journal, so the next run in the same boot fetches again only
+// what was still in the sockets, plus at most the one write per connection
+// that had not been recorded yet. A timer-driven save lost everything
+// written since the last one, a burst's worth per connection.
+//
+// Layout (native 64-bit words): a header (magic, boot ID, the data file's
+// device and inode, its size, the slot count, the log capacity, which log is
+// active); one slot per connection, `[start, position)` of its transfer in
+// flight; two logs of finished ranges, each a count and its records. Every
+// update keeps the file valid at each store, so a kill between two stores
+// never makes it claim a byte that was not written:
+// - a transfer begins: its slot's start goes to "none" first, then the
+//   position, then the start;
+// - a transfer ends: its range is appended to the active log (the record,
+//   then the count), then its slot is cleared;
+// - a durable checkpoint covers some ranges: the survivors are written to
+//   the inactive log, which then becomes the active one (a single store).
+//
+// After a reboot (another boot ID) the journal counts for nothing: only the
+// manifest's durable `done` does, and a power cut can cost only the bytes
+// since the last durable save. The journal is never renamed over the
+// manifest.
+import CCurlShim
+import FoundationEssentials
+import Glibc
+
+/// Bytes written but not yet durable, one store per write, for the next run in this boot.
+final class WriteJournal {
+    private let base: UnsafeMutablePointer<Int64>
+    private let words: Int
+    private let descriptor: Int32
+    private let slotCount: Int
+    private let capacity: Int
+    private var active: Int
+    private var counts: [Int] = [0, 0]
+
+    /// "RGJRNL01" as a little-endian word.
+    private static let magic = Int64(bitPattern: 0x3130_4C4E_524A_4752)
+    private static let headerWords = 16
+    /// Records per log; a log holds the ranges finished between two durable saves.
+    static let logCapacity = 8192
+    /// A slot's start when it holds no transfer.
+    private static let none = Int64.max
+
+    /// Creates the journal at `path` for `file` (`size` bytes) with a slot per
+    /// connection, holding `written` (bytes already known to be written, not
+    /// necessarily durable) from the start. It is built under a temporary
+    /// name and renamed into place, so an older journal stays valid until
+    /// this one replaces it. Nil where the boot or the file cannot be identified.
+    init?(path: String, file: OutputFile, size: Int64, slots: Int, written: RangeSet) throws(IOError) {
+        guard let boot = Self.currentBoot(), let identity = FileIdentity(descriptor: file.descriptor) else { return nil }
+        slotCount = max(1, slots)
+        capacity = Self.logCapacity
+        words = Self.headerWords + 2 * slotCount + 2 * (1 + capacity)
+        let temporary = path + ".tmp"
+        if unlink(temporary) != 0 && errno != ENOENT { throw IOError("remove", temporary) }
+        let descriptor = retryingOnInterrupt {
+            open(temporary, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        }
+        guard descriptor >= 0 else { throw IOError("create", temporary) }
+        guard ftruncate(descriptor, off_t(words * 8)) == 0,
+              let mapped = mmap(nil, words * 8, PROT_READ | PROT_WRITE, MAP_SHARED, descriptor, 0),
+              mapped != MAP_FAILED else {
+            let error = IOError("map", temporary)
+            close(descriptor)
+            unlink(temporary)
+            throw error
+        }
+        self.descriptor = descriptor
+        base = mapped.bindMemory(to: Int64.self, capacity: words)
+        active = 0
+        base[1] = boot.0
+        base[2] = boot.1
+        base[3] = Int64(bitPattern: identity.device)
+        base[4] = Int64(bitPattern: identity.inode)
+        base[5] = size
+        base[6] = Int64(slotCount)
+        base[7] = Int64(capacity)
+        base[8] = 0
+        for slot in 0..<slotCount { base[slotIndex(slot)] = Self.none }
+        for range in written.ranges.prefix(capacity) { append(range) }
+        rg_store_release(base, Self.magic)
+        guard rename(temporary, path) == 0 else {
+            let error = IOError("rename", temporary)
+            unlink(temporary)
+            throw error
+        }
+    }
+
+    deinit {
+        munmap(base, words * 8)
+        close(descriptor)
+    }
+
+    private func slotIndex(_ slot: Int) -> Int { Self.headerWords + 2 * slot }
+    private func logIndex(_ log: Int) -> Int { Self.headerWords + 2 * slotCount + log * (1 + capacity) }
+
+    /// Connection `slot` starts writing at `start`.
+    func begin(slot: Int, at start: Int64) {
+        guard slot < slotCount else { return }
+        let index = slotIndex(slot)
+        rg_store_release(base + index, Self.none)
+        rg_store_release(base + index + 1, start)
+        rg_store_release(base + index, start)
+    }
+
+    /// Connection `slot` wrote everything below `position` of its transfer.
+    func advance(slot: Int, to position: Int64) {
+        guard slot < slotCount else { return }
+        rg_store_release(base + slotIndex(slot) + 1, position)
+    }
+
+    /// Connection `slot`'s transfer ended having written `range`.
+    func end(slot: Int, wrote range: ByteRange) {
+        if !range.isEmpty { append(range) }
+        guard slot < slotCount else { return }
+        rg_store_release(base + slotIndex(slot), Self.none)
+    }
+
+    /// Drops what `durable` covers (the manifest now lists it as done).
+    func compact(durable: RangeSet) {
+        let log = logIndex(active)
+        var kept = RangeSet()
+        for record in 0..<counts[active] {
+            let start = base[log + 1 + 2 * record]
+            kept.insert(ByteRange(start, base[log + 2 + 2 * record]))
+        }
+        for range in durable.ranges { kept.remove(range) }
+        let survivors = kept.ranges.prefix(capacity)
+        let next = 1 - active
+        let target = logIndex(next)
+        for (record, range) in survivors.enumerated() {
+            base[target + 1 + 2 * record] = range.start
+            base[target + 2 + 2 * record] = range.end
+        }
+        rg_store_release(base + target, Int64(survivors.count))
+        rg_store_release(base + 8, Int64(next))
+        counts[next] = survivors.count
+        active = next
+    }
+
+    /// Appends `range` to the active log; a full log drops it (those bytes
+    /// are then fetched again after a kill, nothing worse).
+    private func append(_ range: ByteRange) {
+        let count = counts[active]
+        guard count < capacity else { return }
+        let log = logIndex(active)
+        base[log + 1 + 2 * count] = range.start
+        base[log + 2 + 2 * count] = range.end
+        rg_store_release(base + log, Int64(count + 1))
+        counts[active] = count + 1
+    }
+
+    /// The bytes the journal at `path` says were written to the data file at
+    /// `dataPath` (`size` bytes) in this boot; empty when there is none, when it
+    /// is damaged, or when it was written in another boot or for another file.
+    static func written(at path: String, dataPath: String, size: Int64) -> RangeSet {
+        guard let data = try? StateFile.read(path), data.count % 8 == 0, data.count >= headerWords * 8,
+              let boot = currentBoot(), let identity = FileIdentity(path: dataPath) else { return RangeSet() }
+        let words = data.withUnsafeBytes { Array($0.bindMemory(to: Int64.self)) }
+        let slots = Int(clamping: words[6]), capacity = Int(clamping: words[7]), active = words[8]
+        guard words[0] == magic, words[1] == boot.0, words[2] == boot.1,
+              UInt64(bitPattern: words[3]) == identity.device, UInt64(bitPattern: words[4]) == identity.inode,
+              words[5] == size, slots > 0, slots <= 4096, capacity > 0, capacity <= 1 << 20,
+              active == 0 || active == 1,
+              words.count == headerWords + 2 * slots + 2 * (1 + capacity) else { return RangeSet() }
+        var written = RangeSet()
+        func add(_ start: Int64, _ end: Int64) {
+            if start >= 0, start < end, end <= size { written.insert(ByteRange(start, end)) }
+        }
+        for slot in 0..<slots { add(words[headerWords + 2 * slot], words[headerWords + 2 * slot + 1]) }
+        let log = headerWords + 2 * slots + Int(active) * (1 + capacity)
+        let count = min(max(0, Int(clamping: words[log])), capacity)
+        for record in 0..<count { add(words[log + 1 + 2 * record], words[log + 2 + 2 * record]) }
+        return written
+    }
+
+    /// This boot of the kernel (`/proc/sys/kernel/random/boot_id`) as two
+    /// words, nil when unknown: without it no journal is kept or trusted.
+    static func currentBoot() -> (Int64, Int64)? {
+        guard let data = FileManager.default.contents(atPath: "/proc/sys/kernel/random/boot_id") else { return nil }
+        let hex = String(decoding: data, as: UTF8.self).filter(\.isHexDigit)
+        guard hex.count == 32, let high = UInt64(hex.prefix(16), radix: 16), let low = UInt64(hex.suffix(16), radix: 16)
+        else { return nil }
+        return (Int64(bitPattern: high), Int64(bitPattern: low))
+    }
+}
