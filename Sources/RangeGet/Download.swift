@@ -215,7 +215,7 @@ public final class Download: Sendable {
         }
 
         var manifest = try resumeState(
-            file: file, manifestPath: manifestPath, remote: remote, restart: restart, onEvent: onEvent)
+            file: file, manifestPath: manifestPath, sources: sources, restart: restart, onEvent: onEvent)
         if tally.reused == nil { tally.reused = manifest?.done.byteCount ?? 0 }
         var restarts = 0
         var resolves = 0
@@ -235,7 +235,8 @@ public final class Download: Sendable {
                 }
             }
             if !plain, manifest == nil, let size = remote.size {
-                let fresh = Manifest(remote: remote, size: size)
+                var fresh = Manifest(remote: remote, size: size)
+                fresh.record(sources.map(\.url))
                 do {
                     // Not fsynced: it lists nothing done yet, and a manifest lost
                     // to a power cut only means the empty .part is started afresh.
@@ -270,7 +271,7 @@ public final class Download: Sendable {
                 unprobed = false
                 (sources, probeReports, _) = try probeMirrors(prober, onEvent: onEvent)
                 remote = sources[0]
-                manifest = try resumeState(file: file, manifestPath: manifestPath, remote: remote, restart: false,
+                manifest = try resumeState(file: file, manifestPath: manifestPath, sources: sources, restart: false,
                                            onEvent: onEvent)
                 continue
             }
@@ -430,7 +431,7 @@ public final class Download: Sendable {
     private func resumableWithoutProbe() -> RemoteFile? {
         guard mirrors.count == 1, !options.probeWithHead, partialDownloadExists,
               let stored = try? Manifest.load(from: outputPath(url: url, contentDisposition: nil) + ".part.json"),
-              stored.url == Manifest.redacting(url) else { return nil }
+              stored.knownURLs.contains(Manifest.redacting(url)) else { return nil }
         let remote = RemoteFile(url: url, effectiveURL: url, size: stored.size, etag: stored.etag,
                                 lastModified: stored.lastModified, acceptsRanges: true, contentDisposition: nil)
         return remote.ifRange == nil ? nil : remote
@@ -475,28 +476,35 @@ public final class Download: Sendable {
 
     /// The manifest to resume from, or nil to start from zero (then the data file is emptied).
     private func resumeState(
-        file: OutputFile, manifestPath: String, remote: RemoteFile, restart: Bool,
+        file: OutputFile, manifestPath: String, sources: [RemoteFile], restart: Bool,
         onEvent: @Sendable (DownloadEvent) -> Void
     ) throws(DownloadError) -> Manifest? {
         if restart {
             try discard(file: file, manifestPath: manifestPath)
             return nil
         }
-        let stored: Manifest?
+        let loaded: Manifest?
         do {
-            stored = try Manifest.load(from: manifestPath)
+            loaded = try Manifest.load(from: manifestPath)
         } catch {
             throw .manifest(error)
         }
-        guard let stored else {
+        guard var stored = loaded else {
             // Rangeget's own data file without a manifest (a single stream):
             // empty it, and drop any journal a lost manifest left behind.
             try discard(file: file, manifestPath: manifestPath)
             return nil
         }
-        if stored.url != Manifest.redacting(url) {
-            throw .manifest(ManifestError(path: manifestPath, problem: "belongs to \(stored.url), not \(Manifest.redacting(url))"))
+        // The manifest belongs to the file, not to one URL: a URL it records
+        // is compared as usual; any other must prove it serves the same file.
+        let known = stored.knownURLs
+        guard let remote = sources.first(where: { known.contains(Manifest.redacting($0.url)) }) else {
+            try checkSameFile(stored, served: sources[0], by: file, manifestPath: manifestPath)
+            stored.record(sources.map(\.url))
+            onEvent(.resuming(bytesDone: stored.done.byteCount))
+            return stored
         }
+        stored.record(sources.map(\.url))
         if let etag = stored.etag, etag == remote.etag, let size = remote.size, size != stored.size {
             // Same version of the file, other size: the manifest cannot describe it.
             throw .manifest(ManifestError(
@@ -525,6 +533,35 @@ public final class Download: Sendable {
         }
         onEvent(.resuming(bytesDone: stored.done.byteCount))
         return stored
+    }
+
+    /// Accepts a URL the manifest does not record as a source of its file
+    /// only when it serves that file: the same size and strong ETag, or (with
+    /// no strong ETag on either side) the same bytes at a few random places
+    /// of those on disk. Anything else is someone else's file: refused (exit
+    /// 4), never spliced, and the partial download is kept for its own URLs.
+    private func checkSameFile(_ stored: Manifest, served remote: RemoteFile, by file: OutputFile,
+                               manifestPath: String) throws(DownloadError) {
+        let known = stored.knownURLs.joined(separator: ", ")
+        func refuse(_ why: String) -> DownloadError {
+            .manifest(ManifestError(path: manifestPath, problem: "was started from \(known), and \(Manifest.redacting(remote.url)) "
+                + "\(why); give one of those URLs, or run again with --restart to start over"))
+        }
+        guard remote.size == stored.size else {
+            throw refuse("serves \(remote.size.map { "\($0) bytes" } ?? "a file of unknown length"), not \(stored.size)")
+        }
+        let storedTag = stored.etag.flatMap { $0.hasPrefix("W/") ? nil : $0 }
+        if let storedTag, let theirs = remote.strongETag {
+            guard storedTag == theirs else { throw refuse("serves ETag \(theirs), not \(storedTag)") }
+            return
+        }
+        var random = SystemRandomNumberGenerator()
+        let samples = SpotCheck.samples(of: stored.done, count: SpotCheck.sampleCount, length: SpotCheck.sampleLength,
+                                        using: &random)
+        if let differing = try SpotCheck.firstDifference(in: file, url: remote.effectiveURL, size: stored.size,
+                                                         samples: samples, options: options.transfer) {
+            throw refuse("serves other bytes at \(differing)")
+        }
     }
 
     /// Empties the data file and removes the manifest and the write journal

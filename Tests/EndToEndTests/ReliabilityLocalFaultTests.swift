@@ -208,7 +208,8 @@ final class ReliabilityLocalFaultTests: EndToEndTestCase {
             ("invalid JSON", Data("{\"version\":1,,}".utf8), "not a valid manifest"),
             ("random bytes", Data((0..<512).map { _ in UInt8.random(in: 0...255, using: &garbage) }), "not a valid manifest"),
             ("JSON null", Data("null".utf8), "not a valid manifest"),
-            ("another URL", json(["url": "http://127.0.0.1:1/other"]), "belongs to"),
+            // Another URL may resume it only by proving it serves the same file (issue 14).
+            ("another URL and ETag", json(["url": "http://127.0.0.1:1/other", "etag": "\"other\""]), "was started from"),
             ("newer version", json(["version": 2]), "format version 2"),
             ("bytes past the end", json(["done": [[0, size + 1]]]), "beyond"),
             ("inverted range", json(["done": [[10, 5]]]), "not a valid manifest"),

@@ -13,8 +13,11 @@ public struct Manifest: Codable, Equatable, Sendable {
 
     /// The format version; a newer one is refused rather than misread.
     public var version: Int
-    /// The URL the user gave, without userinfo (no passwords on disk).
+    /// The URL the download was started from, without userinfo (no passwords on disk).
     public var url: String
+    /// Every other URL that served bytes of this file (mirrors, or URLs a
+    /// later run resumed it from), without userinfo; nil when there is none.
+    public var urls: [String]?
     /// The remote file's complete length.
     public var size: Int64
     /// The entity tag (strong or weak) the bytes were validated against.
@@ -32,6 +35,16 @@ public struct Manifest: Codable, Equatable, Sendable {
         etag = remote.etag
         lastModified = remote.lastModified
         done = RangeSet()
+    }
+
+    /// Every URL known to serve this file: `url`, then `urls`.
+    public var knownURLs: [String] { [url] + (urls ?? []) }
+
+    /// Records `urls` (redacted) as serving this file too.
+    public mutating func record(_ urls: [String]) {
+        var known = knownURLs
+        for url in urls.map(Self.redacting) where !known.contains(url) { known.append(url) }
+        self.urls = known.count > 1 ? Array(known.dropFirst()) : nil
     }
 
     /// Why `remote` is not the file these bytes came from, or nil when it is.
