@@ -176,7 +176,9 @@ public final class Download: Sendable {
         tally.attempts += 1
         // A restart discards what was there before this download, not what its own earlier attempts fetched.
         let restart = options.restart && tally.attempts == 1
-        if case let .file(path) = destination { try checkWritable(output: path) }
+        // An output that exists already: done when it is still the server's file.
+        var existing = false
+        if case let .file(path) = destination { existing = try checkWritable(output: path) }
         let prober = Prober(options: options.transfer)
         defer { tally.tcpConnections += prober.connectionsOpened.total }
         var sources: [RemoteFile]
@@ -191,13 +193,23 @@ public final class Download: Sendable {
             // A partial download's first bytes are usually on disk already (the
             // opening request, from byte 0, would fetch them again), or another
             // run holds it and this one is about to be refused.
-            let opens = !options.probeWithHead && !partialDownloadExists
+            // An output that exists is probed with HEAD: no byte of it is needed.
+            let opens = !options.probeWithHead && !partialDownloadExists && !existing
+                && access(outputPath(url: url, contentDisposition: nil), F_OK) != 0
             (sources, probeReports, opening) = try probeMirrors(prober, opening: opens, onEvent: onEvent)
         }
         var remote = sources[0]
         onEvent(.probed(remote))
         let output = outputPath(url: remote.url, contentDisposition: remote.contentDisposition)
-        if case .directory = destination { try checkWritable(output: output) }
+        if case .directory = destination { existing = try checkWritable(output: output) }
+        if existing {
+            opening?.end()
+            let result = try alreadyComplete(output, remote: remote, reports: probeReports,
+                                             seconds: tally.seconds + MonotonicClock.now() - started,
+                                             tcpConnections: tally.tcpConnections + prober.connectionsOpened.total)
+            onEvent(.finished(result))
+            return result
+        }
 
         let files = PartialFiles(output: output)
         let manifestPath = files.manifest
@@ -234,7 +246,10 @@ public final class Download: Sendable {
                     throw .io(error)
                 }
             }
-            if !plain, manifest == nil, let size = remote.size {
+            // A single stream of known length keeps a manifest too: the bytes
+            // from 0 it has, which a later run resumes if the server then
+            // serves ranges (and starts over, saying why, if it still does not).
+            if manifest == nil, let size = remote.size {
                 var fresh = Manifest(remote: remote, size: size)
                 fresh.record(sources.map(\.url))
                 do {
@@ -249,8 +264,8 @@ public final class Download: Sendable {
             let engine: Engine
             do {
                 engine = try Engine(
-                    mirrors: sources, file: file, manifest: plain ? nil : manifest,
-                    manifestPath: plain ? nil : manifestPath, settings: engineSettings(plain: plain),
+                    mirrors: sources, file: file, manifest: manifest,
+                    manifestPath: manifestPath, settings: engineSettings(plain: plain),
                     options: options.transfer, calls: options.systemCalls, opening: opening, onEvent: onEvent)
             } catch {
                 throw .network(url: url, message: "\(error)")
@@ -277,7 +292,8 @@ public final class Download: Sendable {
             }
             switch outcome {
             case let .complete(size):
-                try finish(file: file, size: size, output: output, files: files, manifest: manifest)
+                try finish(file: file, size: size, output: output, files: files, manifest: manifest, remote: remote,
+                           onEvent: onEvent)
                 let result = DownloadResult(
                     path: output, size: size, seconds: tally.seconds + MonotonicClock.now() - started,
                     bytesFetched: tally.fetched, bytesReused: tally.reused ?? 0, retries: tally.retries,
@@ -458,11 +474,19 @@ public final class Download: Sendable {
     }
 
     /// Refuses to overwrite a finished file without `overwrite`, and fails early on an unusable directory.
-    private func checkWritable(output: String) throws(DownloadError) {
+    /// Returns true when a finished file is there already (and `overwrite`
+    /// is off): the download then only checks it is still the server's.
+    private func checkWritable(output: String) throws(DownloadError) -> Bool {
         var info = stat()
-        if stat(output, &info) == 0 {
+        var exists = false
+        if lstat(output, &info) == 0 {
             if (info.st_mode & S_IFMT) == S_IFDIR { throw .usage("\(output) is a directory") }
-            if !options.overwrite { throw .usage("\(output) already exists; use --force to overwrite it") }
+            if !options.overwrite {
+                guard (info.st_mode & S_IFMT) == S_IFREG else {
+                    throw .usage("\(output) already exists and is not a regular file; use --force to replace it")
+                }
+                exists = true
+            }
         }
         let folder = StateFile.directory(of: output)
         var folderInfo = stat()
@@ -472,6 +496,22 @@ public final class Download: Sendable {
         guard access(folder, W_OK) == 0 else {
             throw .usage("cannot write to directory \(folder): \(String(cString: strerror(errno)))")
         }
+        return exists
+    }
+
+    /// The result for a finished file already at `output` that is still what
+    /// `remote` serves (same size, and the same validators where its origin
+    /// recorded them); a usage error naming the difference when it is not.
+    private func alreadyComplete(_ output: String, remote: RemoteFile, reports: [MirrorReport], seconds: Double,
+                                 tcpConnections: Int) throws(DownloadError) -> DownloadResult {
+        var info = stat()
+        guard lstat(output, &info) == 0 else { throw .io(IOError("examine", output)) }
+        if let why = FileOrigin.difference(size: Int64(info.st_size), origin: FileOrigin(path: output), remote: remote) {
+            throw .usage("\(output) already exists and is not the server's file now (\(why)); use --force to replace it")
+        }
+        return DownloadResult(path: output, size: Int64(info.st_size), seconds: seconds, bytesFetched: 0,
+                              bytesReused: Int64(info.st_size), retries: 0, mirrors: reports, connectionsUsed: 0,
+                              tcpConnections: tcpConnections, alreadyComplete: true)
     }
 
     /// The manifest to resume from, or nil to start from zero (then the data file is emptied).
@@ -511,7 +551,7 @@ public final class Download: Sendable {
                 path: manifestPath, problem: "records a size of \(stored.size) bytes, but the file (same ETag) has \(size)"))
         }
         var reason = stored.mismatch(with: remote).map { "the remote file changed since the last run: \($0)" }
-        if reason == nil, !remote.acceptsRanges { reason = "the server no longer serves byte ranges" }
+        if reason == nil, !remote.acceptsRanges { reason = "the server does not serve the byte ranges a resume needs" }
         if reason == nil, file.currentSize() < (stored.done.ranges.last?.end ?? 0) {
             reason = "\(file.path) is shorter than its manifest says"
         }
@@ -598,17 +638,19 @@ public final class Download: Sendable {
     }
 
     /// Saves `manifest` (when the download has one) as complete, durably.
-    private func keepAsComplete(_ manifest: Manifest?, size: Int64, at path: String) throws(IOError) {
+    private func keepAsComplete(_ manifest: Manifest?, size: Int64, at path: String,
+                                problem: String? = nil) throws(IOError) {
         guard var complete = manifest else { return }
         complete.done = RangeSet([ByteRange(0, size)])
+        complete.problem = problem
         try complete.save(to: path, calls: options.systemCalls)
     }
 
     /// Verifies the length, makes the data durable and moves it into place:
     /// never over a file that appeared at `output` since the start, unless
     /// `overwrite`; then the data stays, recorded as complete in `manifest`.
-    private func finish(file: OutputFile, size: Int64, output: String, files: PartialFiles,
-                        manifest: Manifest?) throws(DownloadError) {
+    private func finish(file: OutputFile, size: Int64, output: String, files: PartialFiles, manifest: Manifest?,
+                        remote: RemoteFile, onEvent: @Sendable (DownloadEvent) -> Void) throws(DownloadError) {
         do {
             if file.currentSize() > size { try file.truncate(to: size) }
             let actual = file.currentSize()
@@ -618,12 +660,22 @@ public final class Download: Sendable {
             if let checksum = try options.expectedChecksum(savingAs: output, data: file.path) {
                 let actual = try Checksum.digest(of: file.path, algorithm: checksum.algorithm)
                 guard actual == checksum.hex else {
+                    let problem = "\(checksum.algorithm.rawValue) is \(actual), expected \(checksum.hex)"
+                    // Complete, but not what was expected: `status` says so, and
+                    // a rerun checks again without fetching a byte.
+                    try keepAsComplete(manifest, size: size, at: files.manifest, problem: problem)
                     throw DownloadError.verification(
                         "\(checksum.algorithm.rawValue) of the download is \(actual), expected \(checksum.hex); "
                             + "the data stays in \(file.path) (--restart fetches it again)")
                 }
             }
             try file.synchronize()
+            let origin = FileOrigin(url: Manifest.redacting(remote.url), etag: remote.etag,
+                                    lastModified: remote.lastModified)
+            if try !origin.record(on: file.descriptor) {
+                onEvent(.notice("the file system of \(output) keeps no extended attributes: a later run can compare "
+                                + "only its size with the server's, not its ETag"))
+            }
             do {
                 try file.move(to: output, replacing: options.overwrite)
             } catch {

@@ -56,6 +56,8 @@ public enum DownloadEvent: Sendable {
     /// The placement moved `count` connections from the mirror at `from`
     /// to the one at `to`, where they add more (their ranges go back to the queue).
     case connectionsMoved(from: String, to: String, count: Int)
+    /// Something worth telling the user that changes nothing in the outcome.
+    case notice(String)
     /// A mirror is no longer used, and why.
     case mirrorDropped(url: String, reason: String)
     /// A free connection fetches the rest of a slow connection's piece too; the first to finish wins.
@@ -94,6 +96,9 @@ public struct DownloadResult: Sendable, Equatable {
     public var connectionsUsed: Int
     /// TCP connections opened, probes included (keep-alive reuse opens none).
     public var tcpConnections: Int
+    /// True when the file was there already, complete and still the
+    /// server's (same size and validators): nothing was fetched.
+    public var alreadyComplete = false
 }
 
 /// What one mirror contributed to a download.

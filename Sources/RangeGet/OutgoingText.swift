@@ -76,6 +76,7 @@ extension DownloadEvent {
         case let .segmentStarted(connection, range, url): return .segmentStarted(connection: connection, range: range, url: clean(url))
         case let .connectionsMoved(from, to, count): return .connectionsMoved(from: clean(from), to: clean(to), count: count)
         case let .mirrorDropped(url, reason): return .mirrorDropped(url: clean(url), reason: clean(reason))
+        case let .notice(message): return .notice(clean(message))
         case var .finished(result):
             result.mirrors = result.mirrors.map(\.cleaned)
             return .finished(result)

@@ -83,7 +83,9 @@ final class BatchRun: Sendable {
             }
             switch result {
             case let .success(done) where !settings.quiet && !settings.json:
-                display.message("saved \(done.path) (\(ByteCount.format(done.size)))")
+                display.message(done.alreadyComplete
+                    ? "\(done.path) is already complete (the same as the server's): skipped"
+                    : "saved \(done.path) (\(ByteCount.format(done.size)))")
             case let .failure(error) where error != .interrupted || !settings.quiet:
                 display.message("failed: \(error)")
             default:
@@ -141,8 +143,10 @@ final class BatchRun: Sendable {
             }
             print(JSONSummary.encode(BatchSummary(outcome: failed.isEmpty ? "complete" : "failed", files: files)))
         } else if !settings.quiet {
+            let skipped = results.values.filter { if case let .success(result) = $0 { result.alreadyComplete } else { false } }.count
             TerminalText.printLine("\(entries.count - failed.count) of \(entries.count) files downloaded"
-                + (failed.isEmpty ? "" : "; failed: " + failed.map { entries[$0].urls[0] }.joined(separator: ", ")))
+                + (skipped > 0 ? " (\(skipped) already complete)" : "")
+                + (failed.isEmpty ? "" : "; failed: " + failed.map { Manifest.redacting(entries[$0].urls[0]) }.joined(separator: ", ")))
         }
         for index in failed {
             switch results[index] {

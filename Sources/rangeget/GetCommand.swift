@@ -141,14 +141,19 @@ enum GetCommand {
         let display = ProgressDisplay(quiet: settings.quiet || settings.json)
         let interrupts = InterruptHandler { if !download.stop() { exit(ExitCode.interrupted.rawValue) } }
         defer { interrupts.cancel() }
+        // A stream of unknown length keeps no resume state: Ctrl-C says so.
+        let unknownLength = Mutex(false)
         do {
             let quiet = settings.quiet
-            let result = try download.run { event in report(event, display: display, quiet: quiet) }
+            let result = try download.run { event in
+                if case let .probed(remote) = event { unknownLength.withLock { $0 = remote.size == nil } }
+                report(event, display: display, quiet: quiet)
+            }
             display.clear()
             if settings.json {
                 print(JSONSummary(result: result).encoded())
             } else if !settings.quiet {
-                TerminalText.printLine(summary(result))
+                TerminalText.printLine(result.alreadyComplete ? skipped(result) : summary(result))
             }
             return ExitCode.success.rawValue
         } catch {
@@ -156,7 +161,11 @@ enum GetCommand {
             let code = ExitCode(error)
             if settings.json { print(JSONSummary(urls: urls, error: error, code: code).encoded()) }
             if code == .interrupted {
-                if !settings.quiet { display.message(error.description) }
+                if !settings.quiet {
+                    display.message(unknownLength.withLock { $0 }
+                        ? "interrupted; the server did not say how long the file is, so nothing can be resumed: the next run starts over"
+                        : "interrupted; run the same command again to resume")
+                }
                 return code.rawValue
             }
             return fail(error.description, code)
@@ -195,19 +204,30 @@ enum GetCommand {
         switch event {
         case let .progress(progress):
             display.show(progress)
-        case let .probed(remote) where !remote.acceptsRanges || remote.size == nil:
-            let why = remote.acceptsRanges ? "does not say how long the file is" : "does not serve byte ranges"
-            if !quiet { display.message("the server \(why): downloading as one stream (not resumable)") }
+        case let .probed(remote) where remote.size == nil:
+            if !quiet { display.message("the server does not say how long the file is: downloading as one stream (not resumable)") }
+        case let .probed(remote) where !remote.acceptsRanges:
+            if !quiet {
+                display.message("the server does not serve byte ranges: downloading as one stream "
+                                + "(a later run resumes it only if the server then serves them)")
+            }
         case let .restarting(reason):
             if !quiet { display.message(reason) }
         case let .resuming(bytes):
             if !quiet { display.message("resuming: \(ByteCount.format(bytes)) already done") }
         case let .mirrorDropped(url, reason):
             if !quiet { display.message("dropping mirror \(url): \(reason)") }
+        case let .notice(message):
+            if !quiet { display.message(message) }
         case .probed, .retry, .stolen, .raced, .connectionsMoved, .checkpoint, .finished, .segmentStarted, .segmentFinished, .paused,
              .resumed:
             break
         }
+    }
+
+    /// The line for a file that was there already, still the server's.
+    private static func skipped(_ result: DownloadResult) -> String {
+        "\(result.path) is already complete (\(ByteCount.format(result.size)), the same as the server's): nothing to do"
     }
 
     private static func summary(_ result: DownloadResult) -> String {

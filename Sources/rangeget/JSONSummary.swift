@@ -17,6 +17,8 @@ struct JSONSummary: Encodable {
     var retries: Int?
     var connectionsUsed: Int?
     var tcpConnections: Int?
+    /// True when the file was there already and still the server's: nothing fetched.
+    var alreadyComplete: Bool?
     var mirrors: [Mirror]
 
     struct Mirror: Encodable {
@@ -41,6 +43,7 @@ struct JSONSummary: Encodable {
         retries = result.retries
         connectionsUsed = result.connectionsUsed
         tcpConnections = result.tcpConnections
+        alreadyComplete = result.alreadyComplete
         mirrors = result.mirrors.map {
             Mirror(url: $0.url, bytes: $0.bytes, bytesPerSecondPerConnection: $0.bytesPerSecond,
                    errors: $0.errors, dropped: $0.dropped, tcpConnections: $0.tcpConnections,

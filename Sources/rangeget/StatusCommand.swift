@@ -19,7 +19,11 @@ enum StatusCommand {
             .flag(nil, "json", "print a JSON array instead of a table") { $0.json = true },
             .flag("h", "help", "show this help") { $0.help = true },
         ],
-        details: "A download is healthy when its manifest reads back and its .part file holds every byte listed."
+        details: """
+        States: resumable (its manifest reads back and its .part file holds every byte listed), checksum
+        failed (complete, but not what --checksum expected: --restart fetches it again), not resumable
+        (one stream of unknown length: the next run starts over), damaged (exit 4).
+        """
     ) }
 
     /// One partial download as `status` reports it.
@@ -32,8 +36,30 @@ enum StatusCommand {
         var bytesLeft: Int64?
         var percentDone: Double?
         var lastUpdated: String?
-        var healthy: Bool
+        /// "resumable", "checksum failed", "not resumable" or "damaged".
+        var state: String
+        /// True when the same command resumes it as it is.
+        var healthy: Bool { state == "resumable" }
         var problem: String?
+
+        private enum CodingKeys: String, CodingKey {
+            case manifest, output, url, size, bytesDone, bytesLeft, percentDone, lastUpdated, state, healthy, problem
+        }
+
+        func encode(to encoder: Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(manifest, forKey: .manifest)
+            try container.encode(output, forKey: .output)
+            try container.encodeIfPresent(url, forKey: .url)
+            try container.encodeIfPresent(size, forKey: .size)
+            try container.encodeIfPresent(bytesDone, forKey: .bytesDone)
+            try container.encodeIfPresent(bytesLeft, forKey: .bytesLeft)
+            try container.encodeIfPresent(percentDone, forKey: .percentDone)
+            try container.encodeIfPresent(lastUpdated, forKey: .lastUpdated)
+            try container.encode(state, forKey: .state)
+            try container.encode(healthy, forKey: .healthy)
+            try container.encodeIfPresent(problem, forKey: .problem)
+        }
     }
 
     static func run(_ arguments: [String]) -> Int32 {
@@ -48,8 +74,11 @@ enum StatusCommand {
         var manifests: [String] = []
         for path in paths.isEmpty ? ["."] : paths {
             if isDirectory(path) {
-                let names = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
-                manifests += names.filter { $0.hasSuffix(".part.json") }.sorted().map { join(path, $0) }
+                let names = Set((try? FileManager.default.contentsOfDirectory(atPath: path)) ?? [])
+                // A .part without a manifest is listed too: a single stream of unknown length.
+                let parts = names.filter { $0.hasSuffix(".part.json") }
+                    .union(names.filter { $0.hasSuffix(".part") && !names.contains($0 + ".json") }.map { $0 + ".json" })
+                manifests += parts.sorted().map { join(path, $0) }
             } else if path.hasSuffix(".part.json") {
                 manifests.append(path)
             } else if path.hasSuffix(".part") {
@@ -66,19 +95,25 @@ enum StatusCommand {
         } else {
             print(table(entries))
         }
-        return entries.allSatisfy(\.healthy) ? ExitCode.success.rawValue : ExitCode.local.rawValue
+        return entries.contains { $0.state == "damaged" } ? ExitCode.local.rawValue : ExitCode.success.rawValue
     }
 
     static func entry(_ manifestPath: String) -> Entry {
         let part = String(manifestPath.dropLast(".json".count))
-        var entry = Entry(manifest: manifestPath, output: String(part.dropLast(".part".count)), healthy: false)
+        var entry = Entry(manifest: manifestPath, output: String(part.dropLast(".part".count)), state: "damaged")
         var info = stat()
         if stat(manifestPath, &info) == 0 {
             entry.lastUpdated = Timestamp.iso8601(seconds: Int(info.st_mtim.tv_sec))
         }
         do {
             guard let manifest = try Manifest.load(from: manifestPath) else {
-                entry.problem = "no manifest at \(manifestPath)"
+                if Manifest.isPartialDownload(dataFile: part) {
+                    entry.state = "not resumable"
+                    entry.problem = "one stream of unknown length (no manifest): the next run starts over"
+                } else {
+                    entry.problem = access(part, F_OK) == 0 ? "no manifest, and \(part) is not rangeget's"
+                        : "\(entry.output): no such download here"
+                }
                 return entry
             }
             entry.url = manifest.url
@@ -92,8 +127,11 @@ enum StatusCommand {
                 entry.problem = "\(part) is missing"
             } else if Int64(data.st_size) < needed {
                 entry.problem = "\(part) is shorter than the manifest says"
+            } else if let problem = manifest.problem {
+                entry.state = "checksum failed"
+                entry.problem = problem + " (--restart fetches it again)"
             } else {
-                entry.healthy = true
+                entry.state = "resumable"
             }
         } catch {
             entry.problem = error.description
@@ -110,7 +148,7 @@ enum StatusCommand {
                 entry.size.map(ByteCount.format) ?? "-",
                 entry.bytesLeft.map(ByteCount.format) ?? "-",
                 entry.lastUpdated ?? "-",
-                entry.healthy ? "ok" : "damaged: " + (entry.problem ?? "?"),
+                entry.healthy ? "ok" : entry.state + (entry.problem.map { ": " + $0 } ?? ""),
                 entry.url ?? "-",
             ])
         }

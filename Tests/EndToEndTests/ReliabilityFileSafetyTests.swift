@@ -46,24 +46,34 @@ final class ReliabilityFileSafetyTests: EndToEndTestCase {
         XCTAssertEqual(directoryEntries(), ["f"])
     }
 
-    /// rangeget's own `.part` of a single stream has no manifest; its mark
-    /// still makes it rangeget's: killed and run again, it starts over.
+    /// rangeget's own `.part` of a single stream of unknown length has no
+    /// manifest; its mark still makes it rangeget's: killed and run again, it
+    /// starts over. One of known length keeps a manifest of the bytes from 0
+    /// it has (issue 14): run again while the server still serves no ranges,
+    /// it starts over too, saying why.
     func testOwnSingleStreamPartialIsRecognisedWithoutAManifest() throws {
         let resource = Resource.generated(size: 8 << 20, seed: 1202)
         server.setResource(resource, at: "f")
-        server.setFaults([FaultRule(.ignoreRange)])
         server.setRatePerConnection(2 << 20)
         let output = path("f")
-        let child = try launch(["-q", "-o", output, server.url("f")])
-        XCTAssertTrue(wait(timeout: 20) { fileSize(output + ".part") > 1 << 20 }, "the stream is under way")
-        child.kill9()
-        XCTAssertFalse(FileManager.default.fileExists(atPath: output + ".part.json"), "a single stream keeps no manifest")
+        for fault in [Fault.chunkedNoLength, .ignoreRange] {
+            server.setFaults([FaultRule(fault)])
+            server.setRatePerConnection(2 << 20)
+            let child = try launch(["-q", "-o", output, server.url("f")])
+            XCTAssertTrue(wait(timeout: 20) { fileSize(output + ".part") > 1 << 20 }, "\(fault): the stream is under way")
+            child.kill9()
+            let knownLength = fault == .ignoreRange
+            XCTAssertEqual(FileManager.default.fileExists(atPath: output + ".part.json"), knownLength,
+                           "\(fault): a manifest only where the length is known")
 
-        server.setRatePerConnection(nil)
-        let run = try CLI.run(["-q", "-o", output, server.url("f")], in: directory)
-        XCTAssertEqual(run.status, 0, run.stderr)
-        assertSameBytes(output, resource)
-        XCTAssertEqual(directoryEntries(), ["f"])
+            server.setRatePerConnection(nil)
+            let run = try CLI.run(["-o", output, server.url("f")], in: directory)
+            XCTAssertEqual(run.status, 0, run.stderr)
+            if knownLength { XCTAssertTrue(run.stderr.contains("from the start"), run.stderr) }
+            assertSameBytes(output, resource)
+            XCTAssertEqual(directoryEntries(), ["f"])
+            try FileManager.default.removeItem(atPath: output)
+        }
     }
 
     /// Issue 12 (5): a hard link or a symbolic link at `.part` (to a file

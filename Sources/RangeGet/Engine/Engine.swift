@@ -105,8 +105,7 @@ final class Engine: @unchecked Sendable {
         mirrors = remotes.enumerated().map { Mirror(index: $0.offset, remote: $0.element) }
         let done = manifest?.done ?? RangeSet()
         written = done
-        let segmented = manifestPath != nil && manifest != nil && !settings.plain
-        if let manifestPath, let manifest, segmented {
+        if let manifestPath, let manifest {
             checkpointer = Checkpointer(file: file, manifest: manifest, manifestPath: manifestPath, calls: calls)
             // Without a journal (no boot ID, a file system that refuses it) a
             // kill costs what was written since the last durable save.

@@ -26,6 +26,9 @@ public struct Manifest: Codable, Equatable, Sendable {
     public var lastModified: String?
     /// Durable byte ranges, as `[start, end)` pairs.
     public var done: RangeSet
+    /// Why complete data was not given its final name (a checksum that does
+    /// not match); nil for a download in progress.
+    public var problem: String?
 
     /// A manifest with nothing done yet for `remote`.
     public init(remote: RemoteFile, size: Int64) {
@@ -107,6 +110,12 @@ public struct Manifest: Codable, Equatable, Sendable {
         usable.done = manifest.done.union(
             WriteJournal.written(at: files.journal, dataPath: files.data, size: manifest.size))
         return usable
+    }
+
+    /// True when the file at `dataFile` is a partial download rangeget made
+    /// (it carries rangeget's mark), with or without a manifest beside it.
+    public static func isPartialDownload(dataFile: String) -> Bool {
+        (try? OutputFile(existing: dataFile))?.isMarked ?? false
     }
 
     /// Replaces the manifest at `path` atomically, mode 0600; `durable` also
