@@ -6,19 +6,22 @@
 // Content-Range) and which would reach a terminal inside a message, are
 // written as `\u{1B}`, the form the `rangeget` command prints them in too.
 
-/// Cleans text before it leaves the library.
-enum OutgoingText {
+/// Cleans text before it leaves the library (the `rangeget` command escapes
+/// what it prints with the same rule).
+package enum OutgoingText {
     /// `text` without the userinfo of any URL in it, and with every control
     /// character written as `\u{XX}`.
-    static func clean(_ text: String) -> String {
+    package static func clean(_ text: String) -> String {
+        escapingControls(withoutUserinfo(text))
+    }
+
+    /// `text` with the `user:password@` of every URL in it removed.
+    private static func withoutUserinfo(_ text: String) -> String {
         var scalars = String.UnicodeScalarView()
         var authority = false
         var pending = String.UnicodeScalarView()
         var previous: [Unicode.Scalar] = []
         for scalar in text.unicodeScalars {
-            let printable = isControl(scalar)
-                ? ("\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}").unicodeScalars
-                : String(scalar).unicodeScalars
             if authority {
                 if scalar == "@" {
                     // What came since `://` was userinfo: drop it.
@@ -30,11 +33,11 @@ enum OutgoingText {
                     pending = String.UnicodeScalarView()
                     authority = false
                 } else {
-                    pending.append(contentsOf: printable)
+                    pending.append(scalar)
                     continue
                 }
             }
-            scalars.append(contentsOf: printable)
+            scalars.append(scalar)
             previous = Array((previous + [scalar]).suffix(3))
             if previous == [":", "/", "/"] {
                 authority = true
@@ -45,9 +48,24 @@ enum OutgoingText {
         return String(scalars)
     }
 
+    /// `text` with every control character written as `\u{XX}`, URLs left as they are.
+    package static func escapingControls(_ text: String) -> String {
+        guard text.unicodeScalars.contains(where: isControl) else { return text }
+        var result = String.UnicodeScalarView()
+        for scalar in text.unicodeScalars {
+            if isControl(scalar) {
+                result.append(contentsOf: ("\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}").unicodeScalars)
+            } else {
+                result.append(scalar)
+            }
+        }
+        return String(result)
+    }
+
     /// C0, DEL, C1, the bidi controls (which can make a line read
-    /// backwards) and the Unicode line and paragraph separators.
-    private static func isControl(_ scalar: Unicode.Scalar) -> Bool {
+    /// backwards) and the Unicode line and paragraph separators: what a
+    /// terminal acts on rather than shows.
+    package static func isControl(_ scalar: Unicode.Scalar) -> Bool {
         switch scalar.value {
         case 0x00...0x1F, 0x7F...0x9F, 0x061C, 0x200E, 0x200F, 0x2028, 0x2029, 0x202A...0x202E, 0x2066...0x2069: true
         default: false

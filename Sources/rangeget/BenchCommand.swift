@@ -54,7 +54,12 @@ enum BenchCommand {
             return fail("\(error)", .usage)
         }
         let display = ProgressDisplay(quiet: settings.json)
-        let results = settings.benchmark.run { step in display.message(step) }
+        // URLs are shown without user:password (a table or a log must not carry them).
+        let results = settings.benchmark.run { step in display.message(OutgoingText.clean(step)) }.map { measurement in
+            var shown = measurement
+            shown.url = Manifest.redacting(measurement.url)
+            return shown
+        }
         let choice = MirrorChoice(results, connections: settings.benchmark.connections)
         if settings.json {
             print(JSONSummary.encode(BenchReport(mirrors: results, recommendation: choice)))

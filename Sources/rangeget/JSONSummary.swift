@@ -56,7 +56,7 @@ struct JSONSummary: Encodable {
         exitCode = code.rawValue
         self.error = error.description
         mirrors = urls.map {
-            Mirror(url: $0, bytes: 0, bytesPerSecondPerConnection: 0, errors: 0, dropped: nil, tcpConnections: 0,
+            Mirror(url: Manifest.redacting($0), bytes: 0, bytesPerSecondPerConnection: 0, errors: 0, dropped: nil, tcpConnections: 0,
                    httpVersion: nil)
         }
     }

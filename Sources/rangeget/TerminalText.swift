@@ -6,22 +6,14 @@
 // message, summary and table goes through `TerminalText.escaped`; JSON output
 // goes through `TerminalText.json`, which keeps it valid and the text intact.
 import FoundationEssentials
+import RangeGet
 
 enum TerminalText {
     /// `text` with every character a terminal acts on written as `\u{XX}`:
     /// C0 controls (line breaks and tabs too: a message is one line), DEL, C1
     /// controls, the bidi controls and the Unicode line and paragraph separators.
     static func escaped(_ text: String) -> String {
-        guard text.unicodeScalars.contains(where: isActive) else { return text }
-        var result = ""
-        for scalar in text.unicodeScalars {
-            if isActive(scalar) {
-                result += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
-            } else {
-                result.unicodeScalars.append(scalar)
-            }
-        }
-        return result
+        OutgoingText.escapingControls(text)
     }
 
     /// JSON text (as an encoder wrote it) with the characters `escaped` would
@@ -29,10 +21,10 @@ enum TerminalText {
     /// written as `\uXXXX` escapes: the same JSON value, safe on a terminal.
     /// Such characters can only occur inside JSON strings, where an escape is valid.
     static func json(_ text: String) -> String {
-        guard text.unicodeScalars.contains(where: isActive) else { return text }
+        guard text.unicodeScalars.contains(where: OutgoingText.isControl) else { return text }
         var result = ""
         for scalar in text.unicodeScalars {
-            if isActive(scalar) && scalar.value >= 0x20 {
+            if OutgoingText.isControl(scalar) && scalar.value >= 0x20 {
                 let hex = String(scalar.value, radix: 16)
                 result += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
             } else {
@@ -57,14 +49,5 @@ enum TerminalText {
                 column == row.count - 1 ? cell : cell.padding(to: widths[column])
             }.joined(separator: " ").trimmingTrailingSpaces()
         }.joined(separator: "\n")
-    }
-
-    /// True for the scalars a terminal interprets rather than shows.
-    private static func isActive(_ scalar: Unicode.Scalar) -> Bool {
-        switch scalar.value {
-        case 0x00...0x1F, 0x7F...0x9F: return true
-        case 0x061C, 0x200E, 0x200F, 0x2028, 0x2029, 0x202A...0x202E, 0x2066...0x2069: return true
-        default: return false
-        }
     }
 }

@@ -217,6 +217,18 @@ final class ReliabilityHostileServerTests: EndToEndTestCase {
         XCTAssertFalse(json.stdout.contains(secret), json.stdout)
         XCTAssertFalse(json.stderr.contains(secret), json.stderr)
 
+        // A failure's --json, a list's "failed:" line and bench's table and advice.
+        let failedJSON = try CLI.run(["--json", "-o", path("m"), missing], in: directory)
+        XCTAssertEqual(failedJSON.status, 1)
+        XCTAssertFalse(failedJSON.stdout.contains(secret), failedJSON.stdout)
+        try "\(missing)\n".write(toFile: path("list"), atomically: true, encoding: .utf8)
+        let list = try CLI.run(["-d", directory, "-i", path("list")], in: directory)
+        XCTAssertEqual(list.status, 1)
+        XCTAssertFalse(list.stdout.contains(secret) || list.stderr.contains(secret), list.stdout + list.stderr)
+        let bench = try CLI.run(["bench", "--seconds", "0.2", "-n", "2", good], in: directory)
+        XCTAssertEqual(bench.status, 0, bench.stderr)
+        XCTAssertFalse(bench.stdout.contains(secret) || bench.stderr.contains(secret), bench.stdout + bench.stderr)
+
         let library = runLibrary([good, "http://bob:\(secret)@127.0.0.1:\(server.port)/f"], to: path("l")) { _ in }
         XCTAssertNil(library.error)
         let texts = library.events.flatMap { event -> [String] in
