@@ -24,6 +24,8 @@ public enum Fault: Sendable, Hashable {
     case headStatus(Int)
     /// HEAD is never answered.
     case headHang
+    /// The request (any method) is never answered: no head, no byte.
+    case hang
     /// HEAD is answered without Content-Length.
     case headNoLength
     /// No Accept-Ranges header; ranges are still honoured.
@@ -70,7 +72,7 @@ public enum Fault: Sendable, Hashable {
             .cutAfter, .cutAtRandom, .stallAfter, .multipart, .overlong:
             return method == "GET"
         case .status, .noAcceptRanges, .acceptRangesNone, .gzipEncoding, .chunkedNoLength,
-            .changeContent, .changeSize, .weakETag, .redirect, .retryAfter, .claimLength, .header:
+            .changeContent, .changeSize, .weakETag, .redirect, .retryAfter, .claimLength, .header, .hang:
             return true
         }
     }
@@ -142,6 +144,7 @@ extension Fault: CustomStringConvertible {
         case .status(let code, let retryAfter?): "status:\(code):\(retryAfter)"
         case .headStatus(let code): "head-status:\(code)"
         case .headHang: "head-hang"
+        case .hang: "hang"
         case .headNoLength: "head-no-length"
         case .noAcceptRanges: "no-accept-ranges"
         case .acceptRangesNone: "accept-ranges-none"

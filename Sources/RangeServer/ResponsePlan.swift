@@ -113,7 +113,7 @@ struct ResponsePlan: Equatable {
             var plan = page(code, context)
             if code == 405 { plan.fields.insert(Field(name: "Allow", value: "GET"), at: 1) }
             return plan
-        case .headHang?:
+        case .headHang?, .hang?:
             return ResponsePlan(status: 0, fields: [], body: [], ending: .hang)
         default:
             break

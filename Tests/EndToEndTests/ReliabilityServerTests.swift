@@ -332,11 +332,13 @@ final class ReliabilityServerTests: EndToEndTestCase {
 
     /// HEAD refused and the ranged GET probe stalls after its head: no hang;
     /// RELIABILITY.md 5 asks for one plain GET when the ranged probe fails.
+    /// HEAD refused, and the ranged GET probe never answered at all (no
+    /// head): the probe times out and the file comes by one plain GET.
     func test05StalledRangedProbeTimesOutAndFallsBackToAPlainGET() throws {
         let resource = Resource.generated(size: 1 << 20, seed: 117)
         server.setResource(resource, at: "f")
         server.setFaults([FaultRule(.headStatus(405), when: .method("HEAD")),
-                          FaultRule(.stallAfter(0), when: .nthRequest(2))])
+                          FaultRule(.hang, when: .nthRequest(2))])
         let output = path("f")
         let started = Date()
         let run = try CLI.run(["-q", "--use-head", "--stall-timeout", "1", "--connect-timeout", "1", "--retry-wait", "0.02",
@@ -344,6 +346,11 @@ final class ReliabilityServerTests: EndToEndTestCase {
         XCTAssertLessThan(Date().timeIntervalSince(started), 20, "timeouts on every step")
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(output, resource)
+        let requests = server.statistics.requests
+        XCTAssertEqual(requests.first?.method, "HEAD", "\(requests)")
+        XCTAssertEqual(requests.dropFirst().first?.rangeHeader, "bytes=0-0", "the ranged probe: \(requests)")
+        XCTAssertTrue(requests.contains { $0.method == "GET" && $0.rangeHeader == nil && $0.status == 200
+                                          && $0.bodyBytesSent == resource.size }, "a plain GET: \(requests)")
     }
 
     // MARK: 6. No Accept-Ranges / Accept-Ranges: none
