@@ -10,8 +10,11 @@
 # do). Each target is built with AddressSanitizer into
 # .build/fuzz/, starts from the seeds in Fuzz/Corpus/TARGET, keeps its growing
 # corpus in .build/fuzz/corpus/TARGET and writes any crashing input to
-# .build/fuzz/artifacts/TARGET/. A crash ends that target with a non-zero
-# status; the script exits non-zero if any target failed.
+# .build/fuzz/artifacts/TARGET/. The script exits non-zero if any target
+# failed: a finding (1), or a target that did not build or ran fewer than
+# MIN_INPUTS inputs (2; default 1000, a target that never ran reports none).
+# Each target's campaign (date, commit, target, inputs, seconds, findings)
+# is appended to Fuzz/campaigns/log.md: commit it with the change it checks.
 # Replay a crash:  .build/fuzz/TARGET .build/fuzz/artifacts/TARGET/crash-...
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -23,8 +26,9 @@ targets=("$@")
 
 src=Sources/RangeGet
 # The pure sources the parsers live in. The engine keeps moving code around,
-# so anything else a target needs is found by type-checking it: each missing
-# name is looked up among the RangeGet files that import no C module, and added.
+# so anything else a target needs is found by type-checking it: each name not
+# in scope is looked up among the RangeGet files that import no C module, and
+# added (a missing member is not looked up: its type's file comes with the type).
 base=(
     "$src/Probe/ContentRange.swift" "$src/Probe/FileName.swift" "$src/Probe/ResponseHead.swift"
     "$src/Probe/RemoteFile.swift" "$src/Plan/ByteRange.swift" "$src/Plan/RangeSet.swift"
@@ -39,7 +43,7 @@ sources_for() {
     for _ in $(seq 1 12); do
         missing="$(swiftc -typecheck -parse-as-library -swift-version 6 -module-name RangeGet "${sources[@]}" \
             Fuzz/Targets/Common.swift "$harness" 2>&1 \
-            | grep -oE "cannot find (type )?'[A-Za-z_][A-Za-z0-9_]*' in scope|has no member '[A-Za-z_][A-Za-z0-9_]*'" \
+            | grep -oE "cannot find (type )?'[A-Za-z_][A-Za-z0-9_]*' in scope" \
             | grep -oE "'[^']+'" | tr -d "'" | sort -u)"
         [ -z "$missing" ] && break
         added=0
@@ -79,7 +83,12 @@ extra() {
     esac
 }
 
-mkdir -p .build/fuzz
+mkdir -p .build/fuzz Fuzz/campaigns
+log=Fuzz/campaigns/log.md
+[ -f "$log" ] || printf '%s\n\n%s\n%s\n' "# Fuzz campaigns (Fuzz/run.sh appends a row per target)" \
+    "| date | commit | target | inputs | seconds | findings |" "|---|---|---|---|---|---|" > "$log"
+commit="$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$( [ -n "$(git status --porcelain 2>/dev/null)" ] && echo +modified)"
+minimum="${MIN_INPUTS:-1000}"
 status=0
 for target in "${targets[@]}"; do
     file="$(harness "$target")" || { status=2; continue; }
@@ -110,12 +119,20 @@ for target in "${targets[@]}"; do
             | grep -oE "property violated: [a-zA-Z -]+|AddressSanitizer: [a-z-]+|libFuzzer: [a-z -]+" | head -1 \
             || echo "crash: replay $input"
     done | sort | uniq -c)"
+    inputs="${runs#\#}"
     if [ -n "$findings" ]; then
-        echo "== $target: FINDINGS after ${runs:-?} inputs (saved in $artifacts):" >&2
+        echo "== $target: FINDINGS after ${inputs:-no} inputs (saved in $artifacts):" >&2
         echo "$findings" >&2
         status=1
+        summary="$(echo "$findings" | tr '\n' ';' | sed 's/  */ /g; s/|/\//g')"
+    elif [ -z "$inputs" ] || [ "$inputs" -lt "$minimum" ]; then
+        echo "== $target: DID NOT RUN: ${inputs:-no} inputs, fewer than $minimum (see .build/fuzz/$target.log)" >&2
+        [ "$status" -eq 0 ] && status=2
+        summary="did not run (${inputs:-no} inputs)"
     else
-        echo "== $target: no finding in ${runs:-?} inputs"
+        echo "== $target: no finding in $inputs inputs"
+        summary="none"
     fi
+    echo "| $(date -u +%Y-%m-%d) | $commit | $target | ${inputs:-0} | $seconds | $summary |" >> "$log"
 done
 exit $status

@@ -132,10 +132,10 @@ final class WriteJournalTests: XCTestCase {
         journal.begin(slot: 1, at: 60)
         journal.end(slot: 1, wrote: ByteRange(60, 70))
         journal.compact(durable: RangeSet([ByteRange(0, 30)]))
-        XCTAssertEqual(WriteJournal.written(at: files.journal, dataPath: files.data, size: 100),
+        XCTAssertEqual(JournalFile.written(at: files.journal, dataPath: files.data, size: 100),
                        RangeSet([ByteRange(30, 40), ByteRange(60, 70)]))
         journal.compact(durable: RangeSet([ByteRange(0, 100)]))
-        XCTAssertEqual(WriteJournal.written(at: files.journal, dataPath: files.data, size: 100), RangeSet())
+        XCTAssertEqual(JournalFile.written(at: files.journal, dataPath: files.data, size: 100), RangeSet())
     }
 
     /// Written bytes count after a killed process (same boot, same data

@@ -108,14 +108,8 @@ public struct Manifest: Codable, Equatable, Sendable {
         guard let files = PartialFiles(manifest: path) else { return manifest }
         var usable = manifest
         usable.done = manifest.done.union(
-            WriteJournal.written(at: files.journal, dataPath: files.data, size: manifest.size))
+            JournalFile.written(at: files.journal, dataPath: files.data, size: manifest.size))
         return usable
-    }
-
-    /// True when the file at `dataFile` is a partial download rangeget made
-    /// (it carries rangeget's mark), with or without a manifest beside it.
-    public static func isPartialDownload(dataFile: String) -> Bool {
-        (try? OutputFile(existing: dataFile))?.isMarked ?? false
     }
 
     /// Replaces the manifest at `path` atomically, mode 0600; `durable` also

@@ -247,3 +247,11 @@ final class OutputFile: Sendable {
         guard unlink(path) == 0 else { throw IOError("remove", path) }
     }
 }
+
+extension Manifest {
+    /// True when the file at `dataFile` is a partial download rangeget made
+    /// (it carries rangeget's mark), with or without a manifest beside it.
+    public static func isPartialDownload(dataFile: String) -> Bool {
+        (try? OutputFile(existing: dataFile))?.isMarked ?? false
+    }
+}
