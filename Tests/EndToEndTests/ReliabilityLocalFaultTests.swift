@@ -68,6 +68,8 @@ final class ReliabilityLocalFaultTests: EndToEndTestCase {
             XCTAssertFalse(FileManager.default.fileExists(atPath: output), "no final file")
             assertManifestMatchesDisk(output + ".part.json", data: output + ".part", resource)
             assertManifestWithinDurable(output + ".part.json", probe)
+            // Durable, not only in this boot's journal: the final checkpoint recorded them.
+            XCTAssertFalse(ManifestFile.done(output + ".part.json").isEmpty, "errno \(code): nothing durable was saved")
             let saved = (try? ManifestFile.trusted(output + ".part.json")) ?? nil ?? []
 
             server.setRatePerConnection(nil)
@@ -176,6 +178,7 @@ final class ReliabilityLocalFaultTests: EndToEndTestCase {
         XCTAssertEqual(limited.status, 4, "exit \(limited.status): \(limited.stderr)")
         XCTAssertTrue(limited.stderr.contains("File too large"), limited.stderr)
         assertManifestMatchesDisk(output + ".part.json", data: output + ".part", resource)
+        XCTAssertFalse(ManifestFile.done(output + ".part.json").isEmpty, "the final checkpoint saved what was written")
 
         let run = try CLI.run(["-q", "-n", "4", "-o", output, server.url("f")], in: directory)
         XCTAssertEqual(run.status, 0, run.stderr)

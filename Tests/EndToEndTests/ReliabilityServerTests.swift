@@ -524,7 +524,9 @@ final class ReliabilityServerTests: EndToEndTestCase {
     /// 503 (Retry-After 1), 429 and 403 with HTML bodies on three of four
     /// connections: no HTML written, Retry-After honoured, fewer connections after.
     func test09ErrorPagesAreNotWrittenRetryAfterIsHonouredAndConnectionsDrop() throws {
-        let resource = Resource.generated(size: 2 << 20, seed: 130)
+        // Large enough that, without the drop, all four connections would run
+        // again once Retry-After passed (a 2 MiB file ended before that).
+        let resource = Resource.generated(size: 16 << 20, seed: 130)
         server.setResource(resource, at: "f")
         server.setRatePerConnection(2 << 20)
         server.setFaults([

@@ -121,9 +121,12 @@ final class SchedulingTests: EndToEndTestCase {
     /// While more than a split's worth of work is left per connection, every
     /// connection is busy: read from the engine's own progress events.
     func testWorkStealingLeavesNoConnectionIdleWhileWorkRemains() throws {
+        // Three connections on pieces of 1.5, 1.5 and 3 MiB: the first two run
+        // out of work halfway and must take the end of the third. (Four even
+        // pieces at one rate would all end together, stealing or not.)
         let size: Int64 = 6 << 20
-        let rate = 1 << 20
-        let connections = 4
+        let rate = 512 << 10
+        let connections = 3
         let minimumSplit: Int64 = 64 << 10
         let resource = Resource.generated(size: size, seed: 76)
         server.setResource(resource, at: "f")

@@ -23,9 +23,11 @@ final class ServerTimingTests: XCTestCase {
         // At 4 KiB/s the file would take a minute; lifted, it comes within the fetch's bound.
         server.setRatePerConnection(4 << 10)
         server.setRatePerConnection(nil)
+        let liftedAt = Date()
         let lifted = try fetch(server, "/f.bin", timeout: 20)
         XCTAssertEqual(lifted.body.count, 256 << 10)
         XCTAssertEqual(lifted.ending, .complete)
+        XCTAssertLessThan(Date().timeIntervalSince(liftedAt), 20, "the old rate (a minute) no longer applies")
     }
 
     func testTotalRateCapsOneConnection() throws {
@@ -42,9 +44,11 @@ final class ServerTimingTests: XCTestCase {
         server.setTotalRate(64 << 10)
         server.setTotalRate(nil)
         server.setResource(.generated(size: 4 << 20, seed: 3), at: "g.bin")
+        let liftedAt = Date()
         let lifted = try fetch(server, "/g.bin", timeout: 20)
         XCTAssertEqual(lifted.body.count, 4 << 20)
         XCTAssertEqual(lifted.ending, .complete)
+        XCTAssertLessThan(Date().timeIntervalSince(liftedAt), 20, "the old rate (a minute) no longer applies")
     }
 
     func testTotalRateIsSharedFairlyByFourConnections() throws {
