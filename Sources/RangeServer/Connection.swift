@@ -14,6 +14,9 @@ final class Connection {
     private var start = 0
     private var end = 0
     private var pacer = Pacer()
+    /// What the current burst may still send without a pause (with a burst
+    /// size); a response's body starts a new burst.
+    private var burstLeft = 0
 
     /// The largest request head accepted; longer ones get 431.
     static let maxHeadLength = 16 << 10
@@ -160,6 +163,7 @@ final class Connection {
         default: allowance = .max
         }
         let account = { (count: Int) in self.core.addBodyBytes(count, to: record) }
+        burstLeft = 0
         for piece in plan.body where allowance > 0 {
             let count = min(piece.count, allowance)
             allowance -= count
@@ -193,33 +197,48 @@ final class Connection {
     /// at most `maxCount` bytes from `offset` and returns how many it sent,
     /// pacing the writes to the connection's current rate and the server's
     /// current total rate: a slice waits for the connection's bucket, then
-    /// books its slot on the shared uplink and waits for that.
+    /// books its slot on the shared uplink and waits for that. With a burst
+    /// size, a burst (one or more writes) takes the place of a slice: only
+    /// its first write waits, and the uplink books it whole.
     private func sendPaced(_ count: Int64, _ write: (_ offset: Int64, _ maxCount: Int) throws -> Int) throws {
         core.uplink.beginSending()
         defer { core.uplink.endSending() }
         var done: Int64 = 0
         // Booked on the uplink but not sent yet, after a write shorter than
-        // its slice (generated content ends a chunk where its pattern wraps).
+        // its slice (generated content ends a chunk where its pattern wraps),
+        // or the rest of a burst.
         var prepaid = 0
         while done < count {
             var maxCount = Int(min(count - done, Int64(Self.unpacedChunk)))
             let rates = core.rates
             if let rate = rates.perConnection {
-                maxCount = min(maxCount, Pacer.sliceSize(rate: rate))
-                guard stop.sleep(pacer.delay(now: monotonicSeconds())) else { throw Stopped() }
+                if let burst = rates.burst {
+                    if burstLeft == 0 {
+                        guard stop.sleep(pacer.delay(now: monotonicSeconds())) else { throw Stopped() }
+                        burstLeft = burst
+                    }
+                    maxCount = min(maxCount, burstLeft)
+                } else {
+                    burstLeft = 0
+                    maxCount = min(maxCount, Pacer.sliceSize(rate: rate))
+                    guard stop.sleep(pacer.delay(now: monotonicSeconds())) else { throw Stopped() }
+                }
             }
             if prepaid > 0 {
                 maxCount = min(maxCount, prepaid)
             } else if let total = rates.total {
-                maxCount = min(maxCount, core.uplink.sliceSize(rate: total))
-                let start = core.uplink.book(maxCount, rate: total, now: monotonicSeconds())
-                prepaid = maxCount
+                let booking = rates.burst.map { Int(min(Int64($0), count - done)) }
+                    ?? min(maxCount, core.uplink.sliceSize(rate: total))
+                maxCount = min(maxCount, booking)
+                let start = core.uplink.book(booking, rate: total, now: monotonicSeconds())
+                prepaid = booking
                 guard stop.sleep(start - monotonicSeconds()) else { throw Stopped() }
             }
             let now = monotonicSeconds()
             let sent = try write(done, maxCount)
             if let rate = rates.perConnection { pacer.book(sent, rate: rate, now: now) }
             prepaid = max(0, prepaid - sent)
+            burstLeft = max(0, burstLeft - sent)
             done += Int64(sent)
         }
     }

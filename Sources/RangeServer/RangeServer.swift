@@ -22,6 +22,13 @@ public final class RangeServer: Sendable {
         /// sending at once get equal shares); nil for no limit. Applies on
         /// top of ``ratePerConnection``: a send waits for both.
         public var totalRate: Int?
+        /// Bytes a paced body sends at once (nil: smooth pacing, slices of
+        /// about 1/64 s of the rate, at most 64 KiB). Each burst goes to the
+        /// socket without a pause, then the connection waits as long as its
+        /// rate asks for those bytes, as nginx's `limit_rate` does with its
+        /// default `sendfile_max_chunk` (2 MiB). Applies only where a rate
+        /// paces the body; the shared uplink books a whole burst at a time.
+        public var burst: Int?
         /// Seconds to wait before sending each response's headers.
         public var latency: Double
         /// Fault rules; the first matching rule wins.
@@ -33,14 +40,15 @@ public final class RangeServer: Sendable {
         public var maxRecordedRequests: Int
 
         /// A configuration; the defaults give an ephemeral port, no limits,
-        /// no latency, no faults, a 30 s idle timeout and 100,000 records.
+        /// smooth pacing, no latency, no faults, a 30 s idle timeout and 100,000 records.
         public init(
-            port: UInt16 = 0, ratePerConnection: Int? = nil, totalRate: Int? = nil, latency: Double = 0,
-            faults: [FaultRule] = [], idleTimeout: Double = 30, maxRecordedRequests: Int = 100_000
+            port: UInt16 = 0, ratePerConnection: Int? = nil, totalRate: Int? = nil, burst: Int? = nil,
+            latency: Double = 0, faults: [FaultRule] = [], idleTimeout: Double = 30, maxRecordedRequests: Int = 100_000
         ) {
             self.port = port
             self.ratePerConnection = ratePerConnection
             self.totalRate = totalRate
+            self.burst = burst
             self.latency = latency
             self.faults = faults
             self.idleTimeout = idleTimeout
@@ -121,6 +129,13 @@ public final class RangeServer: Sendable {
     /// next slice.
     public func setTotalRate(_ bytesPerSecond: Int?) {
         core.state.withLock { $0.totalRate = bytesPerSecond.map { max(1, $0) } }
+    }
+
+    /// Sets the size of the bursts a paced body is sent in (see
+    /// ``Configuration/burst``); nil for smooth pacing. Applies from each
+    /// connection's next burst or slice.
+    public func setBurst(_ bytes: Int?) {
+        core.state.withLock { $0.burst = bytes.map { max(1, $0) } }
     }
 
     /// Sets the delay before each response's headers, in seconds.

@@ -24,6 +24,7 @@ final class ServerCore: Sendable {
         var port: UInt16
         var rate: Int?
         var totalRate: Int?
+        var burst: Int?
         var latency: Double
         var idleTimeout: Double
         var maxRecordedRequests: Int
@@ -66,7 +67,8 @@ final class ServerCore: Sendable {
         state = Mutex(
             State(
                 port: configuration.port, rate: configuration.ratePerConnection,
-                totalRate: configuration.totalRate.map { max(1, $0) }, latency: configuration.latency,
+                totalRate: configuration.totalRate.map { max(1, $0) }, burst: configuration.burst.map { max(1, $0) },
+                latency: configuration.latency,
                 idleTimeout: configuration.idleTimeout, maxRecordedRequests: configuration.maxRecordedRequests,
                 faults: configuration.faults))
     }
@@ -285,8 +287,10 @@ final class ServerCore: Sendable {
     }
 
     var latency: Double { state.withLock { $0.latency } }
-    /// The per-connection and the shared rate, read together.
-    var rates: (perConnection: Int?, total: Int?) { state.withLock { ($0.rate, $0.totalRate) } }
+    /// The per-connection and the shared rate and the burst size, read together.
+    var rates: (perConnection: Int?, total: Int?, burst: Int?) {
+        state.withLock { ($0.rate, $0.totalRate, $0.burst) }
+    }
     var idleTimeout: Double { state.withLock { $0.idleTimeout } }
 
     // MARK: Statistics

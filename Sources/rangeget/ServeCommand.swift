@@ -26,6 +26,9 @@ enum ServeCommand {
             .value(nil, "rate-total", "RATE", "cap the whole server at RATE bytes/s, shared fairly by all connections, e.g. 40M (at most 1T)") { settings, text throws(UsageError) in
                 settings.configuration.totalRate = Int(try Parse.bytes(text, "rate-total"))
             },
+            .value(nil, "burst", "SIZE", "send a rate-limited body SIZE bytes at once, then pause as long as the rate asks, as nginx's limit_rate does (default: smooth pacing; at most 1T)") { settings, text throws(UsageError) in
+                settings.configuration.burst = Int(try Parse.bytes(text, "burst"))
+            },
             .value(nil, "latency", "MS", "wait MS milliseconds before every response (at most 86400000, a day)") { settings, text throws(UsageError) in
                 guard let milliseconds = Double(text), (0...Parse.secondsRange.upperBound * 1000).contains(milliseconds) else {
                     throw UsageError("--latency needs milliseconds from 0 to 86400000, not '\(text)'")

@@ -157,6 +157,7 @@ final class CommandLineTests: EndToEndTestCase {
         let serveHelp = try CLI.run(["help", "serve"], in: directory)
         XCTAssertEqual(serveHelp.status, 0)
         XCTAssertTrue(serveHelp.stdout.contains("--rate-per-connection"))
+        XCTAssertTrue(serveHelp.stdout.contains("--burst"))
         XCTAssertEqual(try CLI.run(["help", "nonsense"], in: directory).status, 2)
     }
 

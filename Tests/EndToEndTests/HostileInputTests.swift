@@ -67,7 +67,7 @@ final class HostileInputTests: EndToEndTestCase {
         let served = path("served")
         try FileManager.default.createDirectory(atPath: served, withIntermediateDirectories: false)
         for arguments in [["--latency", "inf"], ["--latency", "1e300"], ["--rate-total", "5000000T"],
-                          ["--rate-per-connection", "9223372036854775807"]] {
+                          ["--rate-per-connection", "9223372036854775807"], ["--burst", "0"], ["--burst", "2T"]] {
             try assertRefused(["serve", served] + arguments, mentioning: arguments[0])
         }
         for arguments in [["--seconds", "1e19"], ["--samples", "65"], ["-n", "100000000000000000000"]] {

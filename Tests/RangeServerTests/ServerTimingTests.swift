@@ -87,6 +87,75 @@ final class ServerTimingTests: XCTestCase {
         for share in total { XCTAssertGreaterThan(share, 0.25) }
     }
 
+    /// Bursts, as nginx's `limit_rate` paces by default: at 1 MiB/s in
+    /// 512 KiB bursts, a reader gets a whole burst, then nothing for the
+    /// pause the rate asks for (0.5 s less the bucket's 20 ms of credit),
+    /// then the next burst, on a connection's bucket and on the shared
+    /// uplink alike. Only lower bounds on time: a pause is a bounded wait
+    /// that sees no byte, and "at once" means the whole burst came before it
+    /// (smooth pacing never leaves a reader 0.3 s without data at this rate).
+    func testABurstComesWholeAndThePauseAfterItIsWhatTheRateAsks() throws {
+        let burst = 512 << 10
+        let file = Resource.generated(size: 2 << 20, seed: 4)
+        let server = try startServer(
+            ["f.bin": file], configuration: .init(ratePerConnection: 1 << 20, burst: burst), on: self)
+        try assertBursts(of: burst, from: server, file, "per connection")
+
+        server.setRatePerConnection(nil)
+        server.setTotalRate(1 << 20)
+        try assertBursts(of: burst, from: server, file, "shared uplink")
+
+        // Without a burst size the pacing is smooth again: the first 512 KiB
+        // take the 0.5 s the rate asks for, where a 2 MiB burst still in
+        // force would bring them at once.
+        server.setBurst(2 << 20)
+        server.setBurst(nil)
+        server.setTotalRate(nil)
+        server.setRatePerConnection(1 << 20)
+        let smooth = try TestConnection(port: server.port, timeout: 10)
+        let started = Date()
+        smooth.sendRequest("GET", "/f.bin", headers: ["Range": "bytes=0-524287"], close: true)
+        XCTAssertEqual(try smooth.readResponse().body, file.bytes(in: 0..<(512 << 10)))
+        XCTAssertGreaterThan(Date().timeIntervalSince(started), 0.4)
+    }
+
+    /// Reads `file` from `server` on a new connection and checks it comes in
+    /// bursts of `burst` bytes, each followed by at least 0.3 s without data.
+    private func assertBursts(of burst: Int, from server: RangeServer, _ file: Resource, _ label: String,
+                              line: UInt = #line) throws {
+        let connection = try TestConnection(port: server.port, timeout: 10)
+        let started = Date()
+        connection.sendRequest("GET", "/f.bin")
+        var received: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 1 << 20)
+        /// One recv; nil when nothing came within the socket's timeout.
+        func receive() -> Int? {
+            let count = chunk.withUnsafeMutableBytes { recv(connection.fd, $0.baseAddress, $0.count, 0) }
+            if count > 0 { received += chunk[0..<count] }
+            return count > 0 ? count : (count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) ? nil : 0)
+        }
+        let terminator: [UInt8] = [13, 10, 13, 10]
+        while received.firstRange(of: terminator) == nil {
+            guard receive() ?? 0 > 0 else { return XCTFail("\(label): no head", line: line) }
+        }
+        let headLength = received.firstRange(of: terminator)!.upperBound
+        let bursts = Int(file.size) / burst
+        for index in 1...bursts {
+            // A bounded wait for the whole burst (10 s per recv).
+            while received.count - headLength < index * burst {
+                guard receive() ?? 0 > 0 else { return XCTFail("\(label): burst \(index) did not come", line: line) }
+            }
+            XCTAssertEqual(received.count - headLength, index * burst, "\(label): burst \(index) ends alone", line: line)
+            guard index < bursts else { break }
+            connection.setTimeout(0.3)
+            XCTAssertNil(receive(), "\(label): after burst \(index), a pause of at least 0.3 s", line: line)
+            connection.setTimeout(10)
+        }
+        XCTAssertEqual(Array(received[headLength...]), file.bytes(in: 0..<file.size), label, line: line)
+        // Three pauses of 0.48 s at least (the first burst does not wait).
+        XCTAssertGreaterThan(Date().timeIntervalSince(started), 1.4, label, line: line)
+    }
+
     func testLatencyComesBeforeEveryResponse() throws {
         let server = try startServer(["f.bin": .data([1, 2, 3])], configuration: .init(latency: 0.15), on: self)
         let connection = try TestConnection(port: server.port)
