@@ -1,0 +1,264 @@
+// Issue 14: resume works in every workflow, the rerun of a list included.
+// Running a list again skips the files that are complete and still the
+// server's (a HEAD each, a line saying so, `alreadyComplete` in --json),
+// resumes the partial one, and exits 0; a finished file the server has
+// changed since is replaced only with --force. A finished file keeps its
+// URL and validators as extended attributes, and a rerun compares them.
+import Foundation
+import Glibc
+import RangeServer
+import XCTest
+
+final class RerunTests: EndToEndTestCase {
+    /// Serves the list's third file, throttled so that it is still partial
+    /// when the two others are saved.
+    private var slow: RangeServer!
+    private let first = Resource.generated(size: 2 << 20, seed: 1420)
+    private let second = Resource.generated(size: 2 << 20, seed: 1421)
+    private let third = Resource.generated(size: 8 << 20, seed: 1422)
+
+    override func setUpWithError() throws {
+        try super.setUpWithError()
+        slow = RangeServer()
+        try slow.start()
+        server.setResource(first, at: "a")
+        server.setResource(second, at: "b")
+        slow.setResource(third, at: "c")
+        try Data([server.url("a"), server.url("b"), slow.url("c")].map { $0 + "\n" }.joined().utf8)
+            .write(to: URL(fileURLWithPath: path("list")))
+    }
+
+    override func tearDownWithError() throws {
+        slow.stop()
+        try super.tearDownWithError()
+    }
+
+    private let list = ["-n", "3", "-i", "list"]
+
+    /// Runs the list with the third file's server throttled and interrupts
+    /// it (SIGINT) once the two others are saved and the third is under
+    /// way; returns the ranges the third one's manifest lists as done.
+    private func interruptedList() throws -> [Range<Int64>] {
+        slow.setRatePerConnection(1 << 20)
+        let child = try launch(["-q"] + list)
+        XCTAssertTrue(wait(timeout: 20) {
+            fileSize(path("a")) == first.size && fileSize(path("b")) == second.size
+                && slow.statistics.bodyBytesSent >= 1 << 20
+        }, "a and b saved, c under way")
+        kill(child.pid, SIGINT)
+        XCTAssertEqual(child.finish(timeout: 20).status, 130)
+        assertSameBytes(path("a"), first)
+        assertSameBytes(path("b"), second)
+        let done = doneRanges(path("c.part.json"))
+        XCTAssertFalse(done.isEmpty, "c's progress was saved")
+        slow.setRatePerConnection(nil)
+        server.resetStatistics()
+        slow.resetStatistics()
+        return done
+    }
+
+    /// The requests for `name` were HEADs only: no byte of it was fetched.
+    private func assertOnlyHEAD(_ name: String, file: StaticString = #filePath, line: UInt = #line) {
+        let requests = server.statistics.requests.filter { $0.path.hasSuffix("/" + name) }
+        XCTAssertFalse(requests.isEmpty, "\(name) was checked", file: file, line: line)
+        XCTAssertEqual(requests.map(\.method), requests.map { _ in "HEAD" }, "\(name): HEAD only", file: file, line: line)
+    }
+
+    /// Nothing of `done` was asked for again, and the rest of c was.
+    private func assertResumed(_ done: [Range<Int64>], file: StaticString = #filePath, line: UInt = #line) {
+        let requested = slow.statistics.requests.compactMap { requestedRange($0.rangeHeader) }
+        for range in requested {
+            XCTAssertFalse(done.contains { $0.overlaps(range) }, "\(range) asks again for bytes done before",
+                           file: file, line: line)
+        }
+        XCTAssertEqual(covered(requested + done), [0..<third.size], "the rest of c was asked for", file: file, line: line)
+        assertSameBytes(path("c"), third, file: file, line: line)
+    }
+
+    func testAListRerunSkipsTheCompleteFilesAndResumesThePartialOne() throws {
+        let done = try interruptedList()
+        let run = try CLI.run(list, in: directory)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertTrue(run.stderr.contains("./a is already complete (the same as the server's): skipped"), run.stderr)
+        XCTAssertTrue(run.stderr.contains("./b is already complete (the same as the server's): skipped"), run.stderr)
+        XCTAssertTrue(run.stderr.contains("resuming:"), run.stderr)
+        XCTAssertTrue(run.stderr.contains("saved ./c"), run.stderr)
+        XCTAssertTrue(run.stdout.contains("3 of 3 files downloaded (2 already complete)"), run.stdout)
+        assertOnlyHEAD("a")
+        assertOnlyHEAD("b")
+        assertResumed(done)
+        assertSameBytes(path("a"), first)
+        assertSameBytes(path("b"), second)
+        XCTAssertEqual(directoryEntries(), ["a", "b", "c", "list"])
+    }
+
+    func testAListRerunMarksTheSkippedFilesAlreadyCompleteInJSON() throws {
+        let done = try interruptedList()
+        let run = try CLI.run(["--json"] + list, in: directory)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        let summary = try run.jsonObject()
+        XCTAssertEqual(summary["outcome"] as? String, "complete")
+        let files = try XCTUnwrap(summary["files"] as? [[String: Any]])
+        XCTAssertEqual(files.map { $0["file"] as? String }, ["./a", "./b", "./c"])
+        XCTAssertEqual(files.map { $0["alreadyComplete"] as? Bool }, [true, true, false])
+        XCTAssertEqual(files.map { $0["exitCode"] as? Int }, [0, 0, 0])
+        XCTAssertEqual(files[0]["bytesFetched"] as? Int, 0)
+        XCTAssertEqual(files[1]["bytesFetched"] as? Int, 0)
+        let reused = Int(done.reduce(0) { $0 + $1.count })
+        XCTAssertEqual(files[2]["bytesReused"] as? Int, reused)
+        assertOnlyHEAD("a")
+        assertOnlyHEAD("b")
+        assertResumed(done)
+    }
+
+    /// A finished file the server has changed since (another ETag, the same
+    /// size) is not the server's file any more: the rerun leaves it alone and
+    /// fails it with a line saying why (exit 2) while it skips the others;
+    /// with --force it is replaced.
+    func testAListRerunReplacesAFileTheServerChangedOnlyWithForce() throws {
+        let whole = try CLI.run(["-q"] + list, in: directory)
+        XCTAssertEqual(whole.status, 0, whole.stderr)
+        let changed = Resource.generated(size: second.size, seed: 1423)
+        XCTAssertNotEqual(changed.etag, second.etag)
+        server.setResource(changed, at: "b")
+        server.resetStatistics()
+
+        let refused = try CLI.run(list, in: directory)
+        XCTAssertEqual(refused.status, 2, refused.stderr)
+        XCTAssertTrue(refused.stderr.contains("./b already exists and is not the server's file now (it was downloaded with "
+                                              + "ETag \(second.etag!) and the server's is now \(changed.etag!)); "
+                                              + "use --force to replace it"), refused.stderr)
+        XCTAssertTrue(refused.stderr.contains("./a is already complete"), refused.stderr)
+        XCTAssertTrue(refused.stderr.contains("./c is already complete"), refused.stderr)
+        XCTAssertTrue(refused.stdout.contains("2 of 3 files downloaded (2 already complete); failed: \(server.url("b"))"),
+                      refused.stdout)
+        assertOnlyHEAD("b")
+        assertSameBytes(path("b"), second)
+
+        let forced = try CLI.run(["--force"] + list, in: directory)
+        XCTAssertEqual(forced.status, 0, forced.stderr)
+        assertSameBytes(path("b"), changed)
+        assertSameBytes(path("a"), first)
+        assertSameBytes(path("c"), third)
+        XCTAssertEqual(directoryEntries(), ["a", "b", "c", "list"])
+    }
+
+    /// The same for one file: a rerun of a finished download is done at once.
+    func testASingleFileRerunOfACompleteFileExitsZero() throws {
+        let output = path("one")
+        let downloaded = try CLI.run(["-q", "-o", output, server.url("a")], in: directory)
+        XCTAssertEqual(downloaded.status, 0, downloaded.stderr)
+        server.resetStatistics()
+        let rerun = try CLI.run(["-o", output, server.url("a")], in: directory)
+        XCTAssertEqual(rerun.status, 0, rerun.stderr)
+        XCTAssertTrue(rerun.stdout.contains("\(output) is already complete (2.0 MiB, the same as the server's): nothing to do"),
+                      rerun.stdout)
+        assertOnlyHEAD("a")
+        let json = try CLI.run(["--json", "-o", output, server.url("a")], in: directory)
+        XCTAssertEqual(json.status, 0, json.stderr)
+        XCTAssertEqual(try json.jsonObject()["alreadyComplete"] as? Bool, true)
+        XCTAssertEqual(try json.jsonObject()["bytesFetched"] as? Int, 0)
+        assertSameBytes(output, first)
+    }
+
+    // MARK: - The origin kept as extended attributes
+
+    /// After a download the file carries its URL without user:password
+    /// (`user.xdg.origin.url`) and the server's ETag and Last-Modified
+    /// (`user.rangeget.*`), and a rerun compares them with the server's: a
+    /// new ETag on a file of the same size and bytes is refused without
+    /// --force, and the attribute, not anything else, decides (set by hand
+    /// to the new ETag, the file passes). A new Last-Modified is refused too.
+    func testTheOriginAttributesRoundTripAndDecideTheRerun() throws {
+        try assertUserAttributesWork()
+        let resource = Resource.generated(size: 1 << 20, seed: 1430)
+        server.setResource(resource, at: "f")
+        let url = server.url("f")
+        let withCredentials = url.replacingOccurrences(of: "http://", with: "http://user:secret@")
+        let output = path("f")
+        let arguments = ["-o", output, withCredentials]
+        let downloaded = try CLI.run(["-q"] + arguments, in: directory)
+        XCTAssertEqual(downloaded.status, 0, downloaded.stderr)
+        XCTAssertEqual(attribute("user.xdg.origin.url", of: output), url)
+        XCTAssertEqual(attribute("user.rangeget.etag", of: output), resource.etag)
+        XCTAssertEqual(attribute("user.rangeget.last_modified", of: output), defaultLastModifiedHeader)
+        XCTAssertNil(attribute("user.rangeget.part", of: output), "the finished file is no .part any more")
+        XCTAssertFalse(try String(contentsOfFile: output, encoding: .isoLatin1).contains("secret"))
+
+        let same = try CLI.run(arguments, in: directory)
+        XCTAssertEqual(same.status, 0, same.stderr)
+        XCTAssertTrue(same.stdout.contains("already complete"), same.stdout)
+
+        // The same bytes under another ETag: the server says it is another version.
+        var retagged = resource
+        retagged.etag = "\"v2\""
+        server.setResource(retagged, at: "f")
+        let refused = try CLI.run(arguments, in: directory)
+        XCTAssertEqual(refused.status, 2, refused.stderr)
+        XCTAssertTrue(refused.stderr.contains("it was downloaded with ETag \(resource.etag!) and the server's is now \"v2\"); "
+                                              + "use --force to replace it"), refused.stderr)
+        XCTAssertEqual(attribute("user.rangeget.etag", of: output), resource.etag, "the refused rerun left the file alone")
+
+        // What the attribute says is what the rerun compares.
+        try setAttribute("user.rangeget.etag", to: "\"v2\"", of: output)
+        let accepted = try CLI.run(arguments, in: directory)
+        XCTAssertEqual(accepted.status, 0, accepted.stderr)
+        XCTAssertTrue(accepted.stdout.contains("already complete"), accepted.stdout)
+
+        // The same ETag, a newer Last-Modified.
+        retagged.lastModified = Resource.defaultLastModified.addingTimeInterval(86_400)
+        server.setResource(retagged, at: "f")
+        let newer = try CLI.run(arguments, in: directory)
+        XCTAssertEqual(newer.status, 2, newer.stderr)
+        XCTAssertTrue(newer.stderr.contains("it was downloaded as of \(defaultLastModifiedHeader) and the server's file is of "
+                                            + "Tue, 02 Jan 2024 00:00:00 GMT"), newer.stderr)
+
+        // --force replaces it, and the attributes follow the server.
+        let forced = try CLI.run(["--force"] + arguments, in: directory)
+        XCTAssertEqual(forced.status, 0, forced.stderr)
+        assertSameBytes(output, resource)
+        XCTAssertEqual(attribute("user.rangeget.etag", of: output), "\"v2\"")
+        XCTAssertEqual(attribute("user.rangeget.last_modified", of: output), "Tue, 02 Jan 2024 00:00:00 GMT")
+        XCTAssertEqual(attribute("user.xdg.origin.url", of: output), url)
+        XCTAssertEqual(directoryEntries(), ["f", "list"])
+    }
+
+    /// The test directory must keep user extended attributes (the project's
+    /// own file system does; tmpfs before Linux 6.6 does not).
+    private func assertUserAttributesWork() throws {
+        let probe = path(".xattr-probe")
+        XCTAssertTrue(FileManager.default.createFile(atPath: probe, contents: nil))
+        defer { try? FileManager.default.removeItem(atPath: probe) }
+        try setAttribute("user.rangeget.probe", to: "1", of: probe)
+        XCTAssertEqual(attribute("user.rangeget.probe", of: probe), "1")
+    }
+
+    /// The extended attribute `name` of the file at `path` (getxattr), nil when it has none.
+    private func attribute(_ name: String, of path: String) -> String? {
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let length = Attributes.get(path, name, &buffer, buffer.count)
+        return length < 0 ? nil : String(decoding: buffer.prefix(length), as: UTF8.self)
+    }
+
+    private func setAttribute(_ name: String, to value: String, of path: String) throws {
+        let bytes = Array(value.utf8)
+        guard Attributes.set(path, name, bytes, bytes.count, 0) == 0 else {
+            throw AttributeError(description: "cannot set \(name) on \(path) (\(String(cString: strerror(errno)))): "
+                                 + "the test directory needs a file system with user extended attributes")
+        }
+    }
+
+    private struct AttributeError: Error, CustomStringConvertible {
+        var description: String
+    }
+}
+
+/// glibc's getxattr(2) and setxattr(2): the Glibc module leaves out
+/// <sys/xattr.h>, so they are looked up in the C library itself.
+private enum Attributes {
+    typealias Get = @convention(c) (UnsafePointer<CChar>, UnsafePointer<CChar>, UnsafeMutableRawPointer?, Int) -> Int
+    typealias Set = @convention(c) (UnsafePointer<CChar>, UnsafePointer<CChar>, UnsafeRawPointer?, Int, Int32) -> Int32
+
+    static let get = unsafeBitCast(dlsym(nil, "getxattr")!, to: Get.self)
+    static let set = unsafeBitCast(dlsym(nil, "setxattr")!, to: Set.self)
+}
