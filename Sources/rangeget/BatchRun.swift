@@ -22,6 +22,8 @@ final class BatchRun: Sendable {
         var running: [Int: Download] = [:]
         var progress: [Int: DownloadProgress] = [:]
         var results: [Int: Result<DownloadResult, DownloadError>] = [:]
+        /// What the next run can make of each file, should it be interrupted.
+        var resumability: [Int: Resumability] = [:]
         var stopping = false
     }
 
@@ -86,7 +88,10 @@ final class BatchRun: Sendable {
                 display.message(done.alreadyComplete
                     ? "\(done.path) is already complete (the same as the server's): skipped"
                     : "saved \(done.path) (\(ByteCount.format(done.size)))")
-            case let .failure(error) where error != .interrupted || !settings.quiet:
+            case .failure(.interrupted) where !settings.quiet:
+                let resumability = state.withLock { $0.resumability[index] ?? .resumable }
+                display.message("failed: \(resumability.interruptedMessage)")
+            case let .failure(error) where error != .interrupted:
                 display.message("failed: \(error)")
             default:
                 break
@@ -107,6 +112,7 @@ final class BatchRun: Sendable {
 
     private func observe(_ event: DownloadEvent, of index: Int) {
         guard case let .progress(progress) = event else {
+            state.withLock { $0.resumability[index] = ($0.resumability[index] ?? .resumable).after(event) }
             GetCommand.report(event, display: display, quiet: settings.quiet)
             return
         }

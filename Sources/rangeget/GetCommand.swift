@@ -141,12 +141,12 @@ enum GetCommand {
         let display = ProgressDisplay(quiet: settings.quiet || settings.json)
         let interrupts = InterruptHandler { if !download.stop() { exit(ExitCode.interrupted.rawValue) } }
         defer { interrupts.cancel() }
-        // A stream of unknown length keeps no resume state: Ctrl-C says so.
-        let unknownLength = Mutex(false)
+        // Ctrl-C promises no more than the next run will do.
+        let resumability = Mutex(Resumability.resumable)
         do {
             let quiet = settings.quiet
             let result = try download.run { event in
-                if case let .probed(remote) = event { unknownLength.withLock { $0 = remote.size == nil } }
+                resumability.withLock { $0 = $0.after(event) }
                 report(event, display: display, quiet: quiet)
             }
             display.clear()
@@ -161,11 +161,7 @@ enum GetCommand {
             let code = ExitCode(error)
             if settings.json { print(JSONSummary(urls: urls, error: error, code: code).encoded()) }
             if code == .interrupted {
-                if !settings.quiet {
-                    display.message(unknownLength.withLock { $0 }
-                        ? "interrupted; the server did not say how long the file is, so nothing can be resumed: the next run starts over"
-                        : "interrupted; run the same command again to resume")
-                }
+                if !settings.quiet { display.message(resumability.withLock { $0 }.interruptedMessage) }
                 return code.rawValue
             }
             return fail(error.description, code)
@@ -248,6 +244,46 @@ enum GetCommand {
             line += "; mirrors: " + parts.joined(separator: ", ")
         }
         return line
+    }
+}
+
+/// What the next run can make of a download interrupted now, as its events
+/// tell it, so that the Ctrl-C line promises no more than that run will do.
+enum Resumability: Sendable {
+    /// Fetched in ranges: the same command resumes it.
+    case resumable
+    /// One stream of known length from a server without ranges: its
+    /// manifest is kept, but a later run resumes it only if the server then
+    /// serves ranges (the probe line says so too).
+    case onlyWithRanges
+    /// One stream of unknown length: nothing to resume.
+    case startsOver
+
+    /// The state after `event`.
+    func after(_ event: DownloadEvent) -> Resumability {
+        switch event {
+        case let .probed(remote):
+            return remote.size == nil ? .startsOver : remote.acceptsRanges ? .resumable : .onlyWithRanges
+        case let .restarting(reason) where reason.hasSuffix("downloading as one stream from the start"):
+            // A 200 to a ranged request (a resume from a server that still
+            // serves no ranges, say): one stream from byte 0 now.
+            return .onlyWithRanges
+        default:
+            return self
+        }
+    }
+
+    /// The line for an interrupted download.
+    var interruptedMessage: String {
+        switch self {
+        case .resumable:
+            "interrupted; run the same command again to resume"
+        case .onlyWithRanges:
+            "interrupted; the server does not serve byte ranges: a later run resumes it only if the server then "
+                + "serves them, and otherwise starts over"
+        case .startsOver:
+            "interrupted; the server did not say how long the file is, so nothing can be resumed: the next run starts over"
+        }
     }
 }
 
