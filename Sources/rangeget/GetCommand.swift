@@ -100,7 +100,8 @@ enum GetCommand {
         ],
         details: """
         Exit codes: 0 done, 1 network or server failure, 2 usage error, 3 verification failed,
-        4 local I/O error, 130 interrupted (run the same command again to resume).
+        4 local I/O error, 130 interrupted (the same command resumes it; a single stream only where
+        the server then serves byte ranges).
         """
     ) }
 
