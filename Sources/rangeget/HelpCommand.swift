@@ -92,7 +92,7 @@ enum HelpCommand {
         command again fetches only the missing bytes; a remote file that changed is downloaded again from the start.
         .SH EXIT STATUS
         0 done; 1 network or server failure; 2 usage error; 3 verification failed; 4 local I/O error;
-        130 interrupted (resumable).
+        130 interrupted (resumable; a single stream only where the server then serves byte ranges).
 
         """
         return roff
