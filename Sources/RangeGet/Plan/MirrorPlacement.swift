@@ -216,8 +216,14 @@ struct MirrorPlacement: Sendable {
 /// A mirror's measured total at each connection count, and what it predicts
 /// between and beyond the measured counts.
 struct ThroughputCurve: Sendable, Equatable {
-    /// Bytes per second measured at each connection count (the latest).
+    /// Bytes per second at each connection count: the best of the recent
+    /// measurements there. A dip (the local disk throttling writes, a
+    /// scheduling hiccup) is noise that must not read as a ceiling; a mirror
+    /// that really slowed down is seen once its recent measurements all say so.
     private(set) var totals: [Int: Double] = [:]
+    private var recent: [Int: [Double]] = [:]
+    /// Measurements kept per count (the engine measures every 10 ms or so: about 0.3 s).
+    static let recentCount = 32
     /// More connections that add less than this share of what the ones
     /// before added each count as adding nothing (a ceiling). Totals measured
     /// over long windows (bench: seconds) can be judged at a half; the
@@ -231,7 +237,11 @@ struct ThroughputCurve: Sendable, Equatable {
     }
 
     mutating func record(_ total: Double, at connections: Int) {
-        totals[connections] = total
+        var kept = recent[connections, default: []]
+        kept.append(total)
+        if kept.count > Self.recentCount { kept.removeFirst(kept.count - Self.recentCount) }
+        recent[connections] = kept
+        totals[connections] = kept.max()
     }
 
     /// The best rate per connection seen.
