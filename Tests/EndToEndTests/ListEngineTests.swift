@@ -1,0 +1,313 @@
+// Issue 15: one engine for a whole list. These tests check, from the outside
+// (the built binary against loopback RangeServers), what the issue asks of
+// a list run: connections reused across the files (counted at the server),
+// no manifest for a file one response fetches whole (and a run killed in
+// the middle of one resumed or restarted, never refused), a kill -9 in the
+// middle of a list leaving the complete files intact and the partial one
+// resumable, and `--json` reporting each file as it finishes.
+//
+// On the code before the rework (lanes, one Download and multi handle per
+// file), these fail, as expected:
+// - testAListReusesConnectionsAcrossItsFiles and
+//   testAListWithOneConnectionUsesOneConnectionInAll: every file opens its
+//   own TCP connection (60 and 8 connections accepted).
+// - testNoManifestForASingleFileFetchedWholeByItsFirstResponse and
+//   testNoManifestForAListEntryFetchedWholeByItsFirstResponse: a single
+//   stream of known length gets a `.part.json` as soon as its response
+//   starts (Download.run saves a fresh manifest before the engine runs).
+//   The reruns after the kill already complete (exit 0).
+// - testJSONReportsEachFileAsItFinishesThenTheSummary: `--json` prints one
+//   object at the end of the run, nothing while files finish.
+// This one is expected to pass already (issue 14 made lists resumable):
+// - testAKillInTheMiddleOfAListKeepsCompleteFilesAndResumesThePartialOne.
+//
+// No timed assertions: a slow file is held back by a server rate (lifted
+// when the test has seen what it waits for), every wait is bounded, and
+// what is compared is counts at the server, names in a directory and bytes.
+import Foundation
+import Glibc
+import RangeServer
+import XCTest
+
+final class ListEngineTests: EndToEndTestCase {
+    /// The `-d` directory of every run: only the downloads and their partial files.
+    private var downloads: String { path("out") }
+
+    override func setUpWithError() throws {
+        try super.setUpWithError()
+        try FileManager.default.createDirectory(atPath: path("out"), withIntermediateDirectories: true)
+    }
+
+    /// A second server, stopped when the test ends: it holds a list's slow
+    /// file, so a rate set on it slows that file and nothing else.
+    private func startSlowServer() throws -> RangeServer {
+        let slow = RangeServer()
+        try slow.start()
+        addTeardownBlock { slow.stop() }
+        return slow
+    }
+
+    /// Writes the list file `list` in the test directory: one entry per
+    /// line, `out=NAME` on an indented line below when a name is given.
+    private func writeList(_ entries: [(url: String, out: String?)]) throws {
+        let text = entries.map { entry in entry.url + "\n" + (entry.out.map { "  out=\($0)\n" } ?? "") }.joined()
+        try Data(text.utf8).write(to: URL(fileURLWithPath: path("list")))
+    }
+
+    /// The names in the `-d` directory, sorted.
+    private func downloaded() -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: downloads)) ?? []).sorted()
+    }
+
+    /// Polls the `-d` directory every 10 ms until `condition` holds (at most
+    /// `timeout` seconds); returns whether it held and every name seen there
+    /// meanwhile.
+    private func watchDownloads(timeout: Double, until condition: () -> Bool) -> (met: Bool, seen: Set<String>) {
+        var seen = Set<String>()
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            seen.formUnion(downloaded())
+            if condition() { return (true, seen.union(downloaded())) }
+            usleep(10_000)
+        }
+        seen.formUnion(downloaded())
+        return (condition(), seen)
+    }
+
+    // MARK: - 1. Connections reused across the files of a list
+
+    /// 60 files of 16 KiB from one server with `-n 4`: each comes whole in
+    /// one response, and the connections go from one file to the next
+    /// (keep-alive) instead of one new connection per file.
+    func testAListReusesConnectionsAcrossItsFiles() throws {
+        let count = 60
+        let connections = 4
+        let resources = (0..<count).map { Resource.generated(size: 16 << 10, seed: 1500 + UInt64($0)) }
+        for (index, resource) in resources.enumerated() { server.setResource(resource, at: name(index)) }
+        try writeList((0..<count).map { (server.url(name($0)), nil) })
+
+        let run = try CLI.run(["-q", "-n", "\(connections)", "-i", "list", "-d", "out"], in: directory, timeout: 60)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        for (index, resource) in resources.enumerated() { assertSameBytes(downloads + "/" + name(index), resource) }
+        XCTAssertEqual(downloaded(), (0..<count).map(name).sorted(), "nothing but the files is left")
+        let accepted = server.statistics.connectionsAccepted
+        XCTAssertLessThanOrEqual(accepted, connections + 2,
+                                 "\(count) files over -n \(connections) took \(accepted) TCP connections: the engine "
+                                 + "holds at most \(connections) at a time and keeps them alive from one file to the "
+                                 + "next, so the whole list needs about \(connections) (2 spare for a connection the "
+                                 + "engine closes and replaces), not one per file")
+    }
+
+    /// Several files with `-n 1`: one connection carries them all.
+    func testAListWithOneConnectionUsesOneConnectionInAll() throws {
+        let count = 8
+        let resources = (0..<count).map { Resource.generated(size: 16 << 10, seed: 1600 + UInt64($0)) }
+        for (index, resource) in resources.enumerated() { server.setResource(resource, at: name(index)) }
+        try writeList((0..<count).map { (server.url(name($0)), nil) })
+
+        let run = try CLI.run(["-q", "-n", "1", "-i", "list", "-d", "out"], in: directory, timeout: 60)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        for (index, resource) in resources.enumerated() { assertSameBytes(downloads + "/" + name(index), resource) }
+        XCTAssertEqual(server.statistics.connectionsAccepted, 1,
+                       "-n 1 over \(count) files of one server: a single keep-alive connection fetches them all")
+        XCTAssertEqual(server.statistics.requests.count, count, "one request per file: \(server.statistics.requests)")
+    }
+
+    private func name(_ index: Int) -> String { String(format: "f%02d", index) }
+
+    // MARK: - 2. No manifest for a file fetched whole by its first response
+
+    /// 64 KiB, below the 1 MiB minimum split: the opening request
+    /// (`Range: bytes=0-1048575`) gets it whole. Served at 32 KiB/s it takes
+    /// about 2 s; while it comes its `.part` is there and no `.part.json`
+    /// ever is. Killed (-9) half way, the same command run again completes
+    /// it (restarted or resumed, never refused).
+    func testNoManifestForASingleFileFetchedWholeByItsFirstResponse() throws {
+        let resource = Resource.generated(size: 64 << 10, seed: 1700)
+        server.setResource(resource, at: "small.bin")
+        server.setRatePerConnection(32 << 10)
+        let arguments = ["-q", "-d", "out", server.url("small.bin")]
+
+        let child = try launch(arguments)
+        let watched = watchDownloads(timeout: 20) { server.statistics.bodyBytesSent >= 32 << 10 }
+        child.kill9()
+        XCTAssertTrue(watched.met, "half of the file was sent")
+        XCTAssertEqual(server.statistics.requests.first?.rangeHeader, "bytes=0-1048575",
+                       "the first request asks for the minimum split, which holds the whole file")
+        XCTAssertTrue(watched.seen.contains("small.bin.part"), "the .part was there: \(watched.seen)")
+        XCTAssertFalse(watched.seen.contains { $0.hasSuffix(".part.json") },
+                       "a file fetched whole by its first response needs no manifest, but one appeared: \(watched.seen)")
+        XCTAssertFalse(downloaded().contains { $0.hasSuffix(".part.json") }, "after the kill: \(downloaded())")
+
+        server.setRatePerConnection(nil)
+        let rerun = try CLI.run(arguments, in: directory, timeout: 30)
+        XCTAssertEqual(rerun.status, 0, "the rerun after a kill in the middle is never refused: \(rerun.stderr)")
+        assertSameBytes(downloads + "/small.bin", resource)
+        XCTAssertEqual(downloaded(), ["small.bin"])
+    }
+
+    /// The same for an entry of a list (named with `out=`), between two
+    /// small files of another server: no `.part.json` for any of them, and
+    /// the rerun of the list after a kill -9 completes all three.
+    func testNoManifestForAListEntryFetchedWholeByItsFirstResponse() throws {
+        let slow = try startSlowServer()
+        let first = Resource.generated(size: 16 << 10, seed: 1710)
+        let held = Resource.generated(size: 64 << 10, seed: 1711)
+        let last = Resource.generated(size: 16 << 10, seed: 1712)
+        server.setResource(first, at: "a")
+        slow.setResource(held, at: "held")
+        server.setResource(last, at: "b")
+        slow.setRatePerConnection(32 << 10)
+        try writeList([(server.url("a"), nil), (slow.url("held"), "renamed.bin"), (server.url("b"), nil)])
+        let arguments = ["-q", "-n", "4", "-i", "list", "-d", "out"]
+
+        let child = try launch(arguments)
+        let watched = watchDownloads(timeout: 20) { slow.statistics.bodyBytesSent >= 32 << 10 }
+        child.kill9()
+        XCTAssertTrue(watched.met, "half of the held file was sent")
+        XCTAssertEqual(slow.statistics.requests.first?.rangeHeader, "bytes=0-1048575")
+        XCTAssertTrue(watched.seen.contains("renamed.bin.part"), "the .part was there: \(watched.seen)")
+        XCTAssertFalse(watched.seen.contains { $0.hasSuffix(".part.json") },
+                       "files fetched whole by their first responses need no manifest, but one appeared: \(watched.seen)")
+        XCTAssertFalse(downloaded().contains { $0.hasSuffix(".part.json") }, "after the kill: \(downloaded())")
+
+        slow.setRatePerConnection(nil)
+        let rerun = try CLI.run(arguments, in: directory, timeout: 30)
+        XCTAssertEqual(rerun.status, 0, "the rerun after a kill in the middle is never refused: \(rerun.stderr)")
+        assertSameBytes(downloads + "/a", first)
+        assertSameBytes(downloads + "/renamed.bin", held)
+        assertSameBytes(downloads + "/b", last)
+        XCTAssertEqual(downloaded(), ["a", "b", "renamed.bin"])
+    }
+
+    // MARK: - 3. A kill -9 in the middle of a list
+
+    /// Ten small files and, last, an 8 MiB one served at 512 KiB/s per
+    /// connection (ranged, so it has a manifest), `-n 4`. Killed (-9) once
+    /// the small ones are saved and 2 MiB of the large one are sent: the
+    /// saved files are the server's bytes, the large one's `.part` and
+    /// manifest are there; the rerun exits 0, fetches nothing of the saved
+    /// files (at most a HEAD each, no body byte) and not the whole large one
+    /// again.
+    func testAKillInTheMiddleOfAListKeepsCompleteFilesAndResumesThePartialOne() throws {
+        let slow = try startSlowServer()
+        let smallCount = 10
+        let small = (0..<smallCount).map { Resource.generated(size: (16 << 10) + Int64($0) * 4096, seed: 1800 + UInt64($0)) }
+        for (index, resource) in small.enumerated() { server.setResource(resource, at: name(index)) }
+        let large = Resource.generated(size: 8 << 20, seed: 1820)
+        slow.setResource(large, at: "large")
+        slow.setRatePerConnection(512 << 10)
+        try writeList((0..<smallCount).map { (server.url(name($0)), nil) } + [(slow.url("large"), nil)])
+        let arguments = ["-q", "-n", "4", "-i", "list", "-d", "out"]
+
+        let child = try launch(arguments)
+        let smallSaved = { small.indices.allSatisfy { self.fileSize(self.downloads + "/" + self.name($0)) == small[$0].size } }
+        XCTAssertTrue(wait(timeout: 20) { smallSaved() && slow.statistics.bodyBytesSent >= 2 << 20 },
+                      "the small files saved, the large one under way")
+        child.kill9()
+        XCTAssertFalse(FileManager.default.fileExists(atPath: downloads + "/large"),
+                       "the large file was still partial at the kill (the test needs it so)")
+        for (index, resource) in small.enumerated() { assertSameBytes(downloads + "/" + name(index), resource) }
+        XCTAssertTrue(FileManager.default.fileExists(atPath: downloads + "/large.part"), "\(downloaded())")
+        XCTAssertTrue(FileManager.default.fileExists(atPath: downloads + "/large.part.json"),
+                      "a ranged download keeps a manifest: \(downloaded())")
+
+        slow.setRatePerConnection(nil)
+        server.resetStatistics()
+        slow.resetStatistics()
+        let rerun = try CLI.run(arguments, in: directory, timeout: 30)
+        XCTAssertEqual(rerun.status, 0, rerun.stderr)
+        for (index, resource) in small.enumerated() { assertSameBytes(downloads + "/" + name(index), resource) }
+        assertSameBytes(downloads + "/large", large)
+        XCTAssertEqual(downloaded(), ((0..<smallCount).map(name) + ["large"]).sorted(), "no partial file is left")
+        for index in small.indices {
+            let requests = server.statistics.requests(to: name(index))
+            XCTAssertLessThanOrEqual(requests.count, 1, "\(name(index)) was complete: checked once at most: \(requests)")
+            XCTAssertEqual(requests.reduce(0) { $0 + $1.bodyBytesSent }, 0,
+                           "\(name(index)) was complete: no byte of it is fetched again: \(requests)")
+        }
+        let servedAgain = slow.statistics.bodyBytesSent
+        XCTAssertLessThan(servedAgain, large.size,
+                          "the rerun resumed the large file: \(servedAgain) of its \(large.size) bytes served again")
+    }
+
+    // MARK: - 4. --json: a line per file as it finishes, then the summary
+
+    /// Three small files and, first in the list, a 512 KiB one held back at
+    /// 32 KiB/s. While it is held, the three small ones are saved and their
+    /// lines are on stdout already; once it is let go, its line follows and
+    /// the summary ends the output. Every line is one JSON object; a file's
+    /// line is the entry today's summary lists for it in `files`.
+    func testJSONReportsEachFileAsItFinishesThenTheSummary() throws {
+        let slow = try startSlowServer()
+        let held = Resource.generated(size: 512 << 10, seed: 1900)
+        slow.setResource(held, at: "held")
+        slow.setRatePerConnection(32 << 10)
+        let fast = (0..<3).map { Resource.generated(size: 16 << 10, seed: 1901 + UInt64($0)) }
+        for (index, resource) in fast.enumerated() { server.setResource(resource, at: name(index)) }
+        try writeList([(slow.url("held"), nil)] + (0..<fast.count).map { (server.url(name($0)), nil) })
+
+        let child = try launch(["--json", "-n", "4", "-i", "list", "-d", "out"])
+        XCTAssertTrue(wait(timeout: 20) {
+            fast.indices.allSatisfy { self.fileSize(self.downloads + "/" + self.name($0)) == fast[$0].size }
+        }, "the small files are saved while the held one comes")
+        // Bounded: a line is printed (and flushed) when its file is saved.
+        let early = wait(timeout: 5) { self.jsonLines(child.stdoutURL).count >= fast.count }
+        let earlyLines = jsonLines(child.stdoutURL)
+        XCTAssertTrue(early, "a line for each small file while the held one is still coming: \(earlyLines)")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: downloads + "/held"), "the held file was still coming")
+        XCTAssertEqual(Set(earlyLines.compactMap { fileName($0["file"]) }), Set((0..<fast.count).map(name)),
+                       "the early lines are the small files': \(earlyLines)")
+
+        slow.setRatePerConnection(nil)
+        let run = child.finish(timeout: 30)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        assertSameBytes(downloads + "/held", held)
+        for (index, resource) in fast.enumerated() { assertSameBytes(downloads + "/" + name(index), resource) }
+
+        let lines = run.stdout.split(separator: "\n").map(String.init)
+        let objects = lines.map { line in (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any] }
+        for (line, object) in zip(lines, objects) { XCTAssertNotNil(object, "a line of stdout that is no JSON object: \(line)") }
+        let parsed = objects.compactMap { $0 }
+        XCTAssertEqual(parsed.count, fast.count + 2, "one line per file, then the summary: \(run.stdout)")
+        guard parsed.count == fast.count + 2, let summary = parsed.last else { return }
+        let perFile = Array(parsed.dropLast())
+        XCTAssertEqual(perFile.map { fileName($0["file"]) }.last, "held", "the held file finished last: \(run.stdout)")
+        XCTAssertEqual(Set(perFile.compactMap { fileName($0["file"]) }), Set(["held"] + (0..<fast.count).map(name)))
+        // The keys a saved file's entry has in today's `files`.
+        let entryKeys: Set<String> = ["outcome", "exitCode", "file", "size", "seconds", "averageBytesPerSecond", "bytesFetched",
+                                      "bytesReused", "retries", "connectionsUsed", "tcpConnections", "alreadyComplete", "mirrors"]
+        for object in perFile {
+            XCTAssertEqual(object["outcome"] as? String, "complete", "\(object)")
+            XCTAssertEqual(object["exitCode"] as? Int, 0, "\(object)")
+            XCTAssertTrue(entryKeys.isSubset(of: Set(object.keys)),
+                          "a file's line has the shape of its entry in the summary's files: \(object)")
+        }
+        XCTAssertEqual(perFile.first { fileName($0["file"]) == "held" }?["size"] as? Int, Int(held.size))
+
+        XCTAssertEqual(summary["outcome"] as? String, "complete", "the last line is the summary: \(summary)")
+        if let files = summary["files"] as? [[String: Any]] {
+            XCTAssertEqual(files.count, fast.count + 1, "\(summary)")
+            for object in perFile {
+                let entry = files.first { fileName($0["file"]) == fileName(object["file"]) }
+                XCTAssertEqual(entry.map(NSDictionary.init(dictionary:)), NSDictionary(dictionary: object),
+                               "a file's line is its entry in the summary's files")
+            }
+        } else {
+            XCTAssertTrue(summary.values.contains { ($0 as? Int) == fast.count + 1 },
+                          "the summary has the files, or their count (\(fast.count + 1)): \(summary)")
+        }
+    }
+
+    /// The complete lines of the file at `url` that parse as JSON objects.
+    private func jsonLines(_ url: URL) -> [[String: Any]] {
+        let text = (try? String(contentsOf: url, encoding: .utf8)) ?? ""
+        return text.split(separator: "\n", omittingEmptySubsequences: true).dropLast(text.hasSuffix("\n") ? 0 : 1)
+            .compactMap { (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any] }
+    }
+
+    /// The last path component of a `file` field, nil if there is none.
+    private func fileName(_ value: Any?) -> String? {
+        (value as? String).map { URL(fileURLWithPath: $0).lastPathComponent }
+    }
+}
