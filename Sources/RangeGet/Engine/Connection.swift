@@ -99,6 +99,12 @@ final class Connection {
     private var rejection: Rejection?
     private var writeFailure: IOError?
     private var reachedEnd = false
+    /// The loop client whose transfers this connection runs: the engine, or
+    /// the opening request waiting for its head; nil between the two.
+    weak var client: LoopClient?
+    /// How a transfer ended while no client owned the connection (an opening
+    /// request cut before its engine took it over); the engine settles it.
+    private(set) var unownedEnd: CURLcode?
 
     init(id: Int, file: OutputFile?, options: TransferOptions) throws(CurlError) {
         self.id = id
@@ -152,6 +158,17 @@ final class Connection {
         // The body held back since the head arrived flows again (libcurl may
         // call the write callback from inside this call).
         curl_easy_pause(easy.raw, CURLPAUSE_CONT)
+    }
+
+    /// Notes that the transfer ended with `result` while no client owned it.
+    func endedUnowned(_ result: CURLcode) {
+        unownedEnd = result
+    }
+
+    /// Takes the result noted by `endedUnowned`, if any.
+    func takeUnownedEnd() -> CURLcode? {
+        defer { unownedEnd = nil }
+        return unownedEnd
     }
 
     /// The connection that owns `easy`, from its `CURLOPT_PRIVATE` pointer

@@ -45,9 +45,9 @@ enum EngineOutcome: Sendable {
     case failed(DownloadError)
 }
 
-final class Engine: @unchecked Sendable {
-    // Every stored property but `stopRequested` and `multi` (whose wakeup is
-    // thread-safe) is touched only by the thread inside `run()`.
+final class Engine: @unchecked Sendable, LoopClient {
+    // Every stored property but `stopRequested` and `loop` (whose wakeup is
+    // thread-safe) is touched only by the loop's thread, from `begin` to `end`.
     let settings: EngineSettings
     let size: Int64?
     let mirrors: [Mirror]
@@ -55,7 +55,19 @@ final class Engine: @unchecked Sendable {
     let onEvent: @Sendable (DownloadEvent) -> Void
     private let file: OutputFile
     private let transferOptions: TransferOptions
-    private let multi: MultiHandle
+    /// The loop whose multi handle runs this engine's transfers (shared by the files of a list).
+    let loop: TransferLoop
+    private var multi: MultiHandle { loop.multi }
+    /// The zero-round-trip start's request, until `begin` adopts or ends it.
+    private var opening: Opening?
+    /// How the run ended, once it has.
+    private var outcome: EngineOutcome?
+    /// While stopping: when to give up waiting for bytes already in the
+    /// sockets, and the bytes received at the last turn.
+    private var drain: (deadline: Double, received: Int64)?
+    /// Totals kept when the connections are released at the end.
+    private var finalFetched: Int64?
+    private var finalUsed: Int?
     private let checkpointer: Checkpointer?
     /// Bytes written and not yet durable, recorded by the connections at each write.
     private let journal: WriteJournal?
@@ -85,18 +97,15 @@ final class Engine: @unchecked Sendable {
     var placement: MirrorPlacement
     var lastPlacement = 0.0
     private var lastReport = 0.0
-    /// The opening request until the first connection adopts it: the bytes
-    /// its server is sending (nil inside: a 200 with the whole file).
-    private var pendingOpening: ByteRange??
 
     /// An engine for the file behind `mirrors` (the first one's size is the
     /// size). `opening`, the zero-round-trip start's request to the first
     /// mirror, becomes the first connection when its bytes are still missing.
     init(
         mirrors remotes: [RemoteFile], file: OutputFile, manifest: Manifest?, manifestPath: String?,
-        settings: EngineSettings, options: TransferOptions, calls: SystemCalls, opening: Opening? = nil,
-        onEvent: @escaping @Sendable (DownloadEvent) -> Void
-    ) throws(CurlError) {
+        settings: EngineSettings, options: TransferOptions, calls: SystemCalls, loop: TransferLoop,
+        opening: Opening? = nil, onEvent: @escaping @Sendable (DownloadEvent) -> Void
+    ) {
         precondition(!remotes.isEmpty)
         self.settings = settings
         self.file = file
@@ -115,36 +124,24 @@ final class Engine: @unchecked Sendable {
             checkpointer = nil
             journal = nil
         }
-        // A plain stream starts from byte 0 anyway; a ranged plan needs byte 0 to be missing.
-        let adopts = opening?.isUsable == true && (settings.plain || !done.contains(ByteRange(0, 1)))
-        if let opening, adopts {
-            let (multi, connection) = opening.handOver()
-            connection.attach(file, journal: journal)
-            self.multi = multi
-            connections.append(connection)
-        } else {
-            opening?.end()
-            mirrors[0].tcpConnections += opening?.connectionsOpened ?? 0
-            multi = try MultiHandle(multiplex: options.multiplex)
-        }
-        pendingOpening = adopts ? .some(opening?.served) : nil
+        self.loop = loop
+        self.opening = opening
         planner = Planner(connections: settings.connections, minimumSplit: settings.minimumSplit)
         placement = MirrorPlacement(connections: settings.connections, room: mirrors.map { _ in settings.maxPerHost })
         connectionLimit = settings.plain ? 1 : settings.connections
         transferOptions = options
-        try multi.set(CURLMOPT_MAXCONNECTS, max(16, settings.connections * 2))
     }
 
     /// Asks the loop to stop soon, keeping resume state; safe from any thread.
     func requestStop() {
         stopRequested.store(true, ordering: .relaxed)
-        multi.wakeup()
+        loop.wakeup()
     }
 
     var isStopping: Bool { stopRequested.load(ordering: .relaxed) }
 
     /// Bytes received and written by this run.
-    var bytesFetched: Int64 { connections.reduce(0) { $0 + $1.totalBytes } }
+    var bytesFetched: Int64 { finalFetched ?? connections.reduce(0) { $0 + $1.totalBytes } }
 
     /// Bytes received so far, running transfers included.
     private var bytesReceived: Int64 {
@@ -153,6 +150,27 @@ final class Engine: @unchecked Sendable {
 
     /// Runs the download until it completes, fails or is stopped.
     func run() -> EngineOutcome {
+        loop.run(self)
+        return outcome ?? .stopped
+    }
+
+    // MARK: - LoopClient
+
+    func begin(now: Double) {
+        // A plain stream starts from byte 0 anyway; a ranged plan needs byte 0 to be missing.
+        let adopted = opening.flatMap { opening in
+            opening.isUsable && (settings.plain || !written.contains(ByteRange(0, 1))) ? opening : nil
+        }
+        if let adopted {
+            let connection = adopted.handOver()
+            connection.attach(file, journal: journal)
+            connection.client = self
+            connections.append(connection)
+        } else if let opening {
+            opening.cancel()
+            mirrors[0].tcpConnections += opening.connectionsOpened
+        }
+        opening = nil
         if settings.plain {
             queue = [Piece(range: ByteRange(0, size ?? Int64.max))]
             written = RangeSet()
@@ -164,11 +182,68 @@ final class Engine: @unchecked Sendable {
             queue = Planner(connections: reachable, minimumSplit: settings.minimumSplit)
                 .plan(written.complement(size: size)).map { Piece(range: $0) }
         }
-        let started = MonotonicClock.now()
-        if let pendingOpening { adoptOpening(served: pendingOpening, now: started) }
-        lastCheckpoint = started
-        meter.add(bytes: currentlyDone, at: started)
-        let outcome = loop()
+        if let adopted {
+            adoptOpening(served: adopted.served, now: now)
+            // Its transfer may have ended while no one owned it.
+            if let result = connections[0].takeUnownedEnd() {
+                _ = transferFinished(connections[0], result: result, now: now)
+            }
+        }
+        lastCheckpoint = now
+        meter.add(bytes: currentlyDone, at: now)
+    }
+
+    func beforeTransfers(now: Double) -> Bool {
+        if outcome != nil { return true }
+        if isStopping {
+            // On a stop (Ctrl-C, pause), what has already arrived in the sockets
+            // is taken in before the connections close: those bytes cost
+            // nothing now and would be fetched again later. The stop ends
+            // when a turn brings nothing more, or after `drainLimit` seconds.
+            let received = bytesReceived
+            if let drain, now >= drain.deadline || received == drain.received || !connections.contains(where: \.isBusy) {
+                return ended(.stopped)
+            }
+            drain = (drain?.deadline ?? now + Self.drainLimit, received)
+            return false
+        }
+        if let outcome = startIdleConnections(now: now) { return ended(outcome) }
+        if queue.isEmpty && !connections.contains(where: \.isBusy) {
+            return ended(.complete(size: size ?? written.ranges.last?.end ?? 0))
+        }
+        // Reported once the free connections took their next pieces, so a
+        // sample never shows a connection between two pieces as idle.
+        report(now: now, force: false)
+        return false
+    }
+
+    func transferFinished(_ connection: Connection, result: CURLcode, now: Double) -> Bool {
+        let outcome = settle(connection, connection.finish(result: result, now: now), now: now)
+        // While stopping, the stop is the outcome.
+        guard let outcome, !isStopping else { return self.outcome != nil }
+        return ended(outcome)
+    }
+
+    func afterTransfers(now: Double) -> Bool {
+        if outcome != nil { return true }
+        if isStopping { return false }
+        if let outcome = watchTransfers(now: now) { return ended(outcome) }
+        placeConnections(now: now)
+        if let failure = checkpointer?.failure { return ended(.failed(.io(failure))) }
+        checkpointIfDue(now: now)
+        reportSavedCheckpoint()
+        return false
+    }
+
+    func loopFailed(_ error: CurlError) {
+        outcome = outcome ?? .failed(.network(url: mirrors[0].remote.url, message: error.message))
+    }
+
+    /// Closes the run: running transfers stop (their ranges stay missing),
+    /// the manifest is saved, and the connections' handles are released here,
+    /// on the loop's thread (their connections stay in the loop's cache).
+    func end() {
+        var outcome = self.outcome ?? .stopped
         for connection in connections where connection.isBusy {
             cancel(connection, reason: "stopped", requeue: true, now: MonotonicClock.now())
         }
@@ -179,76 +254,21 @@ final class Engine: @unchecked Sendable {
             reportSavedCheckpoint()
         case .stopped, .failed, .expired:
             if let failure = saveFinalCheckpoint() {
-                if case .failed = outcome { return outcome }
-                return .failed(.io(failure))
+                if case .failed = outcome {} else { outcome = .failed(.io(failure)) }
             }
         }
         report(now: MonotonicClock.now(), force: true)
-        return outcome
+        self.outcome = outcome
+        finalFetched = bytesFetched
+        finalUsed = connectionsUsed
+        for connection in connections { connection.client = nil }
+        connections = []
     }
 
-    private func loop() -> EngineOutcome {
-        while true {
-            let now = MonotonicClock.now()
-            if isStopping {
-                drainSockets(now: now)
-                return .stopped
-            }
-            if let outcome = startIdleConnections(now: now) { return outcome }
-            if queue.isEmpty && !connections.contains(where: \.isBusy) {
-                return .complete(size: size ?? written.ranges.last?.end ?? 0)
-            }
-            // Reported once the free connections took their next pieces, so a
-            // sample never shows a connection between two pieces as idle.
-            report(now: now, force: false)
-            do {
-                _ = try multi.perform()
-            } catch {
-                return .failed(.network(url: mirrors[0].remote.url, message: error.message))
-            }
-            var settledAny = false
-            while let (easy, result) = multi.nextFinished() {
-                guard let connection = Connection.owning(easy) else { continue }
-                multi.remove(connection.easy)
-                settledAny = true
-                let now = MonotonicClock.now()
-                if let outcome = settle(connection, connection.finish(result: result, now: now), now: now) {
-                    return outcome
-                }
-            }
-            if let outcome = watchTransfers(now: now) { return outcome }
-            placeConnections(now: now)
-            if let failure = checkpointer?.failure { return .failed(.io(failure)) }
-            checkpointIfDue(now: now)
-            reportSavedCheckpoint()
-            // A connection just freed takes its next piece at once (and the end
-            // is noticed at once): waiting in poll cost up to 0.1 s per piece.
-            if settledAny { continue }
-            do {
-                try multi.poll(timeoutMilliseconds: pollTimeout(now: now))
-            } catch {
-                return .failed(.network(url: mirrors[0].remote.url, message: error.message))
-            }
-        }
-    }
-
-    /// On a stop (Ctrl-C, pause), takes in what has already arrived in the
-    /// sockets before the connections close: those bytes cost nothing now and
-    /// would be fetched again later. Stops as soon as a pass of libcurl finds
-    /// nothing more to read, and after `drainLimit` seconds at most.
-    private func drainSockets(now: Double) {
-        let deadline = now + Self.drainLimit
-        while MonotonicClock.now() < deadline, connections.contains(where: \.isBusy) {
-            let before = bytesReceived
-            guard (try? multi.perform()) != nil else { return }
-            while let (easy, result) = multi.nextFinished() {
-                guard let connection = Connection.owning(easy) else { continue }
-                multi.remove(connection.easy)
-                let now = MonotonicClock.now()
-                _ = settle(connection, connection.finish(result: result, now: now), now: now)
-            }
-            if bytesReceived == before { return }
-        }
+    /// Records how the run ended; true (the client is done).
+    private func ended(_ outcome: EngineOutcome) -> Bool {
+        self.outcome = outcome
+        return true
     }
 
     /// The longest a stop waits for bytes already in the sockets.
@@ -260,7 +280,6 @@ final class Engine: @unchecked Sendable {
     /// the other pieces, and the first to free up, usually this one, goes on
     /// with it, so every connection ends up with about an even share.
     private func adoptOpening(served: ByteRange?, now: Double) {
-        pendingOpening = nil
         // The engine takes the opening only while byte 0 is missing, so the plan starts there.
         guard let first = queue.first, first.range.start == 0 else { preconditionFailure("no piece at byte 0") }
         queue.removeFirst()
@@ -279,6 +298,7 @@ final class Engine: @unchecked Sendable {
     func newConnection() throws(CurlError) -> Connection {
         let connection = try Connection(id: connections.count, file: file, options: transferOptions)
         connection.attach(file, journal: journal)
+        connection.client = self
         connections.append(connection)
         return connection
     }
@@ -531,17 +551,18 @@ final class Engine: @unchecked Sendable {
         }
     }
 
-    private func pollTimeout(now: Double) -> Int {
-        var timeout = connections.contains(where: \.isPaused) ? 10.0 : 100.0
-        if let wake = queue.map(\.notBefore).min(), wake > now { timeout = min(timeout, (wake - now) * 1000) }
-        return max(1, Int(timeout))
+    func pollTimeout(now: Double) -> Double {
+        if drain != nil { return 0.001 }
+        var timeout = connections.contains(where: \.isPaused) ? 0.01 : 0.1
+        if let wake = queue.map(\.notBefore).min(), wake > now { timeout = min(timeout, wake - now) }
+        return timeout
     }
 
     /// Per-mirror figures for the report.
     var mirrorReports: [MirrorReport] { mirrors.map(\.report) }
 
     /// Connections that carried at least one transfer.
-    var connectionsUsed: Int { connections.count(where: \.wasUsed) }
+    var connectionsUsed: Int { finalUsed ?? connections.count(where: \.wasUsed) }
 }
 
 /// Throughput over the last `window` seconds, from (time, bytes) samples.

@@ -14,51 +14,43 @@
 // head in time) ends the request, and the classic probe (Prober) decides.
 import CCurl
 
-final class Opening {
-    /// The multi handle the engine goes on with.
-    let multi: MultiHandle
+final class Opening: LoopClient {
+    /// The loop the engine goes on with.
+    let loop: TransferLoop
     /// The connection carrying the request; it becomes the engine's first.
     let connection: Connection
+    /// True while the request's handle is in the loop's multi handle.
     private(set) var isRunning = false
     /// True once the head was usable: the engine may adopt the transfer.
     private(set) var isUsable = false
     /// The bytes a usable 206 sends; nil for a 200 with the whole file.
     private(set) var served: ByteRange?
     private let length: Int64
+    /// While waiting for the head: when to give up, and whether the transfer ended.
+    private var deadline = 0.0
+    private var ended = false
 
-    /// Sends the request for the first `length` bytes of `url`.
-    init(url: String, length: Int64, options: TransferOptions) throws(CurlError) {
-        multi = try MultiHandle(multiplex: options.multiplex)
+    /// Prepares the request for the first `length` bytes of `url` on `loop`;
+    /// `probe` sends it.
+    init(url: String, length: Int64, options: TransferOptions, loop: TransferLoop) throws(CurlError) {
+        self.loop = loop
         connection = try Connection(id: 0, file: nil, options: options)
         try connection.open(url, range: ByteRange(0, length), now: MonotonicClock.now())
         self.length = length
-        try multi.add(connection.easy)
-        isRunning = true
     }
 
     deinit {
-        end()
+        cancel()
     }
 
-    /// Drives the request until its head is in (or `timeout` seconds pass);
-    /// the file it describes when the head is a 206 whose body can be
-    /// written as it comes, or, when `wholeFile`, a 200 (ranges unsupported:
-    /// the whole file as one plain stream). Otherwise the request is ended
-    /// and nil returned.
+    /// Sends the request and waits until its head is in (or `timeout`
+    /// seconds pass); the file it describes when the head is a 206 whose
+    /// body can be written as it comes, or, when `wholeFile`, a 200 (ranges
+    /// unsupported: the whole file as one plain stream). Otherwise the
+    /// request is ended and nil returned.
     func probe(url: String, timeout: Double, wholeFile: Bool) -> RemoteFile? {
-        let deadline = MonotonicClock.now() + timeout
-        // A transfer that already ended (cut, refused) cannot be handed on.
-        var ended = false
-        while !Self.isFinal(connection.responseHead) {
-            let left = deadline - MonotonicClock.now()
-            guard left > 0, (try? multi.perform()) != nil else { break }
-            if multi.nextFinished() != nil {
-                ended = true
-                break
-            }
-            if Self.isFinal(connection.responseHead) { break }
-            guard (try? multi.poll(timeoutMilliseconds: max(1, min(100, Int(left * 1000))))) != nil else { break }
-        }
+        deadline = MonotonicClock.now() + timeout
+        loop.run(self)
         let head = connection.responseHead
         // A size past `RemoteFile.largestSize` is left to the classic probe, which refuses it.
         if wholeFile, !ended, Self.isFinal(head), head.status == 200, (head.contentLength ?? 0) <= RemoteFile.largestSize {
@@ -72,7 +64,7 @@ final class Opening {
               let served = contentRange.range, served.start == 0, served.end <= length,
               let total = contentRange.total, total <= RemoteFile.largestSize
         else {
-            end()
+            cancel()
             return nil
         }
         let remote = RemoteFile(url: url, effectiveURL: connection.easy.effectiveURL, head: head, size: total,
@@ -91,17 +83,65 @@ final class Opening {
     /// TCP connections the request opened.
     var connectionsOpened: Int { connection.easy.connectionsOpened }
 
-    /// Ends the request (its connection's handle leaves the multi handle).
-    func end() {
+    /// Ends the request (its connection's handle leaves the multi handle, on the loop's thread).
+    func cancel() {
         guard isRunning else { return }
         isRunning = false
-        multi.remove(connection.easy)
+        let request = UncheckedBox((loop, connection))
+        loop.execute {
+            let (loop, connection) = request.value
+            loop.multi.remove(connection.easy)
+        }
     }
 
-    /// Hands the running request to its new owner, the engine.
-    func handOver() -> (MultiHandle, Connection) {
-        precondition(isRunning)
+    /// Hands the running request to its new owner, the engine (on the loop's thread).
+    func handOver() -> Connection {
+        precondition(isUsable)
         isRunning = false
-        return (multi, connection)
+        return connection
     }
+
+    // MARK: - LoopClient: waiting for the head
+
+    func begin(now: Double) {
+        do {
+            try loop.multi.add(connection.easy)
+            isRunning = true
+            connection.client = self
+        } catch {
+            ended = true
+        }
+    }
+
+    func beforeTransfers(now: Double) -> Bool { waited(now: now) }
+
+    func transferFinished(_ connection: Connection, result: CURLcode, now: Double) -> Bool {
+        // A transfer that already ended (cut, refused) cannot be handed on.
+        ended = true
+        isRunning = false
+        return true
+    }
+
+    func afterTransfers(now: Double) -> Bool { waited(now: now) }
+
+    func pollTimeout(now: Double) -> Double { max(0.001, min(0.1, deadline - now)) }
+
+    func loopFailed(_ error: CurlError) {
+        ended = true
+    }
+
+    func end() {
+        connection.client = nil
+    }
+
+    private func waited(now: Double) -> Bool {
+        ended || Self.isFinal(connection.responseHead) || now >= deadline
+    }
+}
+
+/// Carries a value the compiler cannot prove thread-safe to the loop's
+/// thread, where alone it is used.
+struct UncheckedBox<Value>: @unchecked Sendable {
+    let value: Value
+    init(_ value: Value) { self.value = value }
 }

@@ -1,0 +1,199 @@
+// TransferLoop: one curl multi handle and the thread that drives it, for
+// every transfer of a run. A single download drives its own loop on the
+// calling thread; the files of a list share one loop on a thread of its own,
+// so their requests share one connection cache (keep-alive connections are
+// reused from one file to the next, DNS answers are cached) and `-n` is one
+// limit. The loop's clients are the engines (one per file being fetched) and
+// the opening requests waiting for their heads; each turn it lets every
+// client start work, moves bytes, hands each finished transfer to the client
+// whose connection ran it, and lets every client look after its transfers.
+// Other threads only add clients, queue commands and wake it (invariant 4:
+// one thread owns the multi handle and every easy handle in it).
+import CCurl
+import Dispatch
+import Synchronization
+
+/// A user of the loop: its methods run on the loop's thread only.
+protocol LoopClient: AnyObject {
+    /// Called once, before the first turn.
+    func begin(now: Double)
+    /// Starts work before libcurl moves bytes; true when the client is done.
+    func beforeTransfers(now: Double) -> Bool
+    /// A transfer on `connection` ended with `result` (its handle is already
+    /// out of the multi handle); true when the client is done.
+    func transferFinished(_ connection: Connection, result: CURLcode, now: Double) -> Bool
+    /// Looks after running transfers (stalls, checkpoints); true when done.
+    func afterTransfers(now: Double) -> Bool
+    /// The longest the loop may wait for sockets on this client's behalf, in seconds.
+    func pollTimeout(now: Double) -> Double
+    /// libcurl itself failed; the client ends.
+    func loopFailed(_ error: CurlError)
+    /// Called once when done, still on the loop's thread, before its waiter resumes.
+    func end()
+}
+
+/// One multi handle and the loop driving every transfer in it. Share one
+/// between downloads (`DownloadOptions.transferLoop`) so that they reuse
+/// each other's connections; a download without one makes its own.
+public final class TransferLoop: @unchecked Sendable {
+    // `multi` is touched only by the thread driving the loop (its `wakeup`
+    // by any); `state` is the only thing other threads change.
+    let multi: MultiHandle
+    private let threaded: Bool
+    private let state = Mutex(Shared())
+    /// The clients being served: the driving thread's alone.
+    private var clients: [Client] = []
+
+    private struct Shared {
+        var arrivals: [Client] = []
+        var commands: [@Sendable () -> Void] = []
+        var threadRunning = false
+    }
+
+    private final class Client {
+        let body: LoopClient
+        let done: DispatchSemaphore?
+        var finished = false
+        init(_ body: LoopClient, done: DispatchSemaphore?) {
+            self.body = body
+            self.done = done
+        }
+    }
+
+    /// A loop shared by downloads running on several threads: it runs on a
+    /// thread of its own while it has work. `connections` sizes the cache of
+    /// idle connections kept for reuse.
+    public convenience init(connections: Int, multiplex: Bool = false) throws(DownloadError) {
+        do {
+            try self.init(threaded: true, multiplex: multiplex, connections: connections)
+        } catch {
+            throw .network(url: "", message: "cannot set up libcurl: \(error.message)")
+        }
+    }
+
+    /// A loop driven by the thread that runs a client on it (one download).
+    init(threaded: Bool, multiplex: Bool, connections: Int) throws(CurlError) {
+        multi = try MultiHandle(multiplex: multiplex)
+        self.threaded = threaded
+        try multi.set(CURLMOPT_MAXCONNECTS, max(16, connections * 2))
+    }
+
+    /// Serves `client` until it is done; returns on the calling thread after
+    /// the client's `end()`.
+    func run(_ client: LoopClient) {
+        guard threaded else {
+            let entry = Client(client, done: nil)
+            client.begin(now: MonotonicClock.now())
+            clients.append(entry)
+            while !entry.finished { turn() }
+            return
+        }
+        let done = DispatchSemaphore(value: 0)
+        submit { $0.arrivals.append(Client(client, done: done)) }
+        done.wait()
+    }
+
+    /// Runs `command` on the loop's thread (at once when the caller drives the loop).
+    func execute(_ command: @escaping @Sendable () -> Void) {
+        guard threaded else { return command() }
+        submit { $0.commands.append(command) }
+    }
+
+    /// Wakes the loop from its wait for sockets; safe from any thread.
+    func wakeup() {
+        multi.wakeup()
+    }
+
+    private func submit(_ change: (inout Shared) -> Void) {
+        let start = state.withLock { shared -> Bool in
+            change(&shared)
+            guard !shared.threadRunning else { return false }
+            shared.threadRunning = true
+            return true
+        }
+        if start {
+            startThread { [self] in threadBody() }
+        } else {
+            multi.wakeup()
+        }
+    }
+
+    /// The loop's own thread: turns while there are clients or commands, and
+    /// ends when there are none (the next arrival starts another).
+    private func threadBody() {
+        while true {
+            let idle = clients.isEmpty && state.withLock { shared -> Bool in
+                guard shared.arrivals.isEmpty, shared.commands.isEmpty else { return false }
+                shared.threadRunning = false
+                return true
+            }
+            if idle { return }
+            turn()
+        }
+    }
+
+    /// One turn: take arrivals and commands, let clients start work, move
+    /// bytes, settle finished transfers, let clients look after the rest,
+    /// then wait for sockets unless a transfer just ended.
+    private func turn() {
+        let (arrivals, commands) = state.withLock { shared in
+            defer { (shared.arrivals, shared.commands) = ([], []) }
+            return (shared.arrivals, shared.commands)
+        }
+        commands.forEach { $0() }
+        let now = MonotonicClock.now()
+        for arrival in arrivals {
+            arrival.body.begin(now: now)
+            clients.append(arrival)
+        }
+        for client in clients where !client.finished {
+            if client.body.beforeTransfers(now: now) { finish(client) }
+        }
+        do {
+            _ = try multi.perform()
+        } catch {
+            for client in clients where !client.finished {
+                client.body.loopFailed(error)
+                finish(client)
+            }
+        }
+        var settled = false
+        while let (easy, result) = multi.nextFinished() {
+            guard let connection = Connection.owning(easy) else { continue }
+            multi.remove(connection.easy)
+            settled = true
+            guard let owner = clients.first(where: { !$0.finished && $0.body === connection.client }) else {
+                // Its owner has not taken it yet (an opening request waiting
+                // for its engine): the engine settles it when it does.
+                connection.endedUnowned(result)
+                continue
+            }
+            if owner.body.transferFinished(connection, result: result, now: MonotonicClock.now()) { finish(owner) }
+        }
+        let later = MonotonicClock.now()
+        for client in clients where !client.finished {
+            if client.body.afterTransfers(now: later) { finish(client) }
+        }
+        clients.removeAll(where: \.finished)
+        // A connection just freed takes its next piece at once (and an end is
+        // noticed at once): waiting in poll cost up to 0.1 s per piece.
+        if settled || clients.isEmpty && !threaded { return }
+        let timeout = clients.map { $0.body.pollTimeout(now: later) }.min() ?? 0.1
+        do {
+            try multi.poll(timeoutMilliseconds: max(1, Int(timeout * 1000)))
+        } catch {
+            for client in clients where !client.finished {
+                client.body.loopFailed(error)
+                finish(client)
+            }
+            clients.removeAll(where: \.finished)
+        }
+    }
+
+    private func finish(_ client: Client) {
+        guard !client.finished else { return }
+        client.finished = true
+        client.body.end()
+        client.done?.signal()
+    }
+}
