@@ -57,6 +57,15 @@ public struct DownloadOptions: Sendable {
     /// connections of the budget, and gives each back when it has no work
     /// for it. Nil: `connections` are this download's own.
     public var connectionBudget: ConnectionBudget?
+    /// The loop, with its multi handle, that runs the transfers: one shared
+    /// by several downloads (the files of a list) lets each reuse the
+    /// connections the others opened. Nil: the download makes its own,
+    /// driven on the thread that runs it.
+    public var transferLoop: TransferLoop?
+    /// Downloads that finish together (the files of a list) make their data
+    /// and their directory durable together, one sync for a batch instead
+    /// of two per file (a group commit). Nil: this download syncs alone.
+    public var syncGroup: SyncGroup?
     /// The most bytes the opening request asks for (it asks for `minimumSplit`).
     var openingLimit: Int64 = .max
     /// How requests are made.
@@ -181,6 +190,17 @@ public final class Download: Sendable {
         if case let .file(path) = destination { existing = try checkWritable(output: path) }
         let prober = Prober(options: options.transfer)
         defer { tally.tcpConnections += prober.connectionsOpened.total }
+        let loop: TransferLoop
+        if let shared = options.transferLoop {
+            loop = shared
+        } else {
+            do {
+                loop = try TransferLoop(threaded: false, multiplex: options.transfer.multiplex,
+                                        connections: options.connections)
+            } catch {
+                throw .network(url: url, message: "cannot set up libcurl: \(error.message)")
+            }
+        }
         var sources: [RemoteFile]
         var probeReports: [MirrorReport]
         var opening: Opening?
@@ -196,14 +216,14 @@ public final class Download: Sendable {
             // An output that exists is probed with HEAD: no byte of it is needed.
             let opens = !options.probeWithHead && !partialDownloadExists && !existing
                 && access(outputPath(url: url, contentDisposition: nil), F_OK) != 0
-            (sources, probeReports, opening) = try probeMirrors(prober, opening: opens, onEvent: onEvent)
+            (sources, probeReports, opening) = try probeMirrors(prober, opening: opens ? loop : nil, onEvent: onEvent)
         }
         var remote = sources[0]
         onEvent(.probed(remote))
         let output = outputPath(url: remote.url, contentDisposition: remote.contentDisposition)
         if case .directory = destination { existing = try checkWritable(output: output) }
         if existing {
-            opening?.end()
+            opening?.cancel()
             let result = try alreadyComplete(output, remote: remote, reports: probeReports,
                                              seconds: tally.seconds + MonotonicClock.now() - started,
                                              tcpConnections: tally.tcpConnections + prober.connectionsOpened.total)
@@ -235,7 +255,13 @@ public final class Download: Sendable {
             if controller.isStopRequested { throw .interrupted }
             let plain = !remote.acceptsRanges || remote.size == nil
             if plain { sources = [remote] }
-            if manifest == nil, let size = remote.size {
+            // A file the opening request fetches whole (one of at most the
+            // minimum split) needs no plan: no manifest, no journal, no
+            // preallocation. A run killed in the middle of it finds
+            // rangeget's marked .part without a manifest, and starts it over.
+            let whole = !plain && manifest == nil && opening?.isUsable == true
+                && opening?.served == remote.size.map { ByteRange(0, $0) }
+            if manifest == nil, !whole, let size = remote.size {
                 do {
                     // A size the server chose must fit before a byte is written.
                     if plain { try file.checkFreeSpace(for: size) } else { try file.preallocate(size: size) }
@@ -249,7 +275,7 @@ public final class Download: Sendable {
             // A single stream of known length keeps a manifest too: the bytes
             // from 0 it has, which a later run resumes if the server then
             // serves ranges (and starts over, saying why, if it still does not).
-            if manifest == nil, let size = remote.size {
+            if manifest == nil, !whole, let size = remote.size {
                 var fresh = Manifest(remote: remote, size: size)
                 fresh.record(sources.map(\.url))
                 do {
@@ -261,15 +287,10 @@ public final class Download: Sendable {
                 }
                 manifest = fresh
             }
-            let engine: Engine
-            do {
-                engine = try Engine(
-                    mirrors: sources, file: file, manifest: manifest,
-                    manifestPath: manifestPath, settings: engineSettings(plain: plain),
-                    options: options.transfer, calls: options.systemCalls, opening: opening, onEvent: onEvent)
-            } catch {
-                throw .network(url: url, message: "\(error)")
-            }
+            let engine = Engine(
+                mirrors: sources, file: file, manifest: manifest,
+                manifestPath: manifestPath, settings: engineSettings(plain: plain),
+                options: options.transfer, calls: options.systemCalls, loop: loop, opening: opening, onEvent: onEvent)
             opening = nil
             if controller.register(engine) { engine.requestStop() }
             let outcome = engine.run()
@@ -357,10 +378,13 @@ public final class Download: Sendable {
     /// given) sets size and validators; a mirror that disagrees on the size,
     /// or on a strong ETag where both give one, is left out with a message.
     /// With `opening`, the first mirror is probed by the opening request of
-    /// the zero-round-trip start, returned running when its answer was usable.
+    /// the zero-round-trip start, sent on that loop and returned running when
+    /// its answer was usable.
     private func probeMirrors(
-        _ prober: Prober, skipHead: Bool = false, opening: Bool = false, onEvent: @Sendable (DownloadEvent) -> Void
+        _ prober: Prober, skipHead: Bool = false, opening loop: TransferLoop? = nil,
+        onEvent: @Sendable (DownloadEvent) -> Void
     ) throws(DownloadError) -> ([RemoteFile], [MirrorReport], Opening?) {
+        let opening = loop != nil
         let results = Mutex<[Int: Result<RemoteFile, DownloadError>]>([:])
         let finished = DispatchGroup()
         for (index, url) in mirrors.enumerated() where !(opening && index == 0) {
@@ -374,7 +398,8 @@ public final class Download: Sendable {
         var opened: Opening?
         if opening {
             let transfer = options.transfer
-            let request = try? Opening(url: url, length: min(options.minimumSplit, options.openingLimit), options: transfer)
+            let request = try? Opening(url: url, length: min(options.minimumSplit, options.openingLimit), options: transfer,
+                                       loop: loop!)
             // With other mirrors, one that ignores ranges is dropped rather than
             // making the whole download one stream (the classic probe and the
             // engine see to that).
@@ -637,10 +662,21 @@ public final class Download: Sendable {
         }
     }
 
-    /// Saves `manifest` (when the download has one) as complete, durably.
-    private func keepAsComplete(_ manifest: Manifest?, size: Int64, at path: String,
+    /// Makes `target` durable: with the other downloads of the sync group, or alone.
+    private func sync(_ target: SyncGroup.Target) throws(IOError) {
+        if let group = options.syncGroup { return try group.synchronize(target, calls: options.systemCalls) }
+        switch target {
+        case let .data(file): try file.synchronize()
+        case let .directory(path): try StateFile.synchronize(directory: path, calls: options.systemCalls)
+        }
+    }
+
+    /// Saves `manifest` as complete, durably (a new one for a file fetched in one response).
+    private func keepAsComplete(_ manifest: Manifest?, remote: RemoteFile, size: Int64, at path: String,
                                 problem: String? = nil) throws(IOError) {
-        guard var complete = manifest else { return }
+        // A file fetched in one response has none yet: `status` and the next run need one now.
+        var complete = manifest ?? Manifest(remote: remote, size: size)
+        if manifest == nil { complete.record([remote.url]) }
         complete.done = RangeSet([ByteRange(0, size)])
         complete.problem = problem
         try complete.save(to: path, calls: options.systemCalls)
@@ -663,13 +699,13 @@ public final class Download: Sendable {
                     let problem = "\(checksum.algorithm.rawValue) is \(actual), expected \(checksum.hex)"
                     // Complete, but not what was expected: `status` says so, and
                     // a rerun checks again without fetching a byte.
-                    try keepAsComplete(manifest, size: size, at: files.manifest, problem: problem)
+                    try keepAsComplete(manifest, remote: remote, size: size, at: files.manifest, problem: problem)
                     throw DownloadError.verification(
                         "\(checksum.algorithm.rawValue) of the download is \(actual), expected \(checksum.hex); "
                             + "the data stays in \(file.path) (--restart fetches it again)")
                 }
             }
-            try file.synchronize()
+            try sync(.data(file))
             let origin = FileOrigin(url: Manifest.redacting(remote.url), etag: remote.etag,
                                     lastModified: remote.lastModified)
             if try !origin.record(on: file.descriptor) {
@@ -680,13 +716,16 @@ public final class Download: Sendable {
                 try file.move(to: output, replacing: options.overwrite)
             } catch {
                 guard error.code == EEXIST else { throw error }
-                try keepAsComplete(manifest, size: size, at: files.manifest)
+                try keepAsComplete(manifest, remote: remote, size: size, at: files.manifest)
                 throw DownloadError.usage("\(output) appeared during the download; the data stays in \(file.path) "
                                           + "(run again with --force to overwrite it)")
             }
             file.unmark()
-            for path in [files.journal, files.manifest] { try StateFile.remove(path) }
-            try StateFile.synchronizeDirectory(of: output, calls: options.systemCalls)
+            // Without a manifest there is no journal either (the engine keeps one only beside a manifest).
+            if manifest != nil {
+                for path in [files.journal, files.manifest] { try StateFile.remove(path) }
+            }
+            try sync(.directory(StateFile.directory(of: output)))
         } catch let error as IOError {
             throw .io(error)
         } catch {

@@ -136,7 +136,8 @@ final class OutputFile: Sendable {
 
     /// Removes the mark (from a finished file, or one about to be deleted).
     func unmark() {
-        _ = rg_remove_attribute(descriptor, Self.markAttribute)
+        // The mark is the attribute, or (where there are none) a file beside it.
+        if rg_remove_attribute(descriptor, Self.markAttribute) == 0 { return }
         try? StateFile.remove(PartialFiles(data: path).mark)
     }
 

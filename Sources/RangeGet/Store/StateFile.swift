@@ -96,7 +96,11 @@ enum StateFile {
 
     /// Makes a rename or unlink in `path`'s directory durable.
     static func synchronizeDirectory(of path: String, calls: SystemCalls = .live) throws(IOError) {
-        let directory = directory(of: path)
+        try synchronize(directory: directory(of: path), calls: calls)
+    }
+
+    /// Makes the entries of `directory` (renames, removals) durable.
+    static func synchronize(directory: String, calls: SystemCalls = .live) throws(IOError) {
         let descriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard descriptor >= 0 else { throw IOError("open directory", directory) }
         defer { close(descriptor) }
