@@ -4,8 +4,13 @@
 // the files take from while they have work and give back at once, and a
 // lane that finds the list empty gives its own connection to it too. So a
 // large file at the end of a list ends up with every connection the small
-// ones no longer need. A failed file does not stop the others; a line on
-// stderr (also with -q), the summary and the exit code say which failed.
+// ones no longer need. Every file's transfers run on one TransferLoop (one
+// multi handle: a connection one file opened serves the next) and finished
+// files are made durable together (a SyncGroup). A failed file does not stop
+// the others; a line on stderr (also with -q), the summary and the exit code
+// say which failed. Nothing is kept per finished file but its failure, so a
+// list of 100,000 files runs in the memory of a short one; `--json` prints
+// each file's object as it ends, then a summary line.
 import FoundationEssentials
 import Glibc
 import RangeGet
@@ -16,15 +21,23 @@ final class BatchRun: Sendable {
     private let settings: GetSettings
     private let display: ProgressDisplay
     private let state = Mutex(State())
+    /// The group commit of every file of the list.
+    private let syncs = SyncGroup()
+    /// Serialises the lines of `--json` written by the lanes.
+    private let output = Mutex(())
 
     private struct State {
         var next = 0
         var running: [Int: Download] = [:]
         var progress: [Int: DownloadProgress] = [:]
-        var results: [Int: Result<DownloadResult, DownloadError>] = [:]
-        /// What the next run can make of each file, should it be interrupted.
+        /// What the next run can make of each running file, should it be interrupted.
         var resumability: [Int: Resumability] = [:]
         var stopping = false
+        /// Files ended, and of those the complete ones already there (skipped).
+        var finished = 0
+        var skipped = 0
+        /// The files that failed, in the order they ended, with their exit codes.
+        var failed: [(index: Int, code: ExitCode)] = []
     }
 
     /// `--checksum-file`'s digests by file name, nil without one.
@@ -44,6 +57,13 @@ final class BatchRun: Sendable {
         let lanes = max(1, min(jobs, entries.count))
         // The connections beyond one per lane; a debt when there are more lanes than connections.
         let budget = ConnectionBudget(spare: settings.options.connections - lanes)
+        // One multi handle for every file: a connection one file opened serves the next.
+        let loop: TransferLoop
+        do {
+            loop = try TransferLoop(connections: settings.options.connections, multiplex: settings.options.transfer.multiplex)
+        } catch {
+            return fail("\(error)", ExitCode(error))
+        }
         let interrupts = InterruptHandler { [self] in
             let downloads = state.withLock { state in
                 state.stopping = true
@@ -54,20 +74,20 @@ final class BatchRun: Sendable {
         defer { interrupts.cancel() }
         // Real threads: each lane blocks in a download, and the global dispatch
         // queue runs only about one blocking job per core.
-        Lanes.run(count: lanes) { [self] in work(budget: budget) }
+        Lanes.run(count: lanes) { [self] in work(budget: budget, loop: loop) }
         display.clear()
         return finish()
     }
 
     /// One lane: takes the next entry until none is left, then gives its
     /// connection to the files still running.
-    private func work(budget: ConnectionBudget) {
+    private func work(budget: ConnectionBudget, loop: TransferLoop) {
         while true {
             let taken: (index: Int, download: Download)? = state.withLock { state in
                 guard !state.stopping, state.next < entries.count else { return nil }
                 let index = state.next
                 state.next += 1
-                let download = makeDownload(entries[index], budget: budget)
+                let download = makeDownload(entries[index], budget: budget, loop: loop)
                 state.running[index] = download
                 return (index, download)
             }
@@ -78,10 +98,22 @@ final class BatchRun: Sendable {
             let result = Result { () throws(DownloadError) in
                 try download.run { [self] event in observe(event, of: index) }
             }
-            state.withLock { state in
+            let resumability = state.withLock { state in
                 state.running[index] = nil
                 state.progress[index] = nil
-                state.results[index] = result
+                state.finished += 1
+                switch result {
+                case let .success(done): if done.alreadyComplete { state.skipped += 1 }
+                case let .failure(error): state.failed.append((index, ExitCode(error)))
+                }
+                return state.resumability.removeValue(forKey: index) ?? .resumable
+            }
+            if settings.json {
+                switch result {
+                case let .success(done): printJSONLine(JSONSummary(result: done))
+                case let .failure(error):
+                    printJSONLine(JSONSummary(urls: entries[index].urls, error: error, code: ExitCode(error)))
+                }
             }
             switch result {
             case let .success(done) where !settings.quiet && !settings.json:
@@ -89,7 +121,6 @@ final class BatchRun: Sendable {
                     ? "\(done.path) is already complete (the same as the server's): skipped"
                     : "saved \(done.path) (\(ByteCount.format(done.size)))")
             case .failure(.interrupted) where !settings.quiet:
-                let resumability = state.withLock { $0.resumability[index] ?? .resumable }
                 display.message("failed: \(resumability.interruptedMessage)")
             case let .failure(error) where error != .interrupted:
                 display.message("failed: \(error)")
@@ -99,9 +130,11 @@ final class BatchRun: Sendable {
         }
     }
 
-    private func makeDownload(_ entry: ListEntry, budget: ConnectionBudget) -> Download {
+    private func makeDownload(_ entry: ListEntry, budget: ConnectionBudget, loop: TransferLoop) -> Download {
         var options = settings.options
         options.connectionBudget = budget
+        options.transferLoop = loop
+        options.syncGroup = syncs
         // Looked up by the name the file is saved under, known only after the probe (Content-Disposition).
         options.checksumList = checksums
         let directory = settings.directory ?? "."
@@ -128,45 +161,54 @@ final class BatchRun: Sendable {
             }
             return sum
         }
-        let finished = state.withLock { $0.results.count }
+        let finished = state.withLock { $0.finished }
         display.show(total, prefix: "[\(finished)/\(entries.count) files]")
     }
 
-    /// Prints the summary and picks the exit code: the first failure's, else 0.
+    /// One JSON object on a line of stdout, written whole and flushed at
+    /// once, so a script reading the pipe sees each file as it ends.
+    private func printJSONLine(_ summary: some Encodable) {
+        let line = JSONSummary.encode(summary) + "\n"
+        output.withLock { _ in write(line, to: STDOUT_FILENO) }
+    }
+
+    /// Prints the summary and picks the exit code: the first failure's
+    /// (files never started count as interrupted), else 0.
     private func finish() -> Int32 {
-        let results = state.withLock { $0.results }
-        let failed = entries.indices.filter { index in
-            if case .success = results[index] { return false }
-            return true
-        }
+        let (started, skipped, failures) = state.withLock { ($0.next, $0.skipped, $0.failed) }
+        let notStarted = entries.count - started
+        let failedCount = failures.count + notStarted
+        let code = failures.first?.code ?? (notStarted > 0 ? .interrupted : .success)
         if settings.json {
-            let files = entries.indices.map { index -> JSONSummary in
-                switch results[index] {
-                case let .success(result)?: return JSONSummary(result: result)
-                case let .failure(error)?: return JSONSummary(urls: entries[index].urls, error: error, code: ExitCode(error))
-                case nil: return JSONSummary(urls: entries[index].urls, error: .interrupted, code: .interrupted)
-                }
+            for index in started..<entries.count {
+                printJSONLine(JSONSummary(urls: entries[index].urls, error: .interrupted, code: .interrupted))
             }
-            print(JSONSummary.encode(BatchSummary(outcome: failed.isEmpty ? "complete" : "failed", files: files)))
+            printJSONLine(BatchSummary(
+                outcome: failedCount == 0 ? "complete" : code == .interrupted ? "interrupted" : "failed",
+                exitCode: code.rawValue, fileCount: entries.count, complete: entries.count - failedCount,
+                alreadyComplete: skipped, failed: failedCount))
         } else if !settings.quiet {
-            let skipped = results.values.filter { if case let .success(result) = $0 { result.alreadyComplete } else { false } }.count
-            TerminalText.printLine("\(entries.count - failed.count) of \(entries.count) files downloaded"
+            let failedURLs = failures.map { Manifest.redacting(entries[$0.index].urls[0]) }
+                + (notStarted > 0 ? ["\(notStarted) not started"] : [])
+            TerminalText.printLine("\(entries.count - failedCount) of \(entries.count) files downloaded"
                 + (skipped > 0 ? " (\(skipped) already complete)" : "")
-                + (failed.isEmpty ? "" : "; failed: " + failed.map { Manifest.redacting(entries[$0].urls[0]) }.joined(separator: ", ")))
+                + (failedURLs.isEmpty ? "" : "; failed: " + failedURLs.joined(separator: ", ")))
         }
-        for index in failed {
-            switch results[index] {
-            case let .failure(error)?: return ExitCode(error).rawValue
-            default: return ExitCode.interrupted.rawValue
-            }
-        }
-        return ExitCode.success.rawValue
+        return code.rawValue
     }
 }
 
+/// `--json` with a list: the last line, after one object per file.
 struct BatchSummary: Encodable {
     var outcome: String
-    var files: [JSONSummary]
+    var exitCode: Int32
+    /// Files in the list.
+    var fileCount: Int
+    /// Files now complete at their final names, of which `alreadyComplete` were there before.
+    var complete: Int
+    var alreadyComplete: Int
+    /// Files that failed, were interrupted or never started.
+    var failed: Int
 }
 
 /// Runs a body on several POSIX threads and waits for all of them.

@@ -24,10 +24,16 @@ enum ExitCode: Int32 {
 
 /// Writes `text` to stderr unbuffered (progress lines and messages).
 func writeToStandardError(_ text: String) {
+    write(text, to: STDERR_FILENO)
+}
+
+/// Writes `text` to `descriptor` at once, unbuffered (EINTR and short writes retried; other errors dropped).
+func write(_ text: String, to descriptor: Int32) {
     var bytes = Array(text.utf8)
     var offset = 0
     while offset < bytes.count {
-        let written = bytes.withUnsafeMutableBytes { Glibc.write(STDERR_FILENO, $0.baseAddress! + offset, $0.count - offset) }
+        let written = bytes.withUnsafeMutableBytes { Glibc.write(descriptor, $0.baseAddress! + offset, $0.count - offset) }
+        if written < 0, errno == EINTR { continue }
         if written <= 0 { return }
         offset += written
     }

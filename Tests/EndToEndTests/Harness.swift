@@ -15,6 +15,15 @@ struct Run {
         let object = try JSONSerialization.jsonObject(with: Data(stdout.utf8)) as? [String: Any]
         return try XCTUnwrap(object, stdout)
     }
+
+    /// `--json` with a list: one object per file in the order they ended, then the summary.
+    func jsonLines() throws -> (files: [[String: Any]], summary: [String: Any]) {
+        let objects = try stdout.split(separator: "\n").map { line in
+            try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], String(line))
+        }
+        let summary = try XCTUnwrap(objects.last, stdout)
+        return (Array(objects.dropLast()), summary)
+    }
 }
 
 enum CLI {
