@@ -52,15 +52,11 @@ public struct DownloadOptions: Sendable {
     /// classic probe runs only when that answer is not a usable 206, and when
     /// resuming.
     public var probeWithHead = false
-    /// Connections shared with other downloads (a list): beyond its first,
-    /// this download runs more transfers, up to `connections`, only on spare
-    /// connections of the budget, and gives each back when it has no work
-    /// for it. Nil: `connections` are this download's own.
-    public var connectionBudget: ConnectionBudget?
     /// The loop, with its multi handle, that runs the transfers: one shared
     /// by several downloads (the files of a list) lets each reuse the
-    /// connections the others opened. Nil: the download makes its own,
-    /// driven on the thread that runs it.
+    /// connections the others opened, and bounds their connections together
+    /// (`TransferLoop(connections:)`; each still keeps to `connections`).
+    /// Nil: the download makes its own, driven on the thread that runs it.
     public var transferLoop: TransferLoop?
     /// Downloads that finish together (the files of a list) make their data
     /// and their directory durable together, one sync for a batch instead
@@ -206,7 +202,10 @@ public final class Download: Sendable {
         var opening: Opening?
         // True while the file is known only from the manifest (a resume that sent no probe).
         var unprobed = false
-        if !restart, let known = resumableWithoutProbe() {
+        // Where the file goes unless Content-Disposition names it, and whether a partial download is there.
+        let guessed = outputPath(url: url, contentDisposition: nil)
+        let partial = Self.partialDownloadExists(at: guessed)
+        if !restart, partial, let known = resumableWithoutProbe(at: guessed) {
             (sources, probeReports, opening) = ([known], [MirrorReport(url: url, bytes: 0, seconds: 0, errors: 0)], nil)
             unprobed = true
         } else {
@@ -214,8 +213,7 @@ public final class Download: Sendable {
             // opening request, from byte 0, would fetch them again), or another
             // run holds it and this one is about to be refused.
             // An output that exists is probed with HEAD: no byte of it is needed.
-            let opens = !options.probeWithHead && !partialDownloadExists && !existing
-                && access(outputPath(url: url, contentDisposition: nil), F_OK) != 0
+            let opens = !options.probeWithHead && !partial && !existing && access(guessed, F_OK) != 0
             (sources, probeReports, opening) = try probeMirrors(prober, opening: opens ? loop : nil, onEvent: onEvent)
         }
         var remote = sources[0]
@@ -371,7 +369,7 @@ public final class Download: Sendable {
             connections: options.connections, minimumSplit: options.minimumSplit, retries: options.retries,
             retryWait: options.retryWait, retryWaitLimit: options.retryWaitLimit,
             checkpointInterval: options.checkpointInterval, stallTimeout: options.transfer.stallTimeout,
-            plain: plain, maxPerHost: options.maxPerHost, budget: options.connectionBudget)
+            plain: plain, maxPerHost: options.maxPerHost)
     }
 
     /// Probes every mirror at once. The first that answers (in the order
@@ -468,21 +466,22 @@ public final class Download: Sendable {
     /// probing first, and a changed file is still caught (its server answers
     /// 200, with the new validator). Nil with several mirrors (the others
     /// must be probed to be compared), with `probeWithHead`, or when no such
-    /// manifest is there.
-    private func resumableWithoutProbe() -> RemoteFile? {
-        guard mirrors.count == 1, !options.probeWithHead, partialDownloadExists,
-              let stored = try? Manifest.load(from: outputPath(url: url, contentDisposition: nil) + ".part.json"),
+    /// manifest is there (for the output `guessed`).
+    private func resumableWithoutProbe(at guessed: String) -> RemoteFile? {
+        guard mirrors.count == 1, !options.probeWithHead,
+              let stored = try? Manifest.load(from: PartialFiles(output: guessed).manifest),
               stored.knownURLs.contains(Manifest.redacting(url)) else { return nil }
         let remote = RemoteFile(url: url, effectiveURL: url, size: stored.size, etag: stored.etag,
                                 lastModified: stored.lastModified, acceptsRanges: true, contentDisposition: nil)
         return remote.ifRange == nil ? nil : remote
     }
 
-    /// True when a manifest or a data file lies where this download would
-    /// write without a Content-Disposition name: a partial download to resume
-    /// (or a file of another program's that the download will refuse).
-    private var partialDownloadExists: Bool {
-        let files = PartialFiles(output: outputPath(url: url, contentDisposition: nil))
+    /// True when a manifest or a data file lies beside `output` (where this
+    /// download writes without a Content-Disposition name): a partial
+    /// download to resume (or a file of another program's that the download
+    /// will refuse).
+    private static func partialDownloadExists(at output: String) -> Bool {
+        let files = PartialFiles(output: output)
         var info = stat()
         return lstat(files.manifest, &info) == 0 || lstat(files.data, &info) == 0
     }
@@ -556,8 +555,17 @@ public final class Download: Sendable {
         }
         guard var stored = loaded else {
             // Rangeget's own data file without a manifest (a single stream):
-            // empty it, and drop any journal a lost manifest left behind.
-            try discard(file: file, manifestPath: manifestPath)
+            // empty it, and drop any journal a lost manifest left behind (a
+            // file just created is empty already, and no manifest is there).
+            do {
+                if file.isNew { try StateFile.remove(PartialFiles(data: file.path).journal) } else {
+                    try discard(file: file, manifestPath: manifestPath)
+                }
+            } catch let error as IOError {
+                throw .io(error)
+            } catch {
+                throw error as! DownloadError
+            }
             return nil
         }
         // The manifest belongs to the file, not to one URL: a URL it records
@@ -662,15 +670,6 @@ public final class Download: Sendable {
         }
     }
 
-    /// Makes `target` durable: with the other downloads of the sync group, or alone.
-    private func sync(_ target: SyncGroup.Target) throws(IOError) {
-        if let group = options.syncGroup { return try group.synchronize(target, calls: options.systemCalls) }
-        switch target {
-        case let .data(file): try file.synchronize()
-        case let .directory(path): try StateFile.synchronize(directory: path, calls: options.systemCalls)
-        }
-    }
-
     /// Saves `manifest` as complete, durably (a new one for a file fetched in one response).
     private func keepAsComplete(_ manifest: Manifest?, remote: RemoteFile, size: Int64, at path: String,
                                 problem: String? = nil) throws(IOError) {
@@ -705,27 +704,33 @@ public final class Download: Sendable {
                             + "the data stays in \(file.path) (--restart fetches it again)")
                 }
             }
-            try sync(.data(file))
             let origin = FileOrigin(url: Manifest.redacting(remote.url), etag: remote.etag,
                                     lastModified: remote.lastModified)
             if try !origin.record(on: file.descriptor) {
                 onEvent(.notice("the file system of \(output) keeps no extended attributes: a later run can compare "
                                 + "only its size with the server's, not its ETag"))
             }
-            do {
-                try file.move(to: output, replacing: options.overwrite)
-            } catch {
-                guard error.code == EEXIST else { throw error }
-                try keepAsComplete(manifest, remote: remote, size: size, at: files.manifest)
-                throw DownloadError.usage("\(output) appeared during the download; the data stays in \(file.path) "
-                                          + "(run again with --force to overwrite it)")
+            // Once the data is durable: the final name, then the directory made durable.
+            let commit = SyncGroup.Commit(file: file, directory: StateFile.directory(of: output)) { [self] in
+                do {
+                    try file.move(to: output, replacing: options.overwrite)
+                } catch let error as IOError where error.code == EEXIST {
+                    try keepAsComplete(manifest, remote: remote, size: size, at: files.manifest)
+                    throw DownloadError.usage("\(output) appeared during the download; the data stays in \(file.path) "
+                                              + "(run again with --force to overwrite it)")
+                }
+                file.unmark()
+                // Without a manifest there is no journal either (the engine keeps one only beside a manifest).
+                if manifest != nil {
+                    for path in [files.journal, files.manifest] { try StateFile.remove(path) }
+                }
             }
-            file.unmark()
-            // Without a manifest there is no journal either (the engine keeps one only beside a manifest).
-            if manifest != nil {
-                for path in [files.journal, files.manifest] { try StateFile.remove(path) }
+            if let group = options.syncGroup {
+                try group.commit(commit, calls: options.systemCalls)
+            } else {
+                SyncGroup.run([commit], calls: options.systemCalls)
+                if let failure = commit.failure { throw failure }
             }
-            try sync(.directory(StateFile.directory(of: output)))
         } catch let error as IOError {
             throw .io(error)
         } catch {

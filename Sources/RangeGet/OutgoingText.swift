@@ -17,6 +17,8 @@ package enum OutgoingText {
 
     /// `text` with the `user:password@` of every URL in it removed.
     private static func withoutUserinfo(_ text: String) -> String {
+        // Userinfo ends with `@`: most text (every URL without credentials) has none.
+        guard text.utf8.contains(UInt8(ascii: "@")) else { return text }
         var scalars = String.UnicodeScalarView()
         var authority = false
         var pending = String.UnicodeScalarView()

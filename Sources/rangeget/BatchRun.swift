@@ -1,12 +1,12 @@
-// Several files in one run (`-i LIST`): at most `--jobs` files in flight
-// (lanes), the `-n` connections shared among them. Every file in flight runs
-// one transfer; the connections beyond one per lane are a ConnectionBudget
-// the files take from while they have work and give back at once, and a
-// lane that finds the list empty gives its own connection to it too. So a
-// large file at the end of a list ends up with every connection the small
-// ones no longer need. Every file's transfers run on one TransferLoop (one
-// multi handle: a connection one file opened serves the next) and finished
-// files are made durable together (a SyncGroup). A failed file does not stop
+// Several files in one run (`-i LIST`): every file's transfers run on one
+// TransferLoop, one multi handle (a connection one file opened serves the
+// next) whose connection limit is `-n`: a new file's first transfer comes
+// before another transfer of a running one, so files go on in list order and
+// a large one ends up with every connection the small ones no longer need.
+// At most `--jobs` files are in flight, each on a thread of its own (a lane)
+// for the steps that block (claiming the .part, a checksum, the commit):
+// while one file syncs, the connections serve the next. Finished files are
+// made durable together (a SyncGroup, a group commit). A failed file does not stop
 // the others; a line on stderr (also with -q), the summary and the exit code
 // say which failed. Nothing is kept per finished file but its failure, so a
 // list of 100,000 files runs in the memory of a short one; `--json` prints
@@ -55,9 +55,7 @@ final class BatchRun: Sendable {
     /// Downloads every entry; returns the exit code.
     func run(jobs: Int) -> Int32 {
         let lanes = max(1, min(jobs, entries.count))
-        // The connections beyond one per lane; a debt when there are more lanes than connections.
-        let budget = ConnectionBudget(spare: settings.options.connections - lanes)
-        // One multi handle for every file: a connection one file opened serves the next.
+        // One multi handle and one connection limit for every file.
         let loop: TransferLoop
         do {
             loop = try TransferLoop(connections: settings.options.connections, multiplex: settings.options.transfer.multiplex)
@@ -74,27 +72,23 @@ final class BatchRun: Sendable {
         defer { interrupts.cancel() }
         // Real threads: each lane blocks in a download, and the global dispatch
         // queue runs only about one blocking job per core.
-        Lanes.run(count: lanes) { [self] in work(budget: budget, loop: loop) }
+        Lanes.run(count: lanes) { [self] in work(loop: loop) }
         display.clear()
         return finish()
     }
 
-    /// One lane: takes the next entry until none is left, then gives its
-    /// connection to the files still running.
-    private func work(budget: ConnectionBudget, loop: TransferLoop) {
+    /// One lane: takes the next entry until none is left.
+    private func work(loop: TransferLoop) {
         while true {
             let taken: (index: Int, download: Download)? = state.withLock { state in
                 guard !state.stopping, state.next < entries.count else { return nil }
                 let index = state.next
                 state.next += 1
-                let download = makeDownload(entries[index], budget: budget, loop: loop)
+                let download = makeDownload(entries[index], loop: loop)
                 state.running[index] = download
                 return (index, download)
             }
-            guard let (index, download) = taken else {
-                budget.giveBack()
-                return
-            }
+            guard let (index, download) = taken else { return }
             let result = Result { () throws(DownloadError) in
                 try download.run { [self] event in observe(event, of: index) }
             }
@@ -130,9 +124,8 @@ final class BatchRun: Sendable {
         }
     }
 
-    private func makeDownload(_ entry: ListEntry, budget: ConnectionBudget, loop: TransferLoop) -> Download {
+    private func makeDownload(_ entry: ListEntry, loop: TransferLoop) -> Download {
         var options = settings.options
-        options.connectionBudget = budget
         options.transferLoop = loop
         options.syncGroup = syncs
         // Looked up by the name the file is saved under, known only after the probe (Content-Disposition).

@@ -156,9 +156,9 @@ final class SchedulingTests: EndToEndTestCase {
     }
 }
 
-/// The connections of a list are shared: a large file gets those the small
-/// ones no longer need, and every spare connection taken is given back.
-final class ConnectionBudgetTests: EndToEndTestCase {
+/// The connections of a list are one limit, the shared loop's: a large file
+/// gets those the small ones no longer need, and every slot taken is given back.
+final class SharedLoopConnectionTests: EndToEndTestCase {
     /// Runs `rangeget -q --json ARGUMENTS -d out -i list` on a list of one
     /// large file then 3 small ones, at 2 MiB/s per connection; checks the
     /// exit status and the large file, and returns the per-file summaries.
@@ -192,22 +192,23 @@ final class ConnectionBudgetTests: EndToEndTestCase {
         XCTAssertGreaterThanOrEqual(used, 3, "the large file ran on the connections the small ones freed: \(files)")
     }
 
-    /// More files at once than connections (`-j 4 -n 2`): the budget starts
-    /// in debt, and once the small files are done the large one still gets
+    /// More files at once than connections (`-j 4 -n 2`): files wait for a
+    /// slot, and once the small files are done the large one still gets
     /// both connections.
     func testMoreJobsThanConnectionsStillHandTheLastFileEveryConnection() throws {
         let (files, _) = try runList(largeSize: 6 << 20, seed: 420, ["-n", "2", "-j", "4"])
         XCTAssertEqual(files.first?["connectionsUsed"] as? Int, 2, "\(files)")
     }
 
-    /// Two downloads sharing two spare connections, one of them cut now and
-    /// then: both complete, and afterwards both spares are back.
-    func testSpareConnectionsAreAllGivenBack() throws {
+    /// Two downloads of 4 connections each sharing a loop of 3, cut now and
+    /// then: both complete, never more than 3 transfers ran at once, and
+    /// afterwards every slot is back.
+    func testTheSharedLoopBoundsTheConnectionsAndGetsEverySlotBack() throws {
         let resources = (0..<2).map { Resource.generated(size: 4 << 20, seed: 410 + UInt64($0)) }
         for (index, resource) in resources.enumerated() { server.setResource(resource, at: "f\(index)") }
         server.setRatePerConnection(4 << 20)
         server.setFaults([FaultRule(.cutAfter(200_000), when: .probability(0.3, seed: 5))])
-        let budget = ConnectionBudget(spare: 2)
+        let loop = try TransferLoop(connections: 3)
         let outcomes = Mutex<[Int: Result<DownloadResult, DownloadError>]>([:])
         let urls = (0..<2).map { server.url("f\($0)") }
         let outputs = (0..<2).map { path("f\($0)") }
@@ -216,7 +217,7 @@ final class ConnectionBudgetTests: EndToEndTestCase {
             options.connections = 4
             options.retries = 20
             options.retryWait = 0.01
-            options.connectionBudget = budget
+            options.transferLoop = loop
             let download = Download(url: urls[index], destination: .file(outputs[index]), options: options)
             let outcome = Result { () throws(DownloadError) in try download.run { _ in } }
             outcomes.withLock { $0[index] = outcome }
@@ -225,6 +226,7 @@ final class ConnectionBudgetTests: EndToEndTestCase {
             if case let .failure(error)? = outcomes.withLock({ $0[index] }) { XCTFail("download \(index): \(error)") }
             assertSameBytes(path("f\(index)"), resources[index])
         }
-        XCTAssertEqual(budget.available, 2, "every spare connection taken was given back")
+        XCTAssertEqual(loop.peakConnectionsInUse, 3, "both downloads wanted 4: the loop's limit of 3 bound them")
+        XCTAssertEqual(loop.connectionsInUse, 0, "every slot taken was given back")
     }
 }

@@ -5,23 +5,23 @@
 // gets is the placement's call (MirrorPlacement), within the per-host cap.
 
 extension Engine {
-    /// Gives every idle connection within the limits a piece. With a budget
-    /// shared among downloads, a transfer beyond one plus the spares held
-    /// first takes a spare connection (and stops here when none is free).
+    /// Gives every idle connection within the limits a piece. Each transfer
+    /// runs on a slot of the loop's connection limit (shared by the files of
+    /// a list): it stops here when the loop has none to give.
     func startIdleConnections(now: Double) -> EngineOutcome? {
         while true {
             // Counted anew each turn: a steal below may end a transfer.
             let busy = connections.count(where: \.isBusy)
             guard busy < connectionLimit else { break }
-            if let budget = settings.budget, busy >= 1 + sparesHeld {
-                guard budget.take() else { break }
-                sparesHeld += 1
+            if busy >= slotsHeld {
+                guard loop.takeSlot(first: busy == 0) else { break }
+                slotsHeld += 1
             }
             // The piece first (a steal may end a transfer), then a handle for it.
             let reuse = connections.first { !$0.isBusy }
             guard let mirror = chooseMirror(now: now),
                   let (piece, race) = nextPiece(thiefRate: reuse?.lastRate, now: now) else {
-                returnSpares()
+                returnSlots()
                 break
             }
             do {
@@ -35,15 +35,14 @@ extension Engine {
         return nil
     }
 
-    /// Gives back the spare connections no transfer runs on any more, so
-    /// other downloads of the budget can use them: called whenever a
-    /// transfer ends, so that sparesHeld == max(0, busy - 1) between turns.
-    func returnSpares() {
-        guard let budget = settings.budget else { return }
-        let unused = sparesHeld - max(0, connections.count(where: \.isBusy) - 1)
+    /// Gives back the slots no transfer runs on any more, so other files of
+    /// the loop can use them: called whenever a transfer ends, so that
+    /// slotsHeld == busy between turns.
+    func returnSlots() {
+        let unused = slotsHeld - connections.count(where: \.isBusy)
         guard unused > 0 else { return }
-        budget.giveBack(unused)
-        sparesHeld -= unused
+        loop.giveSlots(unused)
+        slotsHeld -= unused
     }
 
     /// The mirror for a connection about to start: where the placement

@@ -23,9 +23,6 @@ struct EngineSettings: Sendable {
     var plain: Bool
     /// The most connections to one `scheme://host:port`.
     var maxPerHost: Int
-    /// Spare connections shared with other downloads: every transfer beyond
-    /// the first needs one. Nil: `connections` are this download's own.
-    var budget: ConnectionBudget?
 }
 
 /// How an engine run ended.
@@ -89,9 +86,9 @@ final class Engine: @unchecked Sendable, LoopClient {
     /// Seconds between starts of writeback of the dirty data, so the durable
     /// saves (and the final sync) find little left.
     static let writebackInterval = 0.05
-    /// Spare connections taken from `settings.budget`: transfers may run on
-    /// one connection plus these.
-    var sparesHeld = 0
+    /// Slots of the loop's connection limit this engine holds: one per
+    /// running transfer (between turns).
+    var slotsHeld = 0
     private var meter = RateMeter(window: 3)
     /// How many connections each mirror gets.
     var placement: MirrorPlacement
@@ -156,6 +153,8 @@ final class Engine: @unchecked Sendable, LoopClient {
 
     // MARK: - LoopClient
 
+    var waitsForFirstConnection: Bool { slotsHeld == 0 && !queue.isEmpty && outcome == nil }
+
     func begin(now: Double) {
         // A plain stream starts from byte 0 anyway; a ranged plan needs byte 0 to be missing.
         let adopted = opening.flatMap { opening in
@@ -163,6 +162,7 @@ final class Engine: @unchecked Sendable, LoopClient {
         }
         if let adopted {
             let connection = adopted.handOver()
+            slotsHeld = 1
             connection.attach(file, journal: journal)
             connection.client = self
             connections.append(connection)
@@ -175,10 +175,10 @@ final class Engine: @unchecked Sendable, LoopClient {
             queue = [Piece(range: ByteRange(0, size ?? Int64.max))]
             written = RangeSet()
         } else if let size {
-            // With a shared budget, plan for the connections it can give now (a
+            // On a shared loop, plan for the connections it can give now (a
             // piece per connection that will wait would cost a request each);
-            // spares that come later take work by stealing.
-            let reachable = settings.budget.map { min(settings.connections, 1 + max(0, $0.available)) } ?? settings.connections
+            // slots that free up later take work by stealing.
+            let reachable = loop.freeSlots.map { min(settings.connections, max(1, slotsHeld + $0)) } ?? settings.connections
             queue = Planner(connections: reachable, minimumSplit: settings.minimumSplit)
                 .plan(written.complement(size: size)).map { Piece(range: $0) }
         }
@@ -247,7 +247,7 @@ final class Engine: @unchecked Sendable, LoopClient {
         for connection in connections where connection.isBusy {
             cancel(connection, reason: "stopped", requeue: true, now: MonotonicClock.now())
         }
-        returnSpares()
+        returnSlots()
         switch outcome {
         case .complete, .remoteChanged, .rangesUnsupported:
             checkpointer?.waitForBackgroundSave()
@@ -314,7 +314,7 @@ final class Engine: @unchecked Sendable, LoopClient {
     func cancel(_ connection: Connection, reason: String, requeue: Bool, now: Double) {
         multi.remove(connection.easy)
         let finished = connection.abandon(reason: reason, now: now)
-        returnSpares()
+        returnSlots()
         written.insert(finished.written)
         onEvent(.segmentFinished(connection: connection.id, written: finished.written, complete: false))
         if requeue, !partnerIsBusy(connection, in: finished.race) {
@@ -327,7 +327,7 @@ final class Engine: @unchecked Sendable, LoopClient {
 
     /// Records what a finished transfer wrote and decides what happens to the rest.
     func settle(_ connection: Connection, _ finished: FinishedTransfer, now: Double) -> EngineOutcome? {
-        returnSpares()
+        returnSlots()
         written.insert(finished.written)
         var complete = false
         if case .complete = finished.end { complete = true }

@@ -26,9 +26,14 @@ final class Opening: LoopClient {
     /// The bytes a usable 206 sends; nil for a 200 with the whole file.
     private(set) var served: ByteRange?
     private let length: Int64
-    /// While waiting for the head: when to give up, and whether the transfer ended.
-    private var deadline = 0.0
+    /// While waiting for the head: how long to wait once sent, when to give
+    /// up, and whether the transfer ended.
+    private var timeout = 0.0
+    private var deadline = Double.infinity
     private var ended = false
+    /// True while the request holds a slot of the loop's connection limit
+    /// (from its sending until the engine takes it over, or it ends).
+    private var holdsSlot = false
 
     /// Prepares the request for the first `length` bytes of `url` on `loop`;
     /// `probe` sends it.
@@ -49,7 +54,7 @@ final class Opening: LoopClient {
     /// unsupported: the whole file as one plain stream). Otherwise the
     /// request is ended and nil returned.
     func probe(url: String, timeout: Double, wholeFile: Bool) -> RemoteFile? {
-        deadline = MonotonicClock.now() + timeout
+        self.timeout = timeout
         loop.run(self)
         let head = connection.responseHead
         // A size past `RemoteFile.largestSize` is left to the classic probe, which refuses it.
@@ -85,25 +90,38 @@ final class Opening: LoopClient {
 
     /// Ends the request (its connection's handle leaves the multi handle, on the loop's thread).
     func cancel() {
-        guard isRunning else { return }
-        isRunning = false
+        guard isRunning || holdsSlot else { return }
+        let (running, slot) = (isRunning, holdsSlot)
+        (isRunning, holdsSlot) = (false, false)
         let request = UncheckedBox((loop, connection))
         loop.execute {
             let (loop, connection) = request.value
-            loop.multi.remove(connection.easy)
+            if running { loop.multi.remove(connection.easy) }
+            if slot { loop.giveSlots(1) }
         }
     }
 
-    /// Hands the running request to its new owner, the engine (on the loop's thread).
+    /// Hands the running request, and its slot, to its new owner, the engine (on the loop's thread).
     func handOver() -> Connection {
         precondition(isUsable)
         isRunning = false
+        holdsSlot = false
         return connection
     }
 
-    // MARK: - LoopClient: waiting for the head
+    // MARK: - LoopClient: waiting for a slot, then for the head
+
+    var waitsForFirstConnection: Bool { !holdsSlot && !ended }
 
     func begin(now: Double) {
+        _ = send(now: now)
+    }
+
+    /// Sends the request once the loop has a slot for it; false while it waits.
+    private func send(now: Double) -> Bool {
+        guard loop.takeSlot(first: true) else { return false }
+        holdsSlot = true
+        deadline = now + timeout
         do {
             try loop.multi.add(connection.easy)
             isRunning = true
@@ -111,9 +129,13 @@ final class Opening: LoopClient {
         } catch {
             ended = true
         }
+        return true
     }
 
-    func beforeTransfers(now: Double) -> Bool { waited(now: now) }
+    func beforeTransfers(now: Double) -> Bool {
+        if !holdsSlot, !ended, !send(now: now) { return false }
+        return waited(now: now)
+    }
 
     func transferFinished(_ connection: Connection, result: CURLcode, now: Double) -> Bool {
         // A transfer that already ended (cut, refused) cannot be handed on.
@@ -124,7 +146,7 @@ final class Opening: LoopClient {
 
     func afterTransfers(now: Double) -> Bool { waited(now: now) }
 
-    func pollTimeout(now: Double) -> Double { max(0.001, min(0.1, deadline - now)) }
+    func pollTimeout(now: Double) -> Double { holdsSlot ? max(0.001, min(0.1, deadline - now)) : 0.1 }
 
     func loopFailed(_ error: CurlError) {
         ended = true

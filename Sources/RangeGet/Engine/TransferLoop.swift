@@ -9,12 +9,20 @@
 // whose connection ran it, and lets every client look after its transfers.
 // Other threads only add clients, queue commands and wake it (invariant 4:
 // one thread owns the multi handle and every easy handle in it).
+// A shared loop also holds the run's connection limit (`-n`): every transfer,
+// an opening request or an engine's, runs on a slot taken from it. A client
+// with no transfer yet (a new file) comes first; a transfer beyond a file's
+// first gets a slot only while no file waits for its first. So the files of
+// a list go on in order, and a large one gets every connection the small
+// ones no longer need.
 import CCurl
 import Dispatch
 import Synchronization
 
 /// A user of the loop: its methods run on the loop's thread only.
 protocol LoopClient: AnyObject {
+    /// True while the client has work but no transfer slot at all (it comes first).
+    var waitsForFirstConnection: Bool { get }
     /// Called once, before the first turn.
     func begin(now: Double)
     /// Starts work before libcurl moves bytes; true when the client is done.
@@ -43,6 +51,15 @@ public final class TransferLoop: @unchecked Sendable {
     private let state = Mutex(Shared())
     /// The clients being served: the driving thread's alone.
     private var clients: [Client] = []
+    /// The most transfers at once (nil: no limit; a lone download's engine keeps its own).
+    private let connectionLimit: Int?
+    /// Slots taken and not given back, and whether a client waits for its
+    /// first: the driving thread's alone.
+    private var slotsInUse = 0
+    private var firstWaiting = false
+    /// `slotsInUse` and its peak, for other threads to read.
+    private let slotFigures = Atomic<Int>(0)
+    private let slotPeak = Atomic<Int>(0)
 
     private struct Shared {
         var arrivals: [Client] = []
@@ -61,21 +78,58 @@ public final class TransferLoop: @unchecked Sendable {
     }
 
     /// A loop shared by downloads running on several threads: it runs on a
-    /// thread of its own while it has work. `connections` sizes the cache of
-    /// idle connections kept for reuse.
+    /// thread of its own while it has work, and at most `connections`
+    /// transfers at once over all of them (each download also keeps to its
+    /// own `DownloadOptions.connections`).
     public convenience init(connections: Int, multiplex: Bool = false) throws(DownloadError) {
+        precondition(connections > 0, "a loop needs a connection")
         do {
-            try self.init(threaded: true, multiplex: multiplex, connections: connections)
+            try self.init(threaded: true, multiplex: multiplex, connections: connections, limit: connections)
         } catch {
             throw .network(url: "", message: "cannot set up libcurl: \(error.message)")
         }
     }
 
-    /// A loop driven by the thread that runs a client on it (one download).
-    init(threaded: Bool, multiplex: Bool, connections: Int) throws(CurlError) {
+    /// A loop driven by its own thread (`threaded`) or by the thread that
+    /// runs a client on it (one download); `connections` sizes the cache of
+    /// idle connections kept for reuse.
+    init(threaded: Bool, multiplex: Bool, connections: Int, limit: Int? = nil) throws(CurlError) {
         multi = try MultiHandle(multiplex: multiplex)
         self.threaded = threaded
+        connectionLimit = limit
         try multi.set(CURLMOPT_MAXCONNECTS, max(16, connections * 2))
+    }
+
+    /// Transfers running now over all clients.
+    public var connectionsInUse: Int { slotFigures.load(ordering: .relaxed) }
+
+    /// The most transfers that ran at once so far.
+    public var peakConnectionsInUse: Int { slotPeak.load(ordering: .relaxed) }
+
+    /// Slots free now; nil without a limit. Loop thread only.
+    var freeSlots: Int? { connectionLimit.map { max(0, $0 - slotsInUse) } }
+
+    /// Takes a slot for a transfer (`first`: the client's first); false when
+    /// none is free, or only a first may have it. Loop thread only.
+    func takeSlot(first: Bool) -> Bool {
+        if let connectionLimit {
+            guard slotsInUse < connectionLimit, first || !firstWaiting else { return false }
+        }
+        slotsInUse += 1
+        publishSlots()
+        return true
+    }
+
+    /// Gives back `count` slots. Loop thread only.
+    func giveSlots(_ count: Int) {
+        precondition(count <= slotsInUse, "more slots given back than taken")
+        slotsInUse -= count
+        publishSlots()
+    }
+
+    private func publishSlots() {
+        slotFigures.store(slotsInUse, ordering: .relaxed)
+        if slotsInUse > slotPeak.load(ordering: .relaxed) { slotPeak.store(slotsInUse, ordering: .relaxed) }
     }
 
     /// Serves `client` until it is done; returns on the calling thread after
@@ -146,6 +200,7 @@ public final class TransferLoop: @unchecked Sendable {
             arrival.body.begin(now: now)
             clients.append(arrival)
         }
+        firstWaiting = clients.contains { !$0.finished && $0.body.waitsForFirstConnection }
         for client in clients where !client.finished {
             if client.body.beforeTransfers(now: now) { finish(client) }
         }

@@ -11,6 +11,8 @@ import Glibc
 final class OutputFile: Sendable {
     let path: String
     let descriptor: Int32
+    /// True when this open created the file (it is empty, and nothing was beside it to discard).
+    let isNew: Bool
     private let calls: SystemCalls
 
     /// Creates the file at `path` for reading and writing; fails with EEXIST
@@ -30,6 +32,7 @@ final class OutputFile: Sendable {
         guard descriptor >= 0 else { throw IOError("open", path) }
         self.path = path
         self.descriptor = descriptor
+        isNew = flags & O_CREAT != 0
         self.calls = calls
     }
 

@@ -1,108 +1,115 @@
 // SyncGroup: the group commit of the files of a list. A finished file is
-// made durable in two steps, its data (fdatasync) before its rename, then its
-// directory (fsync) after it; each sync of a small file costs a journal
-// commit, far more than fetching it over a fast link. Threads that need a sync
-// while another thread is syncing queue their request; when that sync is
-// done, one of them syncs everything queued meanwhile, in one pass: starts
-// writeback of every queued data file, then fdatasyncs each (the blocks of
-// all of them go into the same journal commit), then each directory once
-// however many files were renamed into it.
-// A request returns only when its own sync is done, so the promise per file
-// is unchanged: its final name appears only after its data is durable, and
-// the download reports success only after the name is.
+// committed in three steps: its data made durable (fdatasync), then published
+// (renamed to its final name), then its directory made durable (fsync). Each
+// sync of a small file costs a journal commit, far more than fetching it over
+// a fast link. Threads that commit while another thread is committing queue
+// their file; when that commit is done, one of them commits everything queued
+// meanwhile, in one pass: writeback of every file is started, each is
+// fdatasynced (the blocks of all of them go into the same journal commit),
+// each is published, and each directory is fsynced once however many files
+// were renamed into it. A commit returns only when its own file is done, so
+// the promise per file is the one a lone download keeps: its final name
+// appears only after its data is durable, and it is reported saved only
+// after the name is.
 import Dispatch
 import Synchronization
 
-/// Syncs requested by several downloads at once, done in batches.
+/// Commits of finished files by several downloads at once, done in batches.
 public final class SyncGroup: Sendable {
     private let state = Mutex(Queue())
 
     private struct Queue {
-        var waiting: [Request] = []
-        var syncing = false
+        var waiting: [Commit] = []
+        var committing = false
     }
 
-    /// What one request makes durable.
-    enum Target {
-        case data(OutputFile)
-        case directory(String)
-    }
-
-    private final class Request: @unchecked Sendable {
-        // Written by the thread that syncs it before `done` is signalled; read after.
-        let target: Target
+    /// One file to commit. Written by the thread that commits it before
+    /// `done` is signalled, read by its owner after.
+    final class Commit: @unchecked Sendable {
+        let file: OutputFile
+        let directory: String
+        let publish: () throws -> Void
         let done = DispatchSemaphore(value: 0)
         var leads = false
-        var failure: IOError?
-        init(_ target: Target) { self.target = target }
+        var failure: (any Error)?
+
+        init(file: OutputFile, directory: String, publish: @escaping () throws -> Void) {
+            self.file = file
+            self.directory = directory
+            self.publish = publish
+        }
     }
 
-    /// A group; share it between the downloads whose syncs it should batch.
+    /// A group; share it between the downloads whose commits it should batch.
     public init() {}
 
-    /// Makes `target` durable, together with whatever other threads ask for meanwhile.
-    func synchronize(_ target: Target, calls: SystemCalls) throws(IOError) {
-        let request = Request(target)
+    /// Makes `file`'s data durable, then runs `publish` (the rename into
+    /// place), then makes `directory` durable: together with whatever other
+    /// threads commit meanwhile. Throws the first step's error; the later
+    /// steps are skipped for this file after one fails.
+    func commit(_ commit: Commit, calls: SystemCalls) throws {
         let leads = state.withLock { queue -> Bool in
-            queue.waiting.append(request)
-            guard !queue.syncing else { return false }
-            queue.syncing = true
+            queue.waiting.append(commit)
+            guard !queue.committing else { return false }
+            queue.committing = true
             return true
         }
         if !leads {
-            request.done.wait()
-            // Woken to sync the batch it is in, rather than with its result.
-            if request.leads { syncWaiting(calls: calls) }
+            commit.done.wait()
+            // Woken to commit the batch it is in, rather than with its result.
+            if commit.leads { commitWaiting(calls: calls) }
         } else {
-            syncWaiting(calls: calls)
+            commitWaiting(calls: calls)
         }
-        if let failure = request.failure { throw failure }
+        if let failure = commit.failure { throw failure }
     }
 
-    /// Syncs every waiting request, then hands the turn to one that queued
-    /// meanwhile (it syncs its own batch), or ends the turn.
-    private func syncWaiting(calls: SystemCalls) {
+    /// Commits every waiting file, then hands the turn to one that queued
+    /// meanwhile (it commits its own batch), or ends the turn.
+    private func commitWaiting(calls: SystemCalls) {
         let batch = state.withLock { queue in
             defer { queue.waiting = [] }
             return queue.waiting
         }
-        var directories: [String: IOError?] = [:]
-        // Writeback of every file first, so one journal commit covers all their
-        // blocks; each fdatasync then mostly waits for what is already under way.
-        for request in batch {
-            if case let .data(file) = request.target { file.startWriteback() }
-        }
-        for request in batch {
-            switch request.target {
-            case let .data(file):
-                do { try file.synchronize() } catch { request.failure = error }
-            case .directory:
-                break
-            }
-        }
-        for request in batch {
-            guard case let .directory(path) = request.target else { continue }
-            if directories[path] == nil {
-                do {
-                    try StateFile.synchronize(directory: path, calls: calls)
-                    directories[path] = .some(nil)
-                } catch {
-                    directories[path] = .some(error)
-                }
-            }
-            request.failure = directories[path] ?? nil
-        }
-        let next = state.withLock { queue -> Request? in
+        Self.run(batch, calls: calls)
+        let next = state.withLock { queue -> Commit? in
             guard let first = queue.waiting.first else {
-                queue.syncing = false
+                queue.committing = false
                 return nil
             }
             return first
         }
-        for request in batch { request.done.signal() }
+        for commit in batch { commit.done.signal() }
         if let next {
             next.leads = true
             next.done.signal()
+        }
+    }
+
+    /// The three steps for every commit of `batch`, each step for all before the next.
+    static func run(_ batch: [Commit], calls: SystemCalls) {
+        // Writeback of every file first, so one journal commit covers all their
+        // blocks; each fdatasync then mostly waits for what is already under way.
+        if batch.count > 1 {
+            for commit in batch { commit.file.startWriteback() }
+        }
+        for commit in batch {
+            do { try commit.file.synchronize() } catch { commit.failure = error }
+        }
+        for commit in batch where commit.failure == nil {
+            do { try commit.publish() } catch { commit.failure = error }
+        }
+        var directories: [String: IOError?] = [:]
+        for commit in batch where commit.failure == nil {
+            if directories[commit.directory] == nil {
+                do {
+                    try StateFile.synchronize(directory: commit.directory, calls: calls)
+                    directories[commit.directory] = .some(nil)
+                } catch {
+                    directories[commit.directory] = .some(error)
+                }
+            }
+            commit.failure = directories[commit.directory] ?? nil
         }
     }
 }
