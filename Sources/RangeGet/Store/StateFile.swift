@@ -85,6 +85,11 @@ enum StateFile {
 
     /// Removes the file at `path`; nothing there is fine.
     static func remove(_ path: String) throws(IOError) {
+        // unlink takes the directory's lock for writing even to find nothing:
+        // the lanes of a list, creating and renaming files in one directory,
+        // queued on it (14% of a 1000-file run's CPU was that spinning).
+        var info = stat()
+        if lstat(path, &info) != 0 && errno == ENOENT { return }
         if unlink(path) != 0 && errno != ENOENT { throw IOError("remove", path) }
     }
 
