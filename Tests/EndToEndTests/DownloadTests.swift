@@ -39,6 +39,14 @@ final class DownloadTests: EndToEndTestCase {
         XCTAssertEqual(covered(asked), [0..<(64 << 20)])
         let twice = asked.reduce(Int64(0)) { $0 + Int64($1.count) } - (64 << 20)
         XCTAssertLessThanOrEqual(twice, 16 * (2 << 20), "bytes asked for twice: \(twice)")
+        // A steal or a race asks for the tail of a running request: where two
+        // requests overlap, both end at the same byte. (Asking again for bytes
+        // before a piece, as a planner off by a split would, ends apart.)
+        for (index, first) in asked.enumerated() {
+            for second in asked[(index + 1)...] where first.overlaps(second) {
+                XCTAssertEqual(first.upperBound, second.upperBound, "\(first) and \(second) overlap, not at a tail")
+            }
+        }
     }
 
     func testServerIgnoringRangesGivesOneCorrectStream() throws {

@@ -130,12 +130,10 @@ final class LibraryTests: EndToEndTestCase {
         XCTAssertLessThan(saved, size, "paused mid-download")
         let done = doneRanges(output + ".part.json")
         // Every connection is closed (the server sees none open), so nothing
-        // more can arrive while paused; and no connection opens until resume.
+        // more can arrive while paused. (Reading the server's connection count
+        // twice around this check, as before, could never fail: it is gone.)
         await waitUntil("every connection closed") { self.server.openConnections == 0 }
-        let accepted = server.statistics.connectionsAccepted
         XCTAssertEqual(download.state, .paused)
-
-        XCTAssertEqual(server.statistics.connectionsAccepted, accepted, "no connection opened while paused")
         server.resetStatistics()
         download.resume()
         let result = try await download.run()

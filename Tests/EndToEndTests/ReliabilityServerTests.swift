@@ -552,11 +552,13 @@ final class ReliabilityServerTests: EndToEndTestCase {
             if case let .retry(_, reason, _) = event { return reason.contains("503") || reason.contains("429") }
             return false
         }) else { return XCTFail("no 429/503 retry") }
+        // The run's last progress event is its closing report (0 connections
+        // active): only the samples while it still ran count.
         let later = run.events[(firstOverload + 1)...].compactMap { event -> Int? in
             if case let .progress(progress) = event { return progress.activeConnections }
             return nil
-        }
-        XCTAssertFalse(later.isEmpty, "progress went on after the overload")
+        }.dropLast()
+        XCTAssertTrue(later.contains { $0 > 0 }, "progress went on after the overload, with transfers running")
         XCTAssertLessThan(later.max() ?? .max, 4, "connections to the host were reduced")
     }
 

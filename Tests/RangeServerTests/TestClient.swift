@@ -148,8 +148,13 @@ final class TestConnection {
 
     /// Whether the server closes the connection within `timeout` seconds.
     func closesWithin(_ timeout: Double) -> Bool {
-        setTimeout(timeout)
+        // One deadline for the whole wait: a peer that trickles bytes would
+        // renew a per-read timeout forever.
+        let deadline = Date().addingTimeInterval(timeout)
         while !peerClosed {
+            let left = deadline.timeIntervalSinceNow
+            guard left > 0 else { return false }
+            setTimeout(max(0.001, left))
             guard fill() != nil else { return false }
         }
         return true
