@@ -13,6 +13,9 @@ final class EasyHandle {
     let raw: UnsafeMutableRawPointer
     private let errorBuffer: UnsafeMutablePointer<CChar>
     private var headerList: UnsafeMutablePointer<curl_slist>?
+    /// The receive buffers for clear-text and TLS transfers, and the one set now.
+    var receiveBufferSizes = (plain: 0, tls: 0)
+    var receiveBufferSize = 0
 
     init() throws(CurlError) {
         _ = CurlGlobal.initialized

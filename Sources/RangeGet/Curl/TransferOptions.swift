@@ -26,8 +26,17 @@ public struct TransferOptions: Sendable {
     public var useNetrc = false
     /// A cap shared by every transfer that holds the same value (`--max-speed`).
     public var rateLimit: RateLimit?
-    /// libcurl's receive buffer per transfer (`CURLOPT_BUFFERSIZE`).
+    /// libcurl's receive buffer per clear-text transfer (`CURLOPT_BUFFERSIZE`):
+    /// one `recv` fills it, so a large one means fewer system calls.
     public var receiveBufferSize = 512 * 1024
+    /// The same for a TLS transfer, where each read yields one TLS record
+    /// (16 KiB) whatever the buffer: a smaller one keeps eight connections'
+    /// buffers in the CPU's cache. 1 GiB over HTTPS to /dev/shm, 8
+    /// connections, medians of 7 interleaved runs: 1.43 s CPU with 128 KiB,
+    /// 1.49 with 64 KiB, 1.56 with 512 KiB, and curl's one HTTP/2 stream
+    /// 1.43; clear text is fastest with 512 KiB (0.86 s, against 0.95 with
+    /// 256 KiB and 1.07 with 128 KiB, medians of 5).
+    public var tlsReceiveBufferSize = 128 * 1024
     /// The HTTP version offered over TLS. HTTP/1.1 by default: every range
     /// has a TCP connection of its own either way, and HTTP/1.1 costs less
     /// CPU per byte than HTTP/2's framing (README: "HTTP versions").
@@ -52,7 +61,8 @@ extension EasyHandle {
         try set(CURLOPT_PROTOCOLS_STR, "http,https")
         try set(CURLOPT_CONNECTTIMEOUT_MS, Int(options.connectTimeout * 1000))
         try set(CURLOPT_USERAGENT, options.userAgent)
-        try set(CURLOPT_BUFFERSIZE, options.receiveBufferSize)
+        receiveBufferSizes = (options.receiveBufferSize, options.tlsReceiveBufferSize)
+        try setReceiveBuffer(for: url)
         try set(CURLOPT_TCP_KEEPALIVE, true)
         try set(CURLOPT_HTTP_VERSION, options.multiplex ? HTTPVersion.http2.curlValue : options.httpVersion.curlValue)
         // Multiplexed transfers wait for the first connection's ALPN answer
@@ -99,6 +109,16 @@ extension EasyHandle {
     func setTarget(_ url: String) throws(CurlError) {
         try set(CURLOPT_URL, url)
         try set(CURLOPT_REDIR_PROTOCOLS_STR, url.lowercased().hasPrefix("https:") ? "https" : "http,https")
+        try setReceiveBuffer(for: url)
+    }
+
+    /// The receive buffer that suits `url`'s scheme (set only when it changes:
+    /// libcurl reallocates it).
+    private func setReceiveBuffer(for url: String) throws(CurlError) {
+        let size = url.lowercased().hasPrefix("https:") ? receiveBufferSizes.tls : receiveBufferSizes.plain
+        guard size > 0, size != receiveBufferSize else { return }
+        try set(CURLOPT_BUFFERSIZE, size)
+        receiveBufferSize = size
     }
 }
 
