@@ -118,8 +118,9 @@ struct Command<Settings> {
 }
 
 extension String {
+    /// The text followed by spaces up to `width` characters; longer text as it is.
     func padding(to width: Int) -> String {
-        count >= width ? self + " " : self + String(repeating: " ", count: width - count)
+        count >= width ? self : self + String(repeating: " ", count: width - count)
     }
 }
 
