@@ -211,6 +211,7 @@ enum GetCommand {
         case let .restarting(reason):
             if !quiet { display.message(reason) }
         case let .resuming(bytes):
+            display.discount(bytes)
             if !quiet { display.message("resuming: \(ByteCount.format(bytes)) already done") }
         case let .mirrorDropped(url, reason):
             if !quiet { display.message("dropping mirror \(url): \(reason)") }
