@@ -144,17 +144,19 @@ enum GetCommand {
         defer { interrupts.cancel() }
         // Ctrl-C promises no more than the next run will do.
         let resumability = Mutex(Resumability.resumable)
+        let retries = Mutex(RetryKinds())
         do {
             let quiet = settings.quiet
             let result = try download.run { event in
                 resumability.withLock { $0 = $0.after(event) }
+                if case let .retry(_, reason, _) = event { retries.withLock { $0.add(reason: reason) } }
                 report(event, display: display, quiet: quiet)
             }
             display.clear()
             if settings.json {
                 print(JSONSummary(result: result).encoded())
             } else if !settings.quiet {
-                TerminalText.printLine(result.alreadyComplete ? skipped(result) : summary(result))
+                TerminalText.printLine(result.alreadyComplete ? skipped(result) : summary(result, retries: retries.withLock { $0 }))
             }
             return ExitCode.success.rawValue
         } catch {
@@ -228,12 +230,12 @@ enum GetCommand {
         "\(result.path) is already complete (\(ByteCount.format(result.size)), the same as the server's): nothing to do"
     }
 
-    private static func summary(_ result: DownloadResult) -> String {
+    static func summary(_ result: DownloadResult, retries: RetryKinds) -> String {
         let rate = result.seconds > 0 ? Double(result.bytesFetched) / result.seconds : 0
         var line = "saved \(result.path) (\(ByteCount.format(result.size))) in \(String(format1: result.seconds)) s"
         line += ", \(ByteCount.format(Int64(saturating: rate)))/s"
         if result.bytesReused > 0 { line += ", \(ByteCount.format(result.bytesReused)) reused from an earlier run" }
-        if result.retries > 0 { line += ", \(result.retries) retries" }
+        if let retried = retries.phrase(total: result.retries) { line += ", " + retried }
         line += ", \(result.tcpConnections) TCP connection\(result.tcpConnections == 1 ? "" : "s")"
         let versions = Set(result.mirrors.compactMap(\.httpVersion)).sorted()
         if !versions.isEmpty { line += " over " + versions.map { "HTTP/\($0)" }.joined(separator: " and ") }

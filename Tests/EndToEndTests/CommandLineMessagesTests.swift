@@ -3,6 +3,7 @@
 import Foundation
 import RangeServer
 import XCTest
+@testable import rangeget
 
 final class CommandLineMessagesTests: EndToEndTestCase {
     /// The cell under each header starts where the header does, on every row.
@@ -26,5 +27,30 @@ final class CommandLineMessagesTests: EndToEndTestCase {
         let run = try CLI.run(["status"], in: directory)
         XCTAssertEqual(run.status, 4, run.stdout + run.stderr)
         assertColumnsAlign(run.stdout, headers: ["OUTPUT", "DONE", "SIZE", "LEFT", "UPDATED", "STATE"])
+    }
+
+    /// The summary said "1 retries", and not why.
+    func testSummaryCountsRetriesByKind() throws {
+        XCTAssertNil(RetryKinds().phrase(total: 0))
+        var kinds = RetryKinds()
+        for reason in ["no data for 5 s (stalled)", "short body: got 10 bytes", "HTTP 503 (retry after 1 s)",
+                       "transfer closed with 100 bytes remaining to read", "Recv failure: Connection reset by peer",
+                       "HTTP 429", "Failed to connect to 127.0.0.1 port 1: Connection refused", "something new"] {
+            kinds.add(reason: reason)
+        }
+        XCTAssertEqual(kinds.phrase(total: 9), "9 retries (3 cuts, 1 stall, 1 HTTP 429 answer, 1 HTTP 503 answer, "
+                       + "1 failed connection, 2 other failures)")
+        var one = RetryKinds()
+        one.add(reason: "no data for 1 s (stalled)")
+        XCTAssertEqual(one.phrase(total: 1), "1 retry (1 stall)")
+
+        let resource = Resource.generated(size: 4 << 20, seed: 1802)
+        server.setResource(resource, at: "f")
+        server.setFaults([FaultRule(.cutAfter(100_000), when: .nthRequest(2)),
+                          FaultRule(.status(503, retryAfter: nil), when: .nthRequest(3))])
+        let run = try CLI.run(["-n", "1", "--retry-wait", "0.01", "-o", path("f"), server.url("f")], in: directory)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        assertSameBytes(path("f"), resource)
+        XCTAssertTrue(run.stdout.contains(", 2 retries (1 cut, 1 HTTP 503 answer), "), run.stdout)
     }
 }
