@@ -240,12 +240,18 @@ enum GetCommand {
         let versions = Set(result.mirrors.compactMap(\.httpVersion)).sorted()
         if !versions.isEmpty { line += " over " + versions.map { "HTTP/\($0)" }.joined(separator: " and ") }
         if result.mirrors.count > 1 {
+            func host(_ url: String) -> String {
+                guard let components = URLComponents(string: url), let host = components.host else { return url }
+                return components.port.map { "\(host):\($0)" } ?? host
+            }
             let parts = result.mirrors.map { mirror in
-                let host = URLComponents(string: mirror.url).map { "\($0.host ?? ""):\($0.port.map(String.init) ?? "")" } ?? mirror.url
-                if let dropped = mirror.dropped { return "\(host) dropped (\(dropped))" }
-                return "\(host) \(ByteCount.format(mirror.bytes))"
+                "\(host(mirror.url)) " + (mirror.dropped == nil ? ByteCount.format(mirror.bytes) : "dropped")
             }
             line += "; mirrors: " + parts.joined(separator: ", ")
+            // Each reason after the list, not in parentheses inside it: a reason may hold parentheses and commas of its own.
+            for mirror in result.mirrors {
+                if let dropped = mirror.dropped { line += "; \(host(mirror.url)) was dropped: \(dropped)" }
+            }
         }
         return line
     }

@@ -53,4 +53,26 @@ final class CommandLineMessagesTests: EndToEndTestCase {
         assertSameBytes(path("f"), resource)
         XCTAssertTrue(run.stdout.contains(", 2 retries (1 cut, 1 HTTP 503 answer), "), run.stdout)
     }
+
+    /// `dropped (the server ignored the Range header (200 with the whole file))`.
+    func testADroppedMirrorsReasonIsNotNestedInParentheses() throws {
+        let resource = Resource.generated(size: 4 << 20, seed: 1803)
+        server.setResource(resource, at: "f")
+        let other = RangeServer()
+        try other.start()
+        defer { other.stop() }
+        other.setResource(resource, at: "f")
+        other.setFaults([FaultRule(.ignoreRange, when: .always)])
+        let run = try CLI.run(["-n", "4", "-o", path("f"), server.url("f"), other.url("f")], in: directory)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        assertSameBytes(path("f"), resource)
+        let summary = run.stdout
+        XCTAssertTrue(summary.contains("; mirrors: 127.0.0.1:\(server.port) 4.0 MiB, 127.0.0.1:\(other.port) dropped; "
+                                       + "127.0.0.1:\(other.port) was dropped: "), summary)
+        var depth = 0
+        for character in summary + run.stderr {
+            if character == "(" { depth += 1; XCTAssertLessThanOrEqual(depth, 1, summary + run.stderr) }
+            if character == ")" { depth -= 1 }
+        }
+    }
 }
