@@ -199,26 +199,30 @@ enum GetCommand {
         return directory.hasSuffix("/") ? directory + path : directory + "/" + path
     }
 
-    static func report(_ event: DownloadEvent, display: ProgressDisplay, quiet: Bool) {
+    /// Shows `event` on `display`: progress, and a message for what the user
+    /// should know. `file` (a list's entry) starts each message that does not
+    /// name its URL already, so that a list's messages say which file they are about.
+    static func report(_ event: DownloadEvent, display: ProgressDisplay, quiet: Bool, file: String? = nil) {
+        func say(_ message: String) {
+            if !quiet { display.message(file.map { "\($0): \(message)" } ?? message) }
+        }
         switch event {
         case let .progress(progress):
             display.show(progress)
         case let .probed(remote) where remote.size == nil:
-            if !quiet { display.message("the server does not say how long the file is: downloading as one stream (not resumable)") }
+            say("the server does not say how long the file is: downloading as one stream (not resumable)")
         case let .probed(remote) where !remote.acceptsRanges:
-            if !quiet {
-                display.message("the server does not serve byte ranges: downloading as one stream "
-                                + "(a later run resumes it only if the server then serves them)")
-            }
+            say("the server does not serve byte ranges: downloading as one stream "
+                + "(a later run resumes it only if the server then serves them)")
         case let .restarting(reason):
-            if !quiet { display.message(reason) }
+            say(reason)
         case let .resuming(bytes):
             display.discount(bytes)
-            if !quiet { display.message("resuming: \(ByteCount.format(bytes)) already done") }
+            say("resuming: \(ByteCount.format(bytes)) already done")
         case let .mirrorDropped(url, reason):
             if !quiet { display.message("dropping mirror \(url): \(reason)") }
         case let .notice(message):
-            if !quiet { display.message(message) }
+            say(message)
         case .probed, .retry, .stolen, .raced, .connectionsMoved, .checkpoint, .finished, .segmentStarted, .segmentFinished, .paused,
              .resumed:
             break

@@ -75,4 +75,29 @@ final class CommandLineMessagesTests: EndToEndTestCase {
             if character == ")" { depth -= 1 }
         }
     }
+
+    /// `unknown option --frobnicate (see 'rangeget  --help')`.
+    func testAnUnknownOptionPointsToTheRightHelpWithOneSpace() throws {
+        let get = try CLI.run(["--frobnicate"], in: directory)
+        XCTAssertEqual(get.status, 2)
+        XCTAssertEqual(get.stderr, "rangeget: unknown option --frobnicate (see 'rangeget --help')\n")
+        let status = try CLI.run(["status", "-z"], in: directory)
+        XCTAssertEqual(status.status, 2)
+        XCTAssertEqual(status.stderr, "rangeget: unknown option -z (see 'rangeget status --help')\n")
+    }
+
+    /// In a list, "the server does not serve byte ranges" did not say which file.
+    func testAListsMessagesNameTheirFile() throws {
+        server.setResource(Resource.generated(size: 64 << 10, seed: 1804), at: "ranged")
+        let plainServer = RangeServer()
+        try plainServer.start()
+        defer { plainServer.stop() }
+        plainServer.setResource(Resource.generated(size: 4 << 20, seed: 1805), at: "plain")
+        plainServer.setFaults([FaultRule(.acceptRangesNone)])
+        try "\(server.url("ranged"))\n\(plainServer.url("plain"))\n".write(toFile: path("list"), atomically: true, encoding: .utf8)
+        let run = try CLI.run(["--use-head", "-i", path("list")], in: directory)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertTrue(run.stderr.contains("rangeget: \(plainServer.url("plain")): the server does not serve byte ranges"), run.stderr)
+        XCTAssertFalse(run.stderr.contains("\(server.url("ranged")): the server"), run.stderr)
+    }
 }
