@@ -162,7 +162,10 @@ enum GetCommand {
         } catch {
             display.clear()
             let code = ExitCode(error)
-            if settings.json { print(JSONSummary(urls: urls, error: error, code: code).encoded()) }
+            if settings.json {
+                let file = settings.output.map { joined(settings.directory, $0) }
+                print(JSONSummary(urls: urls, error: error, code: code, file: file).encoded())
+            }
             if code == .interrupted {
                 if !settings.quiet { display.message(resumability.withLock { $0 }.interruptedMessage) }
                 return code.rawValue

@@ -100,4 +100,27 @@ final class CommandLineMessagesTests: EndToEndTestCase {
         XCTAssertTrue(run.stderr.contains("rangeget: \(plainServer.url("plain")): the server does not serve byte ranges"), run.stderr)
         XCTAssertFalse(run.stderr.contains("\(server.url("ranged")): the server"), run.stderr)
     }
+
+    /// `--json` for a 404: the mirror showed `errors: 0`, the object had no
+    /// `file`, and the status was only inside the error's text.
+    func testJSONOfA404GivesTheStatusAsANumberTheFileAndTheMirrorsError() throws {
+        let named = try CLI.run(["--json", "-o", path("g"), server.url("missing")], in: directory)
+        XCTAssertEqual(named.status, 1, named.stderr)
+        let object = try named.jsonObject()
+        XCTAssertEqual(object["outcome"] as? String, "failed")
+        XCTAssertEqual(object["httpStatus"] as? Int, 404, named.stdout)
+        XCTAssertEqual(object["file"] as? String, path("g"), named.stdout)
+        let mirrors = try XCTUnwrap(object["mirrors"] as? [[String: Any]])
+        XCTAssertEqual(mirrors.first?["errors"] as? Int, 1, named.stdout)
+
+        let unnamed = try CLI.run(["--json", server.url("missing")], in: directory)
+        let fields = try unnamed.jsonObject()
+        XCTAssertTrue(fields.keys.contains("file") && fields["file"] is NSNull, unnamed.stdout)
+        XCTAssertEqual(fields["httpStatus"] as? Int, 404, unnamed.stdout)
+
+        server.setResource(Resource.generated(size: 1000, seed: 1806), at: "f")
+        let done = try CLI.run(["--json", "-o", path("f"), server.url("f")], in: directory)
+        let complete = try done.jsonObject()
+        XCTAssertTrue(complete["httpStatus"] is NSNull && complete["error"] is NSNull, done.stdout)
+    }
 }
