@@ -32,7 +32,7 @@ enum GetCommand {
         """,
         options: [
             .value("o", "output", "PATH", "save to PATH (default: name from the server or the URL)") { $0.output = $1 },
-            .value("d", "dir", "DIR", "save into directory DIR (default: current directory)") { $0.directory = $1 },
+            .value("d", "dir", "DIR", "save into directory DIR, created with its parents if missing (default: current directory)") { $0.directory = $1 },
             .value("i", "input-file", "FILE", "download every file listed in FILE (one per line; '-' reads stdin)") {
                 $0.inputFile = $1
             },
@@ -181,7 +181,8 @@ enum GetCommand {
             return text
         }
         guard let data = FileManager.default.contents(atPath: path) else {
-            throw UsageError("cannot read input file \(path)")
+            let reason = access(path, R_OK) != 0 ? systemReason(errno) : isDirectory(path) ? systemReason(EISDIR) : systemReason(EIO)
+            throw UsageError("cannot read input file \(path): \(reason)")
         }
         return String(decoding: data, as: UTF8.self)
     }
@@ -190,10 +191,12 @@ enum GetCommand {
         guard !urls.isEmpty else { throw UsageError("no URL given (see 'rangeget --help')") }
         for url in urls { try InputList.check(url: url) }
         if let directory = settings.directory {
-            guard isDirectory(directory) else {
-                throw UsageError("--dir \(directory) is not a directory")
-            }
-            guard access(directory, W_OK) == 0 else { throw UsageError("cannot write to directory \(directory)") }
+            try OutputDirectory.prepare(directory, create: true, name: "--dir \(directory)")
+        }
+        if let output = settings.output {
+            let path = joined(settings.directory, output)
+            let folder = path.lastIndex(of: "/").map { String(path[..<$0]) }.map { $0.isEmpty ? "/" : $0 } ?? "."
+            try OutputDirectory.prepare(folder, create: false, name: "the directory \(folder) of --output")
         }
     }
 

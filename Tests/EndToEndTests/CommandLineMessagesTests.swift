@@ -123,4 +123,34 @@ final class CommandLineMessagesTests: EndToEndTestCase {
         let complete = try done.jsonObject()
         XCTAssertTrue(complete["httpStatus"] is NSNull && complete["error"] is NSNull, done.stdout)
     }
+
+    /// `-d` a directory that does not exist said "is not a directory"; `-d
+    /// /proc` exited 4, not 2; permission messages did not all give a reason.
+    func testMissingDirectoriesAreCreatedAndUnwritableOnesAreUsageErrorsWithTheirReason() throws {
+        server.setResource(Resource.generated(size: 1000, seed: 1807), at: "f")
+        let created = try CLI.run(["-q", "-d", path("new/nested"), server.url("f")], in: directory)
+        XCTAssertEqual(created.status, 0, created.stderr)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: path("new/nested/f")))
+
+        _ = FileManager.default.createFile(atPath: path("plain-file"), contents: Data("x".utf8))
+        let locked = path("locked")
+        try FileManager.default.createDirectory(atPath: locked, withIntermediateDirectories: false)
+        chmod(locked, 0o555)
+        let cases: [(arguments: [String], message: String, unprivileged: Bool)] = [
+            (["-d", "/proc"], "cannot write to directory /proc: ", false),
+            (["-d", path("plain-file")], "--dir \(path("plain-file")) is not a directory", false),
+            (["-d", path("plain-file/sub")], "--dir \(path("plain-file/sub")) does not exist and cannot be created: Not a directory", false),
+            (["-o", path("missing/out")], "the directory \(path("missing")) of --output does not exist", false),
+            (["-d", locked], "cannot write to directory \(locked): Permission denied", true),
+            (["-d", locked + "/sub"], "--dir \(locked)/sub does not exist and cannot be created: Permission denied", true),
+            (["-o", locked + "/out"], "cannot write to directory \(locked): Permission denied", true),
+            (["-i", locked + "/none"], "cannot read input file \(locked)/none: No such file or directory", false),
+        ]
+        for (arguments, message, unprivileged) in cases {
+            let run = unprivileged ? try CLI.runWithoutPermissionOverride(arguments + [server.url("f")], in: directory)
+                : try CLI.run(arguments + (arguments[0] == "-i" ? [] : [server.url("f")]), in: directory)
+            XCTAssertEqual(run.status, 2, "\(arguments): \(run.stderr)")
+            XCTAssertTrue(run.stderr.hasPrefix("rangeget: " + message), "\(arguments): \(run.stderr)")
+        }
+    }
 }
