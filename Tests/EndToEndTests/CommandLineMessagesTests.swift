@@ -153,4 +153,17 @@ final class CommandLineMessagesTests: EndToEndTestCase {
             XCTAssertTrue(run.stderr.hasPrefix("rangeget: " + message), "\(arguments): \(run.stderr)")
         }
     }
+
+    /// `status /nonexistent` said `damaged: no manifest` and exited 4.
+    func testStatusOfAPathThatDoesNotExistSaysSoAndExitsTwo() throws {
+        let missing = try CLI.run(["status", path("nonexistent")], in: directory)
+        XCTAssertEqual(missing.status, 2, missing.stdout + missing.stderr)
+        XCTAssertEqual(missing.stderr, "rangeget: \(path("nonexistent")) does not exist\n")
+        XCTAssertEqual(missing.stdout, "")
+
+        _ = FileManager.default.createFile(atPath: path("done.iso"), contents: Data("x".utf8))
+        let complete = try CLI.run(["status", path("done.iso")], in: directory)
+        XCTAssertEqual(complete.status, 0, complete.stderr)
+        XCTAssertTrue(complete.stderr.contains("no partial download of it here"), complete.stderr)
+    }
 }
