@@ -1,6 +1,7 @@
 // Issue 18: the command line as a newcomer finds it. Each test runs the built
 // binary and checks what it prints: tables, the summary, messages, --json.
 import Foundation
+import RangeGet
 import RangeServer
 import XCTest
 @testable import rangeget
@@ -165,5 +166,30 @@ final class CommandLineMessagesTests: EndToEndTestCase {
         let complete = try CLI.run(["status", path("done.iso")], in: directory)
         XCTAssertEqual(complete.status, 0, complete.stderr)
         XCTAssertTrue(complete.stderr.contains("no partial download of it here"), complete.stderr)
+    }
+
+    /// The library accepted `notaurl`, which the command line refused: both
+    /// ask RemoteURL now. A URL without a scheme is refused with a suggestion.
+    func testURLsAreCheckedOnceInTheLibraryAndTheCommandLineSaysTheSame() throws {
+        for (url, problem) in [
+            ("https://example.org/x", nil), ("HTTP://h/x", nil),
+            ("example.org/x", "not an http or https URL: 'example.org/x'; did you mean 'https://example.org/x'?"),
+            ("localhost:8080/x", "not an http or https URL: 'localhost:8080/x'; did you mean 'https://localhost:8080/x'?"),
+            ("notaurl", "not an http or https URL: 'notaurl'"), ("", "not an http or https URL: ''"),
+            ("ftp://h/x", "not an http or https URL: 'ftp://h/x'"), ("http://", "not an http or https URL: 'http://'"),
+        ] as [(String, String?)] {
+            XCTAssertEqual(RemoteURL.problem(url), problem, url)
+        }
+        let download = Download(url: "notaurl", destination: .file(path("x")))
+        XCTAssertThrowsError(try download.run { _ in }) { error in
+            XCTAssertEqual(error as? DownloadError, .usage("not an http or https URL: 'notaurl'"))
+        }
+        let mirrors = Download(mirrors: [server.url("f"), "example.org/x"], destination: .file(path("x")))
+        XCTAssertThrowsError(try mirrors.run { _ in })
+        XCTAssertEqual(server.statistics.requests.count, 0, "nothing was asked of any server")
+
+        let run = try CLI.run(["example.org/x"], in: directory)
+        XCTAssertEqual(run.status, 2)
+        XCTAssertEqual(run.stderr, "rangeget: not an http or https URL: 'example.org/x'; did you mean 'https://example.org/x'?\n")
     }
 }
