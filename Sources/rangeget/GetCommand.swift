@@ -24,7 +24,14 @@ struct GetSettings {
 enum GetCommand {
     static var command: Command<GetSettings> { Command(
         name: "rangeget",
-        usage: "rangeget [OPTIONS] URL [MIRROR-URL...]\n       rangeget serve DIR [OPTIONS]",
+        usage: """
+        rangeget [OPTIONS] URL [MIRROR-URL...]   download one file (several URLs: mirrors of it)
+               rangeget [OPTIONS] -i LIST                download every file in LIST
+               rangeget status [PATH...]                 partial downloads here (or there) and their health
+               rangeget bench URL...                     which mirrors to use, and how many connections
+               rangeget serve DIR [OPTIONS]              a range-capable test server on 127.0.0.1
+               rangeget help [COMMAND]                   help for a command (also COMMAND -h)
+        """,
         summary: """
         Download a file over many connections at once, resumably: run the same command again after
         Ctrl-C, a crash or a reboot and only the missing bytes are fetched. Several URLs are mirrors
@@ -98,12 +105,24 @@ enum GetCommand {
             .flag("h", "help", "show this help") { $0.help = true },
             .flag(nil, "version", "show the version") { $0.version = true },
         ],
-        details: """
+        details: listSyntax + "\n\n" + """
         Exit codes: 0 done, 1 network or server failure, 2 usage error, 3 verification failed,
         4 local I/O error, 130 interrupted (the same command resumes it; a single stream only where
         the server then serves byte ranges).
         """
     ) }
+
+    /// How a list for -i is written; in --help and in the man page's LISTS.
+    static let listSyntax = """
+        Lists (-i FILE, '-' for stdin): one file per line. Several URLs on a line are mirrors of one
+        file. out=NAME on the line, or on an indented line below it, names the output (a base name
+        inside -d DIR). '#' starts a comment; blank lines are skipped. For example:
+          https://a.example/big.iso https://b.example/big.iso out=big.iso
+          # named by the server (Content-Disposition) or by the URL:
+          https://example.org/get?id=42
+          https://example.org/tools.tar
+            out=tools-1.2.tar
+        """
 
     static func run(_ arguments: [String]) -> Int32 {
         var settings = GetSettings()

@@ -192,4 +192,39 @@ final class CommandLineMessagesTests: EndToEndTestCase {
         XCTAssertEqual(run.status, 2)
         XCTAssertEqual(run.stderr, "rangeget: not an http or https URL: 'example.org/x'; did you mean 'https://example.org/x'?\n")
     }
+
+    /// --help omitted -i, status, bench and help; the list syntax was only in
+    /// the README; the man page had no EXAMPLES; `help serve` pointed to a
+    /// file an installed user does not have.
+    func testHelpAndTheManPageShowEveryFormTheListSyntaxAndExamples() throws {
+        let help = try CLI.run(["--help"], in: directory).stdout
+        for form in ["rangeget [OPTIONS] URL [MIRROR-URL...]", "rangeget [OPTIONS] -i LIST", "rangeget status [PATH...]",
+                     "rangeget bench URL...", "rangeget serve DIR [OPTIONS]", "rangeget help [COMMAND]"] {
+            XCTAssertTrue(help.contains("       " + form) || help.contains("Usage: " + form), "\(form) in\n\(help)")
+        }
+        let man = try String(contentsOf: CLI.repositoryRoot.appendingPathComponent("docs/rangeget.1"), encoding: .utf8)
+        for text in ["Several URLs on a line are mirrors", "out=NAME", "'#' starts a comment"] {
+            XCTAssertTrue(help.contains(text), "--help explains lists: \(text)")
+            XCTAssertTrue(man.contains(text.replacingOccurrences(of: "-", with: "\\-")), "the man page explains lists: \(text)")
+        }
+        XCTAssertTrue(man.contains(".SH LISTS\n") && man.contains(".SH EXAMPLES\n"), man)
+        let readme = try String(contentsOf: CLI.repositoryRoot.appendingPathComponent("README.md"), encoding: .utf8)
+        for example in HelpCommand.examples {
+            XCTAssertTrue(man.contains(".B " + example.command.replacingOccurrences(of: "-", with: "\\-")), example.command)
+            XCTAssertTrue(readme.split(separator: "\n").contains { $0.hasPrefix(example.command) },
+                          "the README's examples and the man page's are the same: \(example.command)")
+        }
+
+        let serve = try CLI.run(["help", "serve"], in: directory).stdout
+        XCTAssertFalse(serve.contains("README"), serve)
+        let faults = try String(contentsOf: CLI.repositoryRoot.appendingPathComponent("Sources/RangeServer/README.md"), encoding: .utf8)
+            .split(separator: "\n").filter { $0.hasPrefix("| `") && $0.contains("| `.") }.map { row in
+                String(row.dropFirst(3).prefix { $0 != "`" && $0 != ":" && $0 != "[" })
+            }
+        XCTAssertGreaterThan(faults.count, 20)
+        for fault in faults { XCTAssertTrue(serve.contains("  " + fault), "help serve explains \(fault)") }
+        for trigger in ["request=N", "from=N", "range-start=OFFSET", "p=P", "method=METHOD"] {
+            XCTAssertTrue(serve.contains(trigger), trigger)
+        }
+    }
 }
