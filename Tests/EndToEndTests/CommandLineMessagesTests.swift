@@ -227,4 +227,43 @@ final class CommandLineMessagesTests: EndToEndTestCase {
             XCTAssertTrue(serve.contains(trigger), trigger)
         }
     }
+
+    /// The example program (Examples/fetch, built as rangeget-example) shows
+    /// the event stream, and pause and resume on SIGUSR1.
+    func testTheExampleProgramPausesResumesAndPrintsItsEvents() throws {
+        let resource = Resource.generated(size: 4 << 20, seed: 1808)
+        server.setResource(resource, at: "f")
+        server.setRatePerConnection(1 << 20)
+        let example = URL(fileURLWithPath: CLI.binary).deletingLastPathComponent().appendingPathComponent("rangeget-example").path
+        let (process, out, _) = try CLI.start(["-n", "2", server.url("f"), path("f")], in: directory, executable: example)
+        func printed() -> String { (try? String(contentsOf: out, encoding: .utf8)) ?? "" }
+        XCTAssertTrue(wait(timeout: 20) { printed().contains("% at") }, printed())
+        kill(process.processIdentifier, SIGUSR1)
+        XCTAssertTrue(wait(timeout: 20) { printed().contains("paused: no connection open") }, printed())
+        kill(process.processIdentifier, SIGUSR1)
+        XCTAssertTrue(wait(timeout: 30) { !process.isRunning }, printed())
+        XCTAssertEqual(process.terminationStatus, 0, printed())
+        let lines = printed()
+        for line in ["size: 4194304 bytes", "paused: no connection open, resume state saved", "resumed",
+                     "finished: 4194304 bytes in \(path("f"))", "fetched 4194304 bytes"] {
+            XCTAssertTrue(lines.contains(line), "\(line) in\n\(lines)")
+        }
+        assertSameBytes(path("f"), resource)
+    }
+
+    /// `segmentStarted` and `segmentFinished` were missing from the README.
+    func testTheReadmeDocumentsEveryDownloadEvent() throws {
+        let source = try String(contentsOf: CLI.repositoryRoot.appendingPathComponent("Sources/RangeGet/DownloadEvent.swift"),
+                                encoding: .utf8)
+        let body = source[source.range(of: "public enum DownloadEvent")!.upperBound...].prefix { $0 != "}" }
+        let cases = body.split(separator: "\n").compactMap { line -> String? in
+            let words = line.trimmingCharacters(in: .whitespaces)
+            guard words.hasPrefix("case ") else { return nil }
+            return String(words.dropFirst(5).prefix { $0.isLetter })
+        }
+        XCTAssertGreaterThan(cases.count, 14)
+        let readme = try String(contentsOf: CLI.repositoryRoot.appendingPathComponent("README.md"), encoding: .utf8)
+        for name in cases { XCTAssertTrue(readme.contains("| `\(name)"), "README documents DownloadEvent.\(name)") }
+        XCTAssertTrue(readme.contains("`connectionSeconds`"))
+    }
 }
