@@ -4,11 +4,20 @@
 //                                                a partial download left there
 //   rangeget-example --data URL                  fetch a small file into memory
 //
-// Ctrl-C cancels and keeps the resume state: run the same command again to
-// continue. Exit codes: 0 done, 1 failed, 2 usage, 130 cancelled.
+// It prints the download's events as they come. SIGUSR1 pauses the download
+// (every connection closes, the manifest is saved) and the next SIGUSR1
+// resumes it: `kill -USR1 PID`. Ctrl-C cancels and keeps the resume state: run
+// the same command again to continue. Exit codes: 0 done, 1 failed, 2 usage,
+// 130 cancelled.
 import Dispatch
 import Foundation
 import RangeGet
+
+/// Prints a line at once, also into a pipe or a file, so that each event shows when it happens.
+func say(_ line: String) {
+    print(line)
+    fflush(nil)
+}
 
 func fail(_ message: String, _ code: Int32) -> Never {
     FileHandle.standardError.write(Data("rangeget-example: \(message)\n".utf8))
@@ -25,7 +34,7 @@ if arguments.first == "-n", arguments.count > 1, let connections = Int(arguments
 if arguments.count == 2, arguments[0] == "--data" {
     do {
         let data = try await Download.data(from: arguments[1], limit: 1 << 20, options: options)
-        print("received \(data.count) bytes")
+        say("received \(data.count) bytes")
         exit(0)
     } catch {
         fail(error.description, 1)
@@ -44,6 +53,19 @@ let interrupts = DispatchSource.makeSignalSource(signal: SIGINT, queue: .main)
 interrupts.setEventHandler { download.cancel(keepingResumeState: true) }
 interrupts.resume()
 
+// SIGUSR1: pause a running download, resume a paused one. Both are safe from
+// any thread; `state` says which applies.
+signal(SIGUSR1, SIG_IGN)
+let toggles = DispatchSource.makeSignalSource(signal: SIGUSR1, queue: .main)
+toggles.setEventHandler {
+    switch download.state {
+    case .running: download.pause()
+    case .paused, .pausing: download.resume()
+    default: break
+    }
+}
+toggles.resume()
+
 // Take the event sequence before starting, so that no event is missed.
 let events = download.events
 let display = Task {
@@ -51,22 +73,32 @@ let display = Task {
     for await event in events {
         switch event {
         case let .probed(remote):
-            print("size: \(remote.size.map { "\($0) bytes" } ?? "unknown")")
+            say("size: \(remote.size.map { "\($0) bytes" } ?? "unknown")")
         case let .resuming(bytesDone):
-            print("resuming: \(bytesDone) bytes already done")
+            say("resuming: \(bytesDone) bytes already done")
         case let .restarting(reason):
-            print("restarting: \(reason)")
+            say("restarting: \(reason)")
         case let .progress(progress):
             guard let total = progress.totalBytes, total > 0 else { continue }
             let percent = Int(progress.bytesDone * 100 / total)
             if percent / 10 != lastPercent / 10 {
-                print("\(percent)% at \(Int(progress.bytesPerSecond / 1024)) KiB/s")
+                say("\(percent)% at \(Int(progress.bytesPerSecond / 1024)) KiB/s")
                 lastPercent = percent
             }
+        case let .retry(connection, reason, delay):
+            say("retry on connection \(connection) in \(delay) s: \(reason)")
+        case let .mirrorDropped(url, reason):
+            say("dropped mirror \(url): \(reason)")
+        case let .notice(message):
+            say("note: \(message)")
+        case .paused:
+            say("paused: no connection open, resume state saved")
+        case .resumed:
+            say("resumed")
         case let .finished(result):
-            print("finished: \(result.size) bytes in \(result.path)")
-        default:
-            break
+            say("finished: \(result.size) bytes in \(result.path)")
+        case .segmentStarted, .segmentFinished, .stolen, .raced, .connectionsMoved, .checkpoint:
+            break  // the engine's own bookkeeping: a map of the file would draw these
         }
     }
 }
@@ -74,7 +106,7 @@ let display = Task {
 do {
     let result = try await download.run()
     await display.value
-    print("fetched \(result.bytesFetched) bytes, reused \(result.bytesReused), in \(String(format: "%.2f", result.seconds)) s")
+    say("fetched \(result.bytesFetched) bytes, reused \(result.bytesReused), in \(String(format: "%.2f", result.seconds)) s")
 } catch .interrupted {
     await display.value
     fail("cancelled; run the same command again to resume", 130)

@@ -176,6 +176,7 @@ public final class Download: Sendable {
     private func attempt(
         tally: inout Tally, onEvent: @escaping @Sendable (DownloadEvent) -> Void
     ) throws(DownloadError) -> DownloadResult {
+        for mirror in mirrors { try RemoteURL.check(mirror) }
         let started = MonotonicClock.now()
         defer { tally.seconds += MonotonicClock.now() - started }
         tally.attempts += 1

@@ -7,8 +7,9 @@ public enum DownloadError: Error, Sendable, Equatable, CustomStringConvertible {
     case usage(String)
     /// No usable connection to the server (DNS, connect, TLS, timeouts).
     case network(url: String, message: String)
-    /// The server answered, but not with what was needed.
-    case server(url: String, message: String)
+    /// The server answered, but not with what was needed; `status` is the
+    /// HTTP status when that answer was an error status (404, 403, 500, ...).
+    case server(url: String, message: String, status: Int? = nil)
     /// The bytes could not be verified (size, checksum, a file that kept changing).
     case verification(String)
     /// The local disk or file system failed.
@@ -20,6 +21,20 @@ public enum DownloadError: Error, Sendable, Equatable, CustomStringConvertible {
     /// Stopped on request; the partial download is resumable.
     case interrupted
 
+    /// The HTTP error status the server answered with, when that is why the download failed.
+    public var httpStatus: Int? {
+        if case let .server(_, _, status) = self { return status }
+        return nil
+    }
+
+    /// The URL the failure is about, when it is about one.
+    public var url: String? {
+        switch self {
+        case let .network(url, _), let .server(url, _, _): return url
+        default: return nil
+        }
+    }
+
     /// One line for people: URLs without `user:password@`, and no control
     /// character a server may have put into a header the message quotes.
     public var description: String {
@@ -30,7 +45,7 @@ public enum DownloadError: Error, Sendable, Equatable, CustomStringConvertible {
         switch self {
         case let .usage(message): return message
         case let .network(url, message): return "\(url): \(message)"
-        case let .server(url, message): return "\(url): \(message)"
+        case let .server(url, message, _): return "\(url): \(message)"
         case let .verification(message): return message
         case let .io(error): return error.description
         case let .manifest(error): return error.description

@@ -107,7 +107,10 @@ public struct MirrorReport: Sendable, Equatable, Codable {
     public var url: String
     /// Bytes written from this mirror in this run.
     public var bytes: Int64
-    /// Connection-seconds spent on it.
+    /// Connection-seconds spent on it: the time each connection to it was
+    /// busy, summed over the connections, so 8 connections busy for 12 s make
+    /// 96, not 12 (`connectionSeconds` names it so). Not wall-clock time: that
+    /// is `DownloadResult.seconds`.
     public var seconds: Double
     /// Failed transfers.
     public var errors: Int
@@ -118,6 +121,9 @@ public struct MirrorReport: Sendable, Equatable, Codable {
     /// The HTTP version of its last response ("1.1", "2"), nil before one.
     public var httpVersion: String?
 
-    /// Bytes per second per connection.
+    /// The time its connections were busy, summed over them (`seconds`, under the name that says what it is).
+    public var connectionSeconds: Double { seconds }
+
+    /// Bytes per second per connection: `bytes / connectionSeconds`.
     public var bytesPerSecond: Double { seconds > 0 ? Double(bytes) / seconds : 0 }
 }

@@ -139,7 +139,7 @@ final class BatchRun: Sendable {
     private func observe(_ event: DownloadEvent, of index: Int) {
         guard case let .progress(progress) = event else {
             state.withLock { $0.resumability[index] = ($0.resumability[index] ?? .resumable).after(event) }
-            GetCommand.report(event, display: display, quiet: settings.quiet)
+            GetCommand.report(event, display: display, quiet: settings.quiet, file: Manifest.redacting(entries[index].urls[0]))
             return
         }
         let total = state.withLock { state -> DownloadProgress in

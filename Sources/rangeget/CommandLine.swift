@@ -66,7 +66,7 @@ struct Command<Settings> {
                 let name = body.split(separator: "=", maxSplits: 1).first.map(String.init) ?? ""
                 let inline = body.contains("=") ? String(body.drop(while: { $0 != "=" }).dropFirst()) : nil
                 guard let option = options.first(where: { $0.long == name }) else {
-                    throw UsageError("unknown option --\(name) (see 'rangeget \(helpName) --help')")
+                    throw UsageError("unknown option --\(name) (see '\(helpCommand)')")
                 }
                 if option.value == nil {
                     if inline != nil { throw UsageError("option --\(name) takes no value") }
@@ -79,7 +79,7 @@ struct Command<Settings> {
                 while !letters.isEmpty {
                     let letter = letters.removeFirst()
                     guard let option = options.first(where: { $0.short == letter }) else {
-                        throw UsageError("unknown option -\(letter) (see 'rangeget \(helpName) --help')")
+                        throw UsageError("unknown option -\(letter) (see '\(helpCommand)')")
                     }
                     if option.value == nil {
                         try option.apply(&settings, "")
@@ -97,7 +97,8 @@ struct Command<Settings> {
         return positional
     }
 
-    private var helpName: String { name == "rangeget" ? "" : name }
+    /// `rangeget --help`, `rangeget serve --help`: where a usage error points.
+    private var helpCommand: String { name == "rangeget" ? "rangeget --help" : "rangeget \(name) --help" }
 
     /// The `--help` text, generated from the option table.
     var help: String {
@@ -118,8 +119,9 @@ struct Command<Settings> {
 }
 
 extension String {
+    /// The text followed by spaces up to `width` characters; longer text as it is.
     func padding(to width: Int) -> String {
-        count >= width ? self + " " : self + String(repeating: " ", count: width - count)
+        count >= width ? self : self + String(repeating: " ", count: width - count)
     }
 }
 

@@ -44,3 +44,9 @@ func isDirectory(_ path: String) -> Bool {
     var info = stat()
     return stat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR
 }
+
+/// The system's words for `code` (`Permission denied`): every message about a
+/// failed system call ends with them after a colon.
+func systemReason(_ code: Int32) -> String {
+    String(cString: strerror(code))
+}

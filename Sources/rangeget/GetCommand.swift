@@ -24,7 +24,14 @@ struct GetSettings {
 enum GetCommand {
     static var command: Command<GetSettings> { Command(
         name: "rangeget",
-        usage: "rangeget [OPTIONS] URL [MIRROR-URL...]\n       rangeget serve DIR [OPTIONS]",
+        usage: """
+        rangeget [OPTIONS] URL [MIRROR-URL...]   download one file (several URLs: mirrors of it)
+               rangeget [OPTIONS] -i LIST                download every file in LIST
+               rangeget status [PATH...]                 partial downloads here (or there) and their health
+               rangeget bench URL...                     which mirrors to use, and how many connections
+               rangeget serve DIR [OPTIONS]              a range-capable test server on 127.0.0.1
+               rangeget help [COMMAND]                   help for a command (also COMMAND -h)
+        """,
         summary: """
         Download a file over many connections at once, resumably: run the same command again after
         Ctrl-C, a crash or a reboot and only the missing bytes are fetched. Several URLs are mirrors
@@ -32,7 +39,7 @@ enum GetCommand {
         """,
         options: [
             .value("o", "output", "PATH", "save to PATH (default: name from the server or the URL)") { $0.output = $1 },
-            .value("d", "dir", "DIR", "save into directory DIR (default: current directory)") { $0.directory = $1 },
+            .value("d", "dir", "DIR", "save into directory DIR, created with its parents if missing (default: current directory)") { $0.directory = $1 },
             .value("i", "input-file", "FILE", "download every file listed in FILE (one per line; '-' reads stdin)") {
                 $0.inputFile = $1
             },
@@ -98,12 +105,24 @@ enum GetCommand {
             .flag("h", "help", "show this help") { $0.help = true },
             .flag(nil, "version", "show the version") { $0.version = true },
         ],
-        details: """
+        details: listSyntax + "\n\n" + """
         Exit codes: 0 done, 1 network or server failure, 2 usage error, 3 verification failed,
         4 local I/O error, 130 interrupted (the same command resumes it; a single stream only where
         the server then serves byte ranges).
         """
     ) }
+
+    /// How a list for -i is written; in --help and in the man page's LISTS.
+    static let listSyntax = """
+        Lists (-i FILE, '-' for stdin): one file per line. Several URLs on a line are mirrors of one
+        file. out=NAME on the line, or on an indented line below it, names the output (a base name
+        inside -d DIR). '#' starts a comment; blank lines are skipped. For example:
+          https://a.example/big.iso https://b.example/big.iso out=big.iso
+          # named by the server (Content-Disposition) or by the URL:
+          https://example.org/get?id=42
+          https://example.org/tools.tar
+            out=tools-1.2.tar
+        """
 
     static func run(_ arguments: [String]) -> Int32 {
         var settings = GetSettings()
@@ -144,23 +163,28 @@ enum GetCommand {
         defer { interrupts.cancel() }
         // Ctrl-C promises no more than the next run will do.
         let resumability = Mutex(Resumability.resumable)
+        let retries = Mutex(RetryKinds())
         do {
             let quiet = settings.quiet
             let result = try download.run { event in
                 resumability.withLock { $0 = $0.after(event) }
+                if case let .retry(_, reason, _) = event { retries.withLock { $0.add(reason: reason) } }
                 report(event, display: display, quiet: quiet)
             }
             display.clear()
             if settings.json {
                 print(JSONSummary(result: result).encoded())
             } else if !settings.quiet {
-                TerminalText.printLine(result.alreadyComplete ? skipped(result) : summary(result))
+                TerminalText.printLine(result.alreadyComplete ? skipped(result) : summary(result, retries: retries.withLock { $0 }))
             }
             return ExitCode.success.rawValue
         } catch {
             display.clear()
             let code = ExitCode(error)
-            if settings.json { print(JSONSummary(urls: urls, error: error, code: code).encoded()) }
+            if settings.json {
+                let file = settings.output.map { joined(settings.directory, $0) }
+                print(JSONSummary(urls: urls, error: error, code: code, file: file).encoded())
+            }
             if code == .interrupted {
                 if !settings.quiet { display.message(resumability.withLock { $0 }.interruptedMessage) }
                 return code.rawValue
@@ -176,7 +200,8 @@ enum GetCommand {
             return text
         }
         guard let data = FileManager.default.contents(atPath: path) else {
-            throw UsageError("cannot read input file \(path)")
+            let reason = access(path, R_OK) != 0 ? systemReason(errno) : isDirectory(path) ? systemReason(EISDIR) : systemReason(EIO)
+            throw UsageError("cannot read input file \(path): \(reason)")
         }
         return String(decoding: data, as: UTF8.self)
     }
@@ -185,10 +210,12 @@ enum GetCommand {
         guard !urls.isEmpty else { throw UsageError("no URL given (see 'rangeget --help')") }
         for url in urls { try InputList.check(url: url) }
         if let directory = settings.directory {
-            guard isDirectory(directory) else {
-                throw UsageError("--dir \(directory) is not a directory")
-            }
-            guard access(directory, W_OK) == 0 else { throw UsageError("cannot write to directory \(directory)") }
+            try OutputDirectory.prepare(directory, create: true, name: "--dir \(directory)")
+        }
+        if let output = settings.output {
+            let path = joined(settings.directory, output)
+            let folder = path.lastIndex(of: "/").map { String(path[..<$0]) }.map { $0.isEmpty ? "/" : $0 } ?? "."
+            try OutputDirectory.prepare(folder, create: false, name: "the directory \(folder) of --output")
         }
     }
 
@@ -197,25 +224,30 @@ enum GetCommand {
         return directory.hasSuffix("/") ? directory + path : directory + "/" + path
     }
 
-    static func report(_ event: DownloadEvent, display: ProgressDisplay, quiet: Bool) {
+    /// Shows `event` on `display`: progress, and a message for what the user
+    /// should know. `file` (a list's entry) starts each message that does not
+    /// name its URL already, so that a list's messages say which file they are about.
+    static func report(_ event: DownloadEvent, display: ProgressDisplay, quiet: Bool, file: String? = nil) {
+        func say(_ message: String) {
+            if !quiet { display.message(file.map { "\($0): \(message)" } ?? message) }
+        }
         switch event {
         case let .progress(progress):
             display.show(progress)
         case let .probed(remote) where remote.size == nil:
-            if !quiet { display.message("the server does not say how long the file is: downloading as one stream (not resumable)") }
+            say("the server does not say how long the file is: downloading as one stream (not resumable)")
         case let .probed(remote) where !remote.acceptsRanges:
-            if !quiet {
-                display.message("the server does not serve byte ranges: downloading as one stream "
-                                + "(a later run resumes it only if the server then serves them)")
-            }
+            say("the server does not serve byte ranges: downloading as one stream "
+                + "(a later run resumes it only if the server then serves them)")
         case let .restarting(reason):
-            if !quiet { display.message(reason) }
+            say(reason)
         case let .resuming(bytes):
-            if !quiet { display.message("resuming: \(ByteCount.format(bytes)) already done") }
+            display.discount(bytes)
+            say("resuming: \(ByteCount.format(bytes)) already done")
         case let .mirrorDropped(url, reason):
             if !quiet { display.message("dropping mirror \(url): \(reason)") }
         case let .notice(message):
-            if !quiet { display.message(message) }
+            say(message)
         case .probed, .retry, .stolen, .raced, .connectionsMoved, .checkpoint, .finished, .segmentStarted, .segmentFinished, .paused,
              .resumed:
             break
@@ -227,22 +259,28 @@ enum GetCommand {
         "\(result.path) is already complete (\(ByteCount.format(result.size)), the same as the server's): nothing to do"
     }
 
-    private static func summary(_ result: DownloadResult) -> String {
+    static func summary(_ result: DownloadResult, retries: RetryKinds) -> String {
         let rate = result.seconds > 0 ? Double(result.bytesFetched) / result.seconds : 0
         var line = "saved \(result.path) (\(ByteCount.format(result.size))) in \(String(format1: result.seconds)) s"
         line += ", \(ByteCount.format(Int64(saturating: rate)))/s"
         if result.bytesReused > 0 { line += ", \(ByteCount.format(result.bytesReused)) reused from an earlier run" }
-        if result.retries > 0 { line += ", \(result.retries) retries" }
+        if let retried = retries.phrase(total: result.retries) { line += ", " + retried }
         line += ", \(result.tcpConnections) TCP connection\(result.tcpConnections == 1 ? "" : "s")"
         let versions = Set(result.mirrors.compactMap(\.httpVersion)).sorted()
         if !versions.isEmpty { line += " over " + versions.map { "HTTP/\($0)" }.joined(separator: " and ") }
         if result.mirrors.count > 1 {
+            func host(_ url: String) -> String {
+                guard let components = URLComponents(string: url), let host = components.host else { return url }
+                return components.port.map { "\(host):\($0)" } ?? host
+            }
             let parts = result.mirrors.map { mirror in
-                let host = URLComponents(string: mirror.url).map { "\($0.host ?? ""):\($0.port.map(String.init) ?? "")" } ?? mirror.url
-                if let dropped = mirror.dropped { return "\(host) dropped (\(dropped))" }
-                return "\(host) \(ByteCount.format(mirror.bytes))"
+                "\(host(mirror.url)) " + (mirror.dropped == nil ? ByteCount.format(mirror.bytes) : "dropped")
             }
             line += "; mirrors: " + parts.joined(separator: ", ")
+            // Each reason after the list, not in parentheses inside it: a reason may hold parentheses and commas of its own.
+            for mirror in result.mirrors {
+                if let dropped = mirror.dropped { line += "; \(host(mirror.url)) was dropped: \(dropped)" }
+            }
         }
         return line
     }

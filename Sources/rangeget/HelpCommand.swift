@@ -7,19 +7,38 @@ import Glibc
 import RangeGet
 
 enum HelpCommand {
-    /// Every command's name, summary and option table, as text.
-    private static var tables: [(name: String, usage: String, summary: String, options: [(String, String)])] {
-        [
-            ("rangeget", GetCommand.command.usage, GetCommand.command.summary,
-             GetCommand.command.options.map { ($0.synopsis, $0.help) }),
-            ("serve", ServeCommand.command.usage, ServeCommand.command.summary,
-             ServeCommand.command.options.map { ($0.synopsis, $0.help) }),
-            ("status", StatusCommand.command.usage, StatusCommand.command.summary,
-             StatusCommand.command.options.map { ($0.synopsis, $0.help) }),
-            ("bench", BenchCommand.command.usage, BenchCommand.command.summary,
-             BenchCommand.command.options.map { ($0.synopsis, $0.help) }),
-        ]
+    /// Every command's name, summary, option table and closing text.
+    private static var tables: [(name: String, summary: String, options: [(String, String)], details: String)] {
+        func table<Settings>(_ name: String, _ command: Command<Settings>) -> (String, String, [(String, String)], String) {
+            (name, command.summary, command.options.map { ($0.synopsis, $0.help) }, command.details)
+        }
+        return [table("rangeget", GetCommand.command), table("serve", ServeCommand.command),
+                table("status", StatusCommand.command), table("bench", BenchCommand.command)]
     }
+
+    /// The man page's EXAMPLES: the README's examples (a test keeps them the same), each with what it does.
+    static let examples: [(command: String, meaning: String)] = [
+        ("rangeget https://example.org/big.iso", "8 connections, saved as ./big.iso"),
+        ("rangeget -n 16 -o /data/big.iso https://example.org/big.iso", "16 connections, saved as /data/big.iso"),
+        ("rangeget -n 12 https://a.example/big.iso https://b.example/big.iso https://c.example/big.iso",
+         "three mirrors of one file, 12 connections among them"),
+        ("rangeget -d ~/Downloads https://example.org/get?id=42", "the name from Content-Disposition"),
+        ("rangeget --checksum sha256=9f86d081884c7d65...  https://example.org/big.iso",
+         "verified before it gets its final name"),
+        ("rangeget -H 'Authorization: Bearer TOKEN' https://example.org/private.tar", "a header, never stored on disk"),
+        ("rangeget --max-speed 5M https://example.org/big.iso", "the whole run stays under 5 MiB/s"),
+        ("rangeget --restart https://example.org/big.iso", "throw away a partial download"),
+        ("rangeget -n 16 -d isos -i list.txt --checksum-file SHA256SUMS", "a list, each file checked against SHA256SUMS"),
+        ("rangeget --json https://example.org/big.iso | jq .mirrors", "the outcome as JSON"),
+        ("rangeget status ~/Downloads", "the partial downloads there"),
+        ("rangeget bench --seconds 5 https://a.example/big.iso https://b.example/big.iso",
+         "which mirrors to use, and how many connections"),
+        ("rangeget serve ./files --rate-per-connection 10M --latency 50 --fault 'stall:1048576@request=3'",
+         "a test server: 10 MiB/s per connection, 50 ms latency, the third request stalls after 1 MiB"),
+        ("rangeget serve ./files --rate-total 40M", "a mirror whose 40 MiB/s uplink all connections share"),
+        ("rangeget serve ./files --rate-per-connection 10M --burst 2M",
+         "2 MiB at once, then a pause: nginx's default limit_rate pacing"),
+    ]
 
     static func run(_ arguments: [String]) -> Int32 {
         switch arguments.first {
@@ -56,6 +75,8 @@ enum HelpCommand {
         }
         var roff = """
         .TH RANGEGET 1 "" "rangeget \(RangeGetVersion.current)" "User Commands"
+        .ad l
+        .nh
         .SH NAME
         rangeget \\- segmented, resumable downloads over many connections
         .SH SYNOPSIS
@@ -78,6 +99,13 @@ enum HelpCommand {
         [\\fICOMMAND\\fR]
 
         """
+        // Text as written in --help: each line as it is, indented lines kept apart (.nf), a line starting with . or ' escaped.
+        func block(_ text: String) -> String {
+            ".nf\n" + text.split(separator: "\n", omittingEmptySubsequences: false).map { line in
+                let escaped = escape(String(line))
+                return escaped.hasPrefix(".") || escaped.hasPrefix("'") ? "\\&" + escaped : escaped
+            }.joined(separator: "\n") + "\n.fi\n"
+        }
         for table in tables {
             roff += table.name == "rangeget" ? ".SH DESCRIPTION\n" : ".SH \(table.name.uppercased())\n"
             roff += escape(table.summary.replacing("\n", with: " ")) + "\n"
@@ -85,6 +113,13 @@ enum HelpCommand {
             for (synopsis, help) in table.options {
                 roff += ".TP\n.B \(escape(synopsis.trimmingLeadingSpaces()))\n\(escape(help))\n"
             }
+            // The main command's closing text is the LISTS and EXIT STATUS sections below.
+            if table.name != "rangeget", !table.details.isEmpty { roff += ".PP\n" + block(table.details) }
+        }
+        roff += ".SH LISTS\n" + block(GetCommand.listSyntax)
+        roff += ".SH EXAMPLES\n"
+        for example in examples {
+            roff += ".TP\n.B \(escape(example.command))\n\(escape(example.meaning))\n"
         }
         roff += """
         .SH RESUMING

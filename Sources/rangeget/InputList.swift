@@ -67,11 +67,11 @@ enum InputList {
         return (safe, notice)
     }
 
-    /// Refuses anything but an absolute http or https URL with a host.
+    /// Refuses what the library would (`RemoteURL`): anything but an absolute
+    /// http or https URL with a host; names the list's line when given.
     static func check(url: String, line: Int? = nil) throws(UsageError) {
-        guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),
-              scheme == "http" || scheme == "https", let host = components.host, !host.isEmpty else {
-            throw UsageError((line.map { "input line \($0): " } ?? "") + "not an http or https URL: '\(url)'")
+        if let problem = RemoteURL.problem(url) {
+            throw UsageError((line.map { "input line \($0): " } ?? "") + problem)
         }
     }
 }

@@ -8,6 +8,8 @@ struct JSONSummary: Encodable {
     var outcome: String
     var exitCode: Int32
     var error: String?
+    /// The HTTP error status the download failed on (404, ...).
+    var httpStatus: Int?
     var file: String?
     var size: Int64?
     var seconds: Double?
@@ -51,14 +53,46 @@ struct JSONSummary: Encodable {
         }
     }
 
-    init(urls: [String], error: DownloadError, code: ExitCode) {
+    /// A run that failed with `error`; `file` is the output when the command
+    /// line named it (otherwise the server would have, and it did not get to).
+    /// The mirror the error names counts that error.
+    init(urls: [String], error: DownloadError, code: ExitCode, file: String? = nil) {
         outcome = code == .interrupted ? "interrupted" : "failed"
         exitCode = code.rawValue
         self.error = error.description
+        httpStatus = error.httpStatus
+        self.file = file
         mirrors = urls.map {
-            Mirror(url: Manifest.redacting($0), bytes: 0, bytesPerSecondPerConnection: 0, errors: 0, dropped: nil, tcpConnections: 0,
-                   httpVersion: nil)
+            let url = Manifest.redacting($0)
+            return Mirror(url: url, bytes: 0, bytesPerSecondPerConnection: 0, errors: error.url == url ? 1 : 0, dropped: nil,
+                          tcpConnections: 0, httpVersion: nil)
         }
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case outcome, exitCode, error, httpStatus, file, size, seconds, averageBytesPerSecond, bytesFetched, bytesReused,
+             retries, connectionsUsed, tcpConnections, alreadyComplete, mirrors
+    }
+
+    /// Every field, null when it does not apply, so that a script finds each
+    /// key in every object; `alreadyComplete` only on success, as documented.
+    func encode(to encoder: Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(outcome, forKey: .outcome)
+        try container.encode(exitCode, forKey: .exitCode)
+        try container.encode(error, forKey: .error)
+        try container.encode(httpStatus, forKey: .httpStatus)
+        try container.encode(file, forKey: .file)
+        try container.encode(size, forKey: .size)
+        try container.encode(seconds, forKey: .seconds)
+        try container.encode(averageBytesPerSecond, forKey: .averageBytesPerSecond)
+        try container.encode(bytesFetched, forKey: .bytesFetched)
+        try container.encode(bytesReused, forKey: .bytesReused)
+        try container.encode(retries, forKey: .retries)
+        try container.encode(connectionsUsed, forKey: .connectionsUsed)
+        try container.encode(tcpConnections, forKey: .tcpConnections)
+        try container.encodeIfPresent(alreadyComplete, forKey: .alreadyComplete)
+        try container.encode(mirrors, forKey: .mirrors)
     }
 
     func encoded() -> String { Self.encode(self) }

@@ -2,7 +2,8 @@
 // line redrawn in place at most ten times a second: a map of the file (done,
 // in flight, missing), percent, bytes, rate, ETA, connections; trimmed to the
 // terminal's width on every draw, so a resize never wraps it. When stderr is
-// not a terminal: a plain line every few seconds. Nothing with -q.
+// not a terminal: a plain line every few seconds. Nothing with -q. The rate
+// and ETA are the display's own (RateWindow), shown once there is one.
 import FoundationEssentials
 import Glibc
 import RangeGet
@@ -17,6 +18,7 @@ final class ProgressDisplay: Sendable {
     private struct State {
         var drawn = false
         var lastDraw = -Double.infinity
+        var rate = RateWindow()
     }
 
     /// Draws on stderr unless `quiet`: in place on a terminal, else as plain lines.
@@ -34,13 +36,16 @@ final class ProgressDisplay: Sendable {
     func show(_ progress: DownloadProgress, prefix: String = "") {
         let now = Self.now()
         let interval = mode == .terminal ? 0.1 : 5.0
-        let due = state.withLock { state in
-            guard mode != .off, now - state.lastDraw >= interval else { return false }
+        let draw: (due: Bool, rate: Double?) = state.withLock { state in
+            state.rate.add(bytesDone: progress.bytesDone, at: now)
+            guard mode != .off, now - state.lastDraw >= interval else { return (false, nil) }
             state.lastDraw = now
             state.drawn = mode == .terminal
-            return true
+            return (true, state.rate.bytesPerSecond)
         }
-        guard due else { return }
+        guard draw.due else { return }
+        var progress = progress
+        progress.bytesPerSecond = draw.rate ?? 0
         var figures = prefix.isEmpty ? "" : prefix + " "
         if let total = progress.totalBytes, total > 0 {
             figures += String(format1: Double(progress.bytesDone) * 100 / Double(total)) + "%  "
@@ -48,7 +53,7 @@ final class ProgressDisplay: Sendable {
         } else {
             figures += ByteCount.format(progress.bytesDone)
         }
-        figures += "  " + ByteCount.format(Int64(saturating: progress.bytesPerSecond)) + "/s"
+        if draw.rate != nil { figures += "  " + ByteCount.format(Int64(saturating: progress.bytesPerSecond)) + "/s" }
         if let left = progress.secondsLeft { figures += "  ETA " + Duration.format(left) }
         figures += "  \(progress.activeConnections) conn"
         switch mode {
@@ -66,6 +71,12 @@ final class ProgressDisplay: Sendable {
             if line.count >= width { line = String(line.prefix(max(0, width - 1))) }
             write("\r" + line + "\u{1B}[K")
         }
+    }
+
+    /// Says that `bytes` about to show up as done were read from disk (a
+    /// resume), so that the rate does not count them as fetched.
+    func discount(_ bytes: Int64) {
+        state.withLock { $0.rate.discount(bytes) }
     }
 
     /// Prints a message on its own line, escaped (it may quote a server); the

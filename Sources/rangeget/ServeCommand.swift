@@ -44,7 +44,40 @@ enum ServeCommand {
             },
             .flag("h", "help", "show this help") { $0.help = true },
         ],
-        details: "Fault specs: FAULT[:ARG...][@TRIGGER]; see Sources/RangeServer/README.md."
+        details: """
+        Fault specs: FAULT[:ARG[:ARG]][@TRIGGER]. Rules are tried in the order given; the first whose
+        trigger matches and whose fault applies to the request's method wins.
+        Faults:
+          ignore-range              200 with the whole body to a ranged GET
+          range-shift:N             206 whose Content-Range and body are shifted by N bytes (may be negative)
+          range-total:N             206 naming N as the total
+          range-inverted            206 with its Content-Range first and last swapped
+          cut:N                     headers and N body bytes, then close
+          cut-random:SEED           close at a point drawn from SEED and the request number
+          stall:N                   N body bytes, then silence until the client closes
+          status:CODE[:SECONDS]     that status, with Retry-After: SECONDS if given
+          retry-after:CODE:VALUE    that status with Retry-After: VALUE as given
+          head-status:CODE          HEAD gets that status (405 adds Allow: GET)
+          head-hang                 HEAD is never answered
+          hang                      the request (any method) is never answered
+          head-no-length            HEAD without Content-Length
+          no-accept-ranges          no Accept-Ranges header; ranges still honoured
+          accept-ranges-none        Accept-Ranges: none, and ranges ignored
+          gzip                      Content-Encoding: gzip, body unchanged
+          multipart                 multipart/byteranges answer to a range
+          chunked                   chunked, no Content-Length, Range ignored
+          change-content            the file is replaced first: same size, other bytes, new ETag
+          change-size:N             the file is replaced by one of N bytes
+          weak-etag                 ETag sent as W/"..." (so If-Range never matches)
+          redirect:LOCATION[:3XX]   redirect to LOCATION (302 by default; LOCATION may hold ':')
+          claim-length:DIGITS       200 with the whole body under Content-Length: DIGITS, then close
+          overlong:N                206 with N bytes past the range
+          header:NAME:VALUE         the response's NAME field set to VALUE (%XX escapes), then close
+        Triggers (default always): request=N the N-th GET or HEAD to the path; from=N the N-th and
+        later; range-start=OFFSET a single range starting there; p=P[,seed=S] a draw from S and the
+        request number; method=METHOD one method.
+        Examples: stall:1048576@request=3  cut-random:7@p=0.3,seed=1  status:503:2@from=2
+        """
     ) }
 
     static func run(_ arguments: [String]) -> Int32 {

@@ -22,7 +22,8 @@ enum StatusCommand {
         details: """
         States: resumable (its manifest reads back and its .part file holds every byte listed), checksum
         failed (complete, but not what --checksum expected: --restart fetches it again), not resumable
-        (one stream of unknown length: the next run starts over), damaged (exit 4).
+        (one stream of unknown length: the next run starts over), damaged (exit 4). A PATH that does not
+        exist (no file, .part or .part.json of that name) is said so on stderr, and the exit code is 2.
         """
     ) }
 
@@ -72,7 +73,13 @@ enum StatusCommand {
         }
         if settings.help { print(command.help); return ExitCode.success.rawValue }
         var manifests: [String] = []
+        var missing = false
         for path in paths.isEmpty ? ["."] : paths {
+            if let note = absence(path) {
+                warn(note.text)
+                missing = missing || note.missing
+                continue
+            }
             if isDirectory(path) {
                 let names = Set((try? FileManager.default.contentsOfDirectory(atPath: path)) ?? [])
                 // A .part without a manifest is listed too: a single stream of unknown length.
@@ -91,11 +98,24 @@ enum StatusCommand {
         if settings.json {
             print(JSONSummary.encode(entries, pretty: true))
         } else if entries.isEmpty {
-            print("no partial downloads")
+            if !missing { print("no partial downloads") }
         } else {
             print(table(entries))
         }
+        if missing { return ExitCode.usage.rawValue }
         return entries.contains { $0.state == "damaged" } ? ExitCode.local.rawValue : ExitCode.success.rawValue
+    }
+
+    /// What to say instead of a row for `path`, when there is no partial
+    /// download to look at: nothing of that name (`missing`), or a file
+    /// without a `.part` or `.part.json` beside it. Nil when there is one.
+    private static func absence(_ path: String) -> (text: String, missing: Bool)? {
+        let base = path.hasSuffix(".part.json") ? String(path.dropLast(".part.json".count))
+            : path.hasSuffix(".part") ? String(path.dropLast(".part".count)) : path
+        let exists = { (name: String) in access(name, F_OK) == 0 }
+        if exists(base + ".part") || exists(base + ".part.json") || isDirectory(path) { return nil }
+        if exists(path) { return ("\(path): no partial download of it here (complete, or not fetched by rangeget)", false) }
+        return ("\(path) does not exist", true)
     }
 
     static func entry(_ manifestPath: String) -> Entry {

@@ -115,7 +115,18 @@ final class CommandLineFormattingTests: XCTestCase {
             XCTAssertEqual(decoded["text"], text, "the same JSON value: \(json.debugDescription)")
         }
         XCTAssertEqual(TerminalText.escaped("a\u{1B}[2Jb\r\n"), "a\\u{1B}[2Jb\\u{D}\\u{A}")
-        XCTAssertEqual(TerminalText.table([["A", "B\u{1B}"], ["long\u{07}", "x"]]), "A         B\\u{1B}\nlong\\u{7}  x")
+        XCTAssertEqual(TerminalText.table([["A", "B\u{1B}"], ["long\u{07}", "x"]]), "A         B\\u{1B}\nlong\\u{7} x")
+    }
+
+    /// Issue 18: a cell as wide as its column got a space more than the
+    /// others, so the `status` and `bench` rows after it were shifted by one.
+    func testTableColumnsStartAtTheSameOffsetInEveryRow() {
+        let table = TerminalText.table([["OUTPUT", "DONE", "URL"], ["/nonexistent", "-", "-"], ["a", "50.0%", "http://h/a"]])
+        XCTAssertEqual(table, """
+            OUTPUT       DONE  URL
+            /nonexistent -     -
+            a            50.0% http://h/a
+            """)
     }
 
     /// A CRLF file was one line (item 8): `"\r\n"` is a single Character.

@@ -163,7 +163,7 @@ final class ReliabilityHostileServerTests: EndToEndTestCase {
             options.retries = 3
             options.retryWait = 0.01
         }
-        guard case let .server(_, message)? = run.error else {
+        guard case let .server(_, message, _)? = run.error else {
             return XCTFail("expected a server failure, got \(String(describing: run.error)) after \(run.retries)")
         }
         XCTAssertTrue(message.hasPrefix("giving up after 4 attempts of one stream from byte 0"), message)

@@ -359,7 +359,7 @@ final class ReliabilityLocalFaultTests: EndToEndTestCase {
             ["--bogus", url], ["-Z", url], ["--quiet=yes", url], ["-n"], ["-o"],
             ["http://"], ["http:///path"], ["://x"], ["http//127.0.0.1/x"], ["127.0.0.1/x"], ["http://[::1"],
             ["file:///etc/passwd"], ["ftp://127.0.0.1/x"], ["javascript:alert(1)"], [""],
-            ["-d", path("plain-file"), url], ["-d", path("missing"), url],
+            ["-d", path("plain-file"), url], ["-d", path("plain-file/missing"), url],
             ["-o", path("missing/out"), url], ["-o", path("plain-file/out"), url], ["-o", path("a-directory"), url],
         ]
         // A read-only directory. Root passes permission checks, so as root the

@@ -48,7 +48,7 @@ enum Rejection: Error, Equatable, Sendable, CustomStringConvertible {
         switch self {
         case let .status(code, retryAfter):
             return "HTTP \(code)" + (retryAfter.map { " (retry after \(Int($0)) s)" } ?? "")
-        case .rangeIgnored: return "the server ignored the Range header (200 with the whole file)"
+        case .rangeIgnored: return "the server ignored the Range header and answered 200 with the whole file"
         case let .changed(reason): return "the remote file changed: \(reason)"
         case let .contentRange(value): return "unexpected Content-Range \(value ?? "(none)")"
         case let .otherTotal(total): return "Content-Range names \(total) bytes in all, not the size the probe found"

@@ -52,7 +52,7 @@ struct Prober {
         }
         let head = collector.head
         guard (200..<300).contains(head.status) else {
-            throw DownloadError.server(url: url, message: "HEAD answered \(head.status)")
+            throw DownloadError.server(url: url, message: "HEAD answered \(head.status)", status: head.status)
         }
         return RemoteFile(url: url, effectiveURL: easy.effectiveURL, head: head, size: head.contentLength,
                           acceptsRanges: head["accept-ranges"]?.lowercased() != "none")
@@ -113,7 +113,7 @@ struct Prober {
         case 200:
             remote.size = head.contentEncoding == nil ? head.contentLength : nil
         default:
-            throw .server(url: url, message: "HTTP \(head.status)")
+            throw .server(url: url, message: "HTTP \(head.status)", status: head.status)
         }
         return remote
     }

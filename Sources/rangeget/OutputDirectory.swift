@@ -1,0 +1,48 @@
+// OutputDirectory: checks, before anything is fetched, that downloads can be
+// saved where the command line says: `-d DIR` is created when missing (with
+// its parents, as `mkdir -p`, aria2c and wget do), and a directory that cannot
+// be written into is a usage error (exit 2) with the system's reason, found by
+// creating a file there: access(2) says yes to root in /proc, where no file
+// can be made.
+import Glibc
+
+enum OutputDirectory {
+    /// Makes sure files can be created in `path`, creating it first when
+    /// `create` is set and it is missing. `name` says what the command line
+    /// called it (`--dir DIR`) in messages.
+    static func prepare(_ path: String, create: Bool, name: String) throws(UsageError) {
+        var info = stat()
+        if stat(path, &info) != 0 {
+            let reason = errno
+            guard reason == ENOENT || reason == ENOTDIR else { throw UsageError("cannot reach \(name): \(systemReason(reason))") }
+            guard create else { throw UsageError("\(name) does not exist") }
+            if let failure = makeDirectories(path) {
+                throw UsageError("\(name) does not exist and cannot be created: \(failure)")
+            }
+        } else if (info.st_mode & S_IFMT) != S_IFDIR {
+            throw UsageError("\(name) is not a directory")
+        }
+        if let failure = createTestFile(in: path) { throw UsageError("cannot write to directory \(path): \(failure)") }
+    }
+
+    /// Creates `path` and every missing parent; the reason of the first failure, or nil.
+    private static func makeDirectories(_ path: String) -> String? {
+        var prefix = path.hasPrefix("/") ? "/" : ""
+        for component in path.split(separator: "/") {
+            prefix += component
+            if mkdir(prefix, 0o777) != 0, errno != EEXIST { return systemReason(errno) }
+            prefix += "/"
+        }
+        return nil
+    }
+
+    /// Creates and removes an empty file in `directory`; why it failed, or nil.
+    private static func createTestFile(in directory: String) -> String? {
+        let path = (directory.hasSuffix("/") ? directory : directory + "/") + ".rangeget-write-test-\(getpid())"
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { return systemReason(errno) }
+        close(descriptor)
+        unlink(path)
+        return nil
+    }
+}

@@ -1,0 +1,269 @@
+// Issue 18: the command line as a newcomer finds it. Each test runs the built
+// binary and checks what it prints: tables, the summary, messages, --json.
+import Foundation
+import RangeGet
+import RangeServer
+import XCTest
+@testable import rangeget
+
+final class CommandLineMessagesTests: EndToEndTestCase {
+    /// The cell under each header starts where the header does, on every row.
+    private func assertColumnsAlign(_ table: String, headers: [String], file: StaticString = #filePath, line: UInt = #line) {
+        let lines = table.split(separator: "\n").map { Array($0) }
+        guard let header = lines.first.map({ String($0) }) else { return XCTFail("no table", file: file, line: line) }
+        for name in headers.dropFirst() {
+            guard let range = header.range(of: " " + name) else { return XCTFail("no \(name) in \(header)", file: file, line: line) }
+            let column = header.distance(from: header.startIndex, to: range.lowerBound) + 1
+            for row in lines.dropFirst() {
+                XCTAssertTrue(row.count > column && row[column] != " " && row[column - 1] == " ",
+                              "\(name) starts at \(column) in\n\(table)", file: file, line: line)
+            }
+        }
+    }
+
+    /// `padding(to:)` added a space to the widest cell of a column.
+    func testStatusTableColumnsLineUp() throws {
+        try Data("{broken".utf8).write(to: URL(fileURLWithPath: path("a-long-output-name.iso.part.json")))
+        try Data("{broken".utf8).write(to: URL(fileURLWithPath: path("b.part.json")))
+        let run = try CLI.run(["status"], in: directory)
+        XCTAssertEqual(run.status, 4, run.stdout + run.stderr)
+        assertColumnsAlign(run.stdout, headers: ["OUTPUT", "DONE", "SIZE", "LEFT", "UPDATED", "STATE"])
+    }
+
+    /// The summary said "1 retries", and not why.
+    func testSummaryCountsRetriesByKind() throws {
+        XCTAssertNil(RetryKinds().phrase(total: 0))
+        var kinds = RetryKinds()
+        for reason in ["no data for 5 s (stalled)", "short body: got 10 bytes", "HTTP 503 (retry after 1 s)",
+                       "transfer closed with 100 bytes remaining to read", "Recv failure: Connection reset by peer",
+                       "HTTP 429", "Failed to connect to 127.0.0.1 port 1: Connection refused", "something new"] {
+            kinds.add(reason: reason)
+        }
+        XCTAssertEqual(kinds.phrase(total: 9), "9 retries (3 cuts, 1 stall, 1 HTTP 429 answer, 1 HTTP 503 answer, "
+                       + "1 failed connection, 2 other failures)")
+        var one = RetryKinds()
+        one.add(reason: "no data for 1 s (stalled)")
+        XCTAssertEqual(one.phrase(total: 1), "1 retry (1 stall)")
+
+        let resource = Resource.generated(size: 4 << 20, seed: 1802)
+        server.setResource(resource, at: "f")
+        server.setFaults([FaultRule(.cutAfter(100_000), when: .nthRequest(2)),
+                          FaultRule(.status(503, retryAfter: nil), when: .nthRequest(3))])
+        let run = try CLI.run(["-n", "1", "--retry-wait", "0.01", "-o", path("f"), server.url("f")], in: directory)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        assertSameBytes(path("f"), resource)
+        XCTAssertTrue(run.stdout.contains(", 2 retries (1 cut, 1 HTTP 503 answer), "), run.stdout)
+    }
+
+    /// `dropped (the server ignored the Range header (200 with the whole file))`.
+    func testADroppedMirrorsReasonIsNotNestedInParentheses() throws {
+        let resource = Resource.generated(size: 4 << 20, seed: 1803)
+        server.setResource(resource, at: "f")
+        let other = RangeServer()
+        try other.start()
+        defer { other.stop() }
+        other.setResource(resource, at: "f")
+        other.setFaults([FaultRule(.ignoreRange, when: .always)])
+        let run = try CLI.run(["-n", "4", "-o", path("f"), server.url("f"), other.url("f")], in: directory)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        assertSameBytes(path("f"), resource)
+        let summary = run.stdout
+        XCTAssertTrue(summary.contains("; mirrors: 127.0.0.1:\(server.port) 4.0 MiB, 127.0.0.1:\(other.port) dropped; "
+                                       + "127.0.0.1:\(other.port) was dropped: "), summary)
+        var depth = 0
+        for character in summary + run.stderr {
+            if character == "(" { depth += 1; XCTAssertLessThanOrEqual(depth, 1, summary + run.stderr) }
+            if character == ")" { depth -= 1 }
+        }
+    }
+
+    /// `unknown option --frobnicate (see 'rangeget  --help')`.
+    func testAnUnknownOptionPointsToTheRightHelpWithOneSpace() throws {
+        let get = try CLI.run(["--frobnicate"], in: directory)
+        XCTAssertEqual(get.status, 2)
+        XCTAssertEqual(get.stderr, "rangeget: unknown option --frobnicate (see 'rangeget --help')\n")
+        let status = try CLI.run(["status", "-z"], in: directory)
+        XCTAssertEqual(status.status, 2)
+        XCTAssertEqual(status.stderr, "rangeget: unknown option -z (see 'rangeget status --help')\n")
+    }
+
+    /// In a list, "the server does not serve byte ranges" did not say which file.
+    func testAListsMessagesNameTheirFile() throws {
+        server.setResource(Resource.generated(size: 64 << 10, seed: 1804), at: "ranged")
+        let plainServer = RangeServer()
+        try plainServer.start()
+        defer { plainServer.stop() }
+        plainServer.setResource(Resource.generated(size: 4 << 20, seed: 1805), at: "plain")
+        plainServer.setFaults([FaultRule(.acceptRangesNone)])
+        try "\(server.url("ranged"))\n\(plainServer.url("plain"))\n".write(toFile: path("list"), atomically: true, encoding: .utf8)
+        let run = try CLI.run(["--use-head", "-i", path("list")], in: directory)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertTrue(run.stderr.contains("rangeget: \(plainServer.url("plain")): the server does not serve byte ranges"), run.stderr)
+        XCTAssertFalse(run.stderr.contains("\(server.url("ranged")): the server"), run.stderr)
+    }
+
+    /// `--json` for a 404: the mirror showed `errors: 0`, the object had no
+    /// `file`, and the status was only inside the error's text.
+    func testJSONOfA404GivesTheStatusAsANumberTheFileAndTheMirrorsError() throws {
+        let named = try CLI.run(["--json", "-o", path("g"), server.url("missing")], in: directory)
+        XCTAssertEqual(named.status, 1, named.stderr)
+        let object = try named.jsonObject()
+        XCTAssertEqual(object["outcome"] as? String, "failed")
+        XCTAssertEqual(object["httpStatus"] as? Int, 404, named.stdout)
+        XCTAssertEqual(object["file"] as? String, path("g"), named.stdout)
+        let mirrors = try XCTUnwrap(object["mirrors"] as? [[String: Any]])
+        XCTAssertEqual(mirrors.first?["errors"] as? Int, 1, named.stdout)
+
+        let unnamed = try CLI.run(["--json", server.url("missing")], in: directory)
+        let fields = try unnamed.jsonObject()
+        XCTAssertTrue(fields.keys.contains("file") && fields["file"] is NSNull, unnamed.stdout)
+        XCTAssertEqual(fields["httpStatus"] as? Int, 404, unnamed.stdout)
+
+        server.setResource(Resource.generated(size: 1000, seed: 1806), at: "f")
+        let done = try CLI.run(["--json", "-o", path("f"), server.url("f")], in: directory)
+        let complete = try done.jsonObject()
+        XCTAssertTrue(complete["httpStatus"] is NSNull && complete["error"] is NSNull, done.stdout)
+    }
+
+    /// `-d` a directory that does not exist said "is not a directory"; `-d
+    /// /proc` exited 4, not 2; permission messages did not all give a reason.
+    func testMissingDirectoriesAreCreatedAndUnwritableOnesAreUsageErrorsWithTheirReason() throws {
+        server.setResource(Resource.generated(size: 1000, seed: 1807), at: "f")
+        let created = try CLI.run(["-q", "-d", path("new/nested"), server.url("f")], in: directory)
+        XCTAssertEqual(created.status, 0, created.stderr)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: path("new/nested/f")))
+
+        _ = FileManager.default.createFile(atPath: path("plain-file"), contents: Data("x".utf8))
+        let locked = path("locked")
+        try FileManager.default.createDirectory(atPath: locked, withIntermediateDirectories: false)
+        chmod(locked, 0o555)
+        let cases: [(arguments: [String], message: String, unprivileged: Bool)] = [
+            (["-d", "/proc"], "cannot write to directory /proc: ", false),
+            (["-d", path("plain-file")], "--dir \(path("plain-file")) is not a directory", false),
+            (["-d", path("plain-file/sub")], "--dir \(path("plain-file/sub")) does not exist and cannot be created: Not a directory", false),
+            (["-o", path("missing/out")], "the directory \(path("missing")) of --output does not exist", false),
+            (["-d", locked], "cannot write to directory \(locked): Permission denied", true),
+            (["-d", locked + "/sub"], "--dir \(locked)/sub does not exist and cannot be created: Permission denied", true),
+            (["-o", locked + "/out"], "cannot write to directory \(locked): Permission denied", true),
+            (["-i", locked + "/none"], "cannot read input file \(locked)/none: No such file or directory", false),
+        ]
+        for (arguments, message, unprivileged) in cases {
+            let run = unprivileged ? try CLI.runWithoutPermissionOverride(arguments + [server.url("f")], in: directory)
+                : try CLI.run(arguments + (arguments[0] == "-i" ? [] : [server.url("f")]), in: directory)
+            XCTAssertEqual(run.status, 2, "\(arguments): \(run.stderr)")
+            XCTAssertTrue(run.stderr.hasPrefix("rangeget: " + message), "\(arguments): \(run.stderr)")
+        }
+    }
+
+    /// `status /nonexistent` said `damaged: no manifest` and exited 4.
+    func testStatusOfAPathThatDoesNotExistSaysSoAndExitsTwo() throws {
+        let missing = try CLI.run(["status", path("nonexistent")], in: directory)
+        XCTAssertEqual(missing.status, 2, missing.stdout + missing.stderr)
+        XCTAssertEqual(missing.stderr, "rangeget: \(path("nonexistent")) does not exist\n")
+        XCTAssertEqual(missing.stdout, "")
+
+        _ = FileManager.default.createFile(atPath: path("done.iso"), contents: Data("x".utf8))
+        let complete = try CLI.run(["status", path("done.iso")], in: directory)
+        XCTAssertEqual(complete.status, 0, complete.stderr)
+        XCTAssertTrue(complete.stderr.contains("no partial download of it here"), complete.stderr)
+    }
+
+    /// The library accepted `notaurl`, which the command line refused: both
+    /// ask RemoteURL now. A URL without a scheme is refused with a suggestion.
+    func testURLsAreCheckedOnceInTheLibraryAndTheCommandLineSaysTheSame() throws {
+        for (url, problem) in [
+            ("https://example.org/x", nil), ("HTTP://h/x", nil),
+            ("example.org/x", "not an http or https URL: 'example.org/x'; did you mean 'https://example.org/x'?"),
+            ("localhost:8080/x", "not an http or https URL: 'localhost:8080/x'; did you mean 'https://localhost:8080/x'?"),
+            ("notaurl", "not an http or https URL: 'notaurl'"), ("", "not an http or https URL: ''"),
+            ("ftp://h/x", "not an http or https URL: 'ftp://h/x'"), ("http://", "not an http or https URL: 'http://'"),
+        ] as [(String, String?)] {
+            XCTAssertEqual(RemoteURL.problem(url), problem, url)
+        }
+        let download = Download(url: "notaurl", destination: .file(path("x")))
+        XCTAssertThrowsError(try download.run { _ in }) { error in
+            XCTAssertEqual(error as? DownloadError, .usage("not an http or https URL: 'notaurl'"))
+        }
+        let mirrors = Download(mirrors: [server.url("f"), "example.org/x"], destination: .file(path("x")))
+        XCTAssertThrowsError(try mirrors.run { _ in })
+        XCTAssertEqual(server.statistics.requests.count, 0, "nothing was asked of any server")
+
+        let run = try CLI.run(["example.org/x"], in: directory)
+        XCTAssertEqual(run.status, 2)
+        XCTAssertEqual(run.stderr, "rangeget: not an http or https URL: 'example.org/x'; did you mean 'https://example.org/x'?\n")
+    }
+
+    /// --help omitted -i, status, bench and help; the list syntax was only in
+    /// the README; the man page had no EXAMPLES; `help serve` pointed to a
+    /// file an installed user does not have.
+    func testHelpAndTheManPageShowEveryFormTheListSyntaxAndExamples() throws {
+        let help = try CLI.run(["--help"], in: directory).stdout
+        for form in ["rangeget [OPTIONS] URL [MIRROR-URL...]", "rangeget [OPTIONS] -i LIST", "rangeget status [PATH...]",
+                     "rangeget bench URL...", "rangeget serve DIR [OPTIONS]", "rangeget help [COMMAND]"] {
+            XCTAssertTrue(help.contains("       " + form) || help.contains("Usage: " + form), "\(form) in\n\(help)")
+        }
+        let man = try String(contentsOf: CLI.repositoryRoot.appendingPathComponent("docs/rangeget.1"), encoding: .utf8)
+        for text in ["Several URLs on a line are mirrors", "out=NAME", "'#' starts a comment"] {
+            XCTAssertTrue(help.contains(text), "--help explains lists: \(text)")
+            XCTAssertTrue(man.contains(text.replacingOccurrences(of: "-", with: "\\-")), "the man page explains lists: \(text)")
+        }
+        XCTAssertTrue(man.contains(".SH LISTS\n") && man.contains(".SH EXAMPLES\n"), man)
+        let readme = try String(contentsOf: CLI.repositoryRoot.appendingPathComponent("README.md"), encoding: .utf8)
+        for example in HelpCommand.examples {
+            XCTAssertTrue(man.contains(".B " + example.command.replacingOccurrences(of: "-", with: "\\-")), example.command)
+            XCTAssertTrue(readme.split(separator: "\n").contains { $0.hasPrefix(example.command) },
+                          "the README's examples and the man page's are the same: \(example.command)")
+        }
+
+        let serve = try CLI.run(["help", "serve"], in: directory).stdout
+        XCTAssertFalse(serve.contains("README"), serve)
+        let faults = try String(contentsOf: CLI.repositoryRoot.appendingPathComponent("Sources/RangeServer/README.md"), encoding: .utf8)
+            .split(separator: "\n").filter { $0.hasPrefix("| `") && $0.contains("| `.") }.map { row in
+                String(row.dropFirst(3).prefix { $0 != "`" && $0 != ":" && $0 != "[" })
+            }
+        XCTAssertGreaterThan(faults.count, 20)
+        for fault in faults { XCTAssertTrue(serve.contains("  " + fault), "help serve explains \(fault)") }
+        for trigger in ["request=N", "from=N", "range-start=OFFSET", "p=P", "method=METHOD"] {
+            XCTAssertTrue(serve.contains(trigger), trigger)
+        }
+    }
+
+    /// The example program (Examples/fetch, built as rangeget-example) shows
+    /// the event stream, and pause and resume on SIGUSR1.
+    func testTheExampleProgramPausesResumesAndPrintsItsEvents() throws {
+        let resource = Resource.generated(size: 4 << 20, seed: 1808)
+        server.setResource(resource, at: "f")
+        server.setRatePerConnection(1 << 20)
+        let example = URL(fileURLWithPath: CLI.binary).deletingLastPathComponent().appendingPathComponent("rangeget-example").path
+        let (process, out, _) = try CLI.start(["-n", "2", server.url("f"), path("f")], in: directory, executable: example)
+        func printed() -> String { (try? String(contentsOf: out, encoding: .utf8)) ?? "" }
+        XCTAssertTrue(wait(timeout: 20) { printed().contains("% at") }, printed())
+        kill(process.processIdentifier, SIGUSR1)
+        XCTAssertTrue(wait(timeout: 20) { printed().contains("paused: no connection open") }, printed())
+        kill(process.processIdentifier, SIGUSR1)
+        XCTAssertTrue(wait(timeout: 30) { !process.isRunning }, printed())
+        XCTAssertEqual(process.terminationStatus, 0, printed())
+        let lines = printed()
+        for line in ["size: 4194304 bytes", "paused: no connection open, resume state saved", "resumed",
+                     "finished: 4194304 bytes in \(path("f"))", "fetched 4194304 bytes"] {
+            XCTAssertTrue(lines.contains(line), "\(line) in\n\(lines)")
+        }
+        assertSameBytes(path("f"), resource)
+    }
+
+    /// `segmentStarted` and `segmentFinished` were missing from the README.
+    func testTheReadmeDocumentsEveryDownloadEvent() throws {
+        let source = try String(contentsOf: CLI.repositoryRoot.appendingPathComponent("Sources/RangeGet/DownloadEvent.swift"),
+                                encoding: .utf8)
+        let body = source[source.range(of: "public enum DownloadEvent")!.upperBound...].prefix { $0 != "}" }
+        let cases = body.split(separator: "\n").compactMap { line -> String? in
+            let words = line.trimmingCharacters(in: .whitespaces)
+            guard words.hasPrefix("case ") else { return nil }
+            return String(words.dropFirst(5).prefix { $0.isLetter })
+        }
+        XCTAssertGreaterThan(cases.count, 14)
+        let readme = try String(contentsOf: CLI.repositoryRoot.appendingPathComponent("README.md"), encoding: .utf8)
+        for name in cases { XCTAssertTrue(readme.contains("| `\(name)"), "README documents DownloadEvent.\(name)") }
+        XCTAssertTrue(readme.contains("`connectionSeconds`"))
+    }
+}
