@@ -125,6 +125,19 @@ final class CommandLineMessagesTests: EndToEndTestCase {
         XCTAssertTrue(complete["httpStatus"] is NSNull && complete["error"] is NSNull, done.stdout)
     }
 
+    /// A status the engine retried and then gave up on is the failure's status too.
+    func testJSONGivesTheStatusTheEngineGaveUpOn() throws {
+        // Probed fine (HEAD and the opening request), then every ranged GET answers 503.
+        server.setResource(Resource.generated(size: 4 << 20, seed: 1808), at: "f")
+        server.setFaults([FaultRule(.status(503, retryAfter: nil), when: .fromRequest(3))])
+        let run = try CLI.run(["--json", "-n", "2", "--min-split", "1M", "--retries", "1", "--retry-wait", "0.01",
+                               "-o", path("f"), server.url("f")], in: directory)
+        XCTAssertEqual(run.status, 1, run.stderr)
+        let object = try run.jsonObject()
+        XCTAssertTrue((object["error"] as? String)?.contains("giving up") == true, run.stdout)
+        XCTAssertEqual(object["httpStatus"] as? Int, 503, run.stdout)
+    }
+
     /// `-d` a directory that does not exist said "is not a directory"; `-d
     /// /proc` exited 4, not 2; permission messages did not all give a reason.
     func testMissingDirectoriesAreCreatedAndUnwritableOnesAreUsageErrorsWithTheirReason() throws {

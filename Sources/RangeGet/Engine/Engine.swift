@@ -412,7 +412,10 @@ final class Engine: @unchecked Sendable, LoopClient {
         let failures = settings.plain ? plainRestarts : progressed ? 1 : piece.failures + 1
         if failures > settings.retries || (!retryable && failures > settings.retries / 2) {
             let restarts = settings.plain ? " of one stream from byte 0 (the server serves no ranges)" : ""
-            return .failed(.server(url: mirror.remote.url, message: "giving up after \(failures) attempts\(restarts): \(reason)"))
+            var status: Int?
+            if case let .status(code, _)? = rejection { status = code }
+            return .failed(.server(url: mirror.remote.url, message: "giving up after \(failures) attempts\(restarts): \(reason)",
+                                   status: status))
         }
         // A cut that made progress is retried at once; backoff is for failures that got nowhere.
         var delay = progressed && !settings.plain ? 0 : min(settings.retryWait * Double(1 << min(failures - 1, 16)), settings.retryWaitLimit)
