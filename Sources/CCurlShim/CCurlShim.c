@@ -1,5 +1,6 @@
-#define _GNU_SOURCE /* sync_file_range, renameat2 */
+#define _GNU_SOURCE /* sync_file_range, renameat2, syncfs */
 #include <fcntl.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <sys/xattr.h>
 #include "CCurlShim.h"
@@ -55,6 +56,10 @@ CURLMcode rg_multi_setopt_long(CURLM *multi, CURLMoption option, long value) {
 
 int rg_start_writeback(int fd) {
     return sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+}
+
+int rg_sync_file_system(int fd) {
+    return syncfs(fd);
 }
 
 const char *rg_build_commit(void) {

@@ -219,7 +219,9 @@ public final class Download: Sendable {
         }
         var remote = sources[0]
         onEvent(.probed(remote))
-        let output = outputPath(url: remote.url, contentDisposition: remote.contentDisposition)
+        // Named as guessed unless the server named it (choosing a name parses the URL).
+        let output = remote.contentDisposition == nil && remote.url == url
+            ? guessed : outputPath(url: remote.url, contentDisposition: remote.contentDisposition)
         if case .directory = destination { existing = try checkWritable(output: output) }
         if existing {
             opening?.cancel()

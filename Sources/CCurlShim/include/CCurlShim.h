@@ -32,6 +32,9 @@ CURLMcode rg_multi_setopt_long(CURLM *multi, CURLMoption option, long value);
 /// file's dirty pages to disk and returns at once; no durability promise.
 int rg_start_writeback(int fd);
 
+/// syncfs(2): writes back every dirty file of `fd`'s file system and waits.
+int rg_sync_file_system(int fd);
+
 /// The commit the binary was built from ("unknown" outside `make`), and
 /// whether the tree differed from it.
 const char *rg_build_commit(void);

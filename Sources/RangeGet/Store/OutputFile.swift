@@ -169,6 +169,14 @@ final class OutputFile: Sendable {
         guard retryingOnInterrupt({ calls.fdatasync(descriptor) }) == 0 else { throw IOError("sync", path) }
     }
 
+    /// Writes back every dirty file of this file's file system and waits
+    /// (`syncfs`): one call for a batch of files, where an `fdatasync` each
+    /// would wait for each in turn. Errors are left to `synchronize`, which
+    /// reports this file's own (and then finds little left to write).
+    func synchronizeFileSystem() {
+        _ = rg_sync_file_system(descriptor)
+    }
+
     /// Starts writeback of the file's dirty pages without waiting for it
     /// (`sync_file_range(SYNC_FILE_RANGE_WRITE)`), so the next `synchronize`
     /// finds little left. Durability still comes only from `synchronize`.

@@ -4,8 +4,8 @@
 // sync of a small file costs a journal commit, far more than fetching it over
 // a fast link. Threads that commit while another thread is committing queue
 // their file; when that commit is done, one of them commits everything queued
-// meanwhile, in one pass: writeback of every file is started, each is
-// fdatasynced (the blocks of all of them go into the same journal commit),
+// meanwhile, in one pass: one syncfs writes back all their data at once,
+// each is fdatasynced (which reports its own errors, and finds little left),
 // each is published, and each directory is fsynced once however many files
 // were renamed into it. A commit returns only when its own file is done, so
 // the promise per file is the one a lone download keeps: its final name
@@ -88,11 +88,12 @@ public final class SyncGroup: Sendable {
 
     /// The three steps for every commit of `batch`, each step for all before the next.
     static func run(_ batch: [Commit], calls: SystemCalls) {
-        // Writeback of every file first, so one journal commit covers all their
-        // blocks; each fdatasync then mostly waits for what is already under way.
-        if batch.count > 1 {
-            for commit in batch { commit.file.startWriteback() }
-        }
+        // One syncfs writes back every file of the batch with their I/O in
+        // flight together (an fdatasync each waits for each in turn: 1000
+        // files of 16 KiB took 0.53 s that way, 0.44 s this way); each
+        // fdatasync then reports its own file's errors and finds it clean.
+        // (A file on another file system is simply synced by its fdatasync.)
+        if batch.count > 1 { batch[0].file.synchronizeFileSystem() }
         for commit in batch {
             do { try commit.file.synchronize() } catch { commit.failure = error }
         }
