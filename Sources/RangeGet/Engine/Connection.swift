@@ -1,4 +1,5 @@
-// Connection: one slot of the connection budget and the transfer it runs.
+// Connection: one connection of an engine and the transfer it runs (on a
+// slot of its loop's connection limit).
 // It owns a reused easy handle (so keep-alive connections are reused), the
 // piece of the file it is fetching, and the write path: libcurl's buffer goes
 // straight to pwrite at the right offset, after one check of the response.
