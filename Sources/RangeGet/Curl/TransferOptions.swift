@@ -31,11 +31,7 @@ public struct TransferOptions: Sendable {
     public var receiveBufferSize = 512 * 1024
     /// The same for a TLS transfer, where each read yields one TLS record
     /// (16 KiB) whatever the buffer: a smaller one keeps eight connections'
-    /// buffers in the CPU's cache. 1 GiB over HTTPS to /dev/shm, 8
-    /// connections, medians of 7 interleaved runs: 1.43 s CPU with 128 KiB,
-    /// 1.49 with 64 KiB, 1.56 with 512 KiB, and curl's one HTTP/2 stream
-    /// 1.43; clear text is fastest with 512 KiB (0.86 s, against 0.95 with
-    /// 256 KiB and 1.07 with 128 KiB, medians of 5).
+    /// buffers in the CPU's cache (README, "HTTP versions", has the figures).
     public var tlsReceiveBufferSize = 128 * 1024
     /// The HTTP version offered over TLS. HTTP/1.1 by default: every range
     /// has a TCP connection of its own either way, and HTTP/1.1 costs less

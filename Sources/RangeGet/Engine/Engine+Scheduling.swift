@@ -111,9 +111,9 @@ extension Engine {
         return Double(size - currentlyDone) / rate > 2 * (2 * setupDelay + Self.placementWindow)
     }
 
-    /// Seconds over which a mirror's total is measured for the placement: on
-    /// loopback mirrors capped at 2/8/32 MiB/s per connection, 0.1 s found
-    /// the best placement in 0.3 s where 0.2 s took 0.5 s.
+    /// Seconds over which a mirror's total is measured for the placement:
+    /// short enough that the placement settles within a fraction of a
+    /// second (a slow start costs the whole gain), long enough to measure.
     static let placementWindow = 0.1
 
     /// A mirror's bytes per second per connection: its running transfers'

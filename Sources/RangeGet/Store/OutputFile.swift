@@ -181,8 +181,8 @@ final class OutputFile: Sendable {
     /// (`sync_file_range(SYNC_FILE_RANGE_WRITE)`), so the next `synchronize`
     /// finds little left. Durability still comes only from `synchronize`.
     /// (`posix_fadvise(DONTNEED)`, used before, also starts writeback, but
-    /// walks and drops the file's whole page cache on every call: 1 GiB over
-    /// loopback took 1.06-1.09 s with it and 0.87-0.88 s with this.)
+    /// walks and drops the file's whole page cache on every call, which
+    /// cost a fifth of loopback's wall time; README, "Performance".)
     func startWriteback() {
         _ = rg_start_writeback(descriptor)
     }
