@@ -293,7 +293,7 @@ public final class Download: Sendable {
                 manifestPath: manifestPath, settings: engineSettings(plain: plain),
                 options: options.transfer, calls: options.systemCalls, loop: loop, opening: opening, onEvent: onEvent)
             opening = nil
-            if controller.register(engine) { engine.requestStop() }
+            if controller.register(engine.stop) { engine.stop.request() }
             let outcome = engine.run()
             _ = controller.register(nil)
             tally.fetched += engine.bytesFetched

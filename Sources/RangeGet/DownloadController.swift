@@ -100,7 +100,7 @@ final class DownloadController: Sendable {
         var pauseAnnounced = false
         /// The driver thread leaves instead of parking while paused (`start()`, not `run(onEvent:)`).
         var threaded = false
-        var engine: Engine?
+        var engine: StopSignal?
         var partPath: String?
         var parked: DispatchSemaphore?
         var observer: @Sendable (DownloadEvent) -> Void = { _ in }
@@ -155,8 +155,8 @@ final class DownloadController: Sendable {
         state.withLock { $0.request != .none }
     }
 
-    /// Records the engine now running (nil when it returned); true if it must stop at once.
-    func register(_ engine: Engine?) -> Bool {
+    /// Records how to stop the engine now running (nil when it returned); true if it must stop at once.
+    func register(_ engine: StopSignal?) -> Bool {
         state.withLock { state in
             state.engine = engine
             return state.request != .none
@@ -183,7 +183,7 @@ final class DownloadController: Sendable {
             state.request = .pause
             state.resumedWhilePausing = false
             state.phase = .pausing
-            state.engine?.requestStop()
+            state.engine?.request()
         }
     }
 
@@ -220,7 +220,7 @@ final class DownloadController: Sendable {
                 return (.none, end(&state, .failure(.interrupted)))
             case .running, .pausing:
                 state.request = .cancel(discard: discard)
-                state.engine?.requestStop()
+                state.engine?.request()
                 return (.none, nil)
             case .paused:
                 state.request = .cancel(discard: discard)

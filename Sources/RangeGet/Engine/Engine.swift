@@ -1,9 +1,10 @@
-// Engine: the transfer loop. One thread drives one curl multi handle and every
-// easy handle (invariant 4); other threads only call `requestStop`, which
-// wakes the loop. Each turn of the loop: top up idle connections with work,
-// publish progress, let libcurl move bytes (the write callbacks pwrite them),
-// settle finished transfers, catch stalls, move connections between mirrors,
-// checkpoint. Who fetches what is decided in Engine+Scheduling.swift.
+// Engine: the transfers of one file, a client of a TransferLoop, whose thread
+// alone calls it (invariant 4: one thread owns the multi handle and every
+// easy handle); other threads only use its StopSignal, which wakes the loop.
+// Each turn: top up idle connections with work, publish progress, (the loop
+// lets libcurl move bytes: the write callbacks pwrite them), settle finished
+// transfers, catch stalls, move connections between mirrors, checkpoint. Who
+// fetches what is decided in Engine+Scheduling.swift.
 import CCurl
 import Synchronization
 
@@ -29,7 +30,7 @@ struct EngineSettings: Sendable {
 enum EngineOutcome: Sendable {
     /// Every byte is written; `size` is the final length (learned here for a stream of unknown length).
     case complete(size: Int64)
-    /// `requestStop` was called; the manifest holds everything durable.
+    /// A stop was requested; the manifest holds everything durable.
     case stopped
     /// The remote file is not the one the download started with.
     case remoteChanged(String)
@@ -42,9 +43,9 @@ enum EngineOutcome: Sendable {
     case failed(DownloadError)
 }
 
-final class Engine: @unchecked Sendable, LoopClient {
-    // Every stored property but `stopRequested` and `loop` (whose wakeup is
-    // thread-safe) is touched only by the loop's thread, from `begin` to `end`.
+final class Engine: LoopClient {
+    // Touched only by the loop's thread, from `begin` to `end`; other threads
+    // reach the engine through `stop` alone.
     let settings: EngineSettings
     let size: Int64?
     let mirrors: [Mirror]
@@ -54,7 +55,11 @@ final class Engine: @unchecked Sendable, LoopClient {
     private let transferOptions: TransferOptions
     /// The loop whose multi handle runs this engine's transfers (shared by the files of a list).
     let loop: TransferLoop
-    private var multi: MultiHandle { loop.multi }
+    /// The loop's multi handle, used on the loop's thread only (checked in debug builds).
+    private var multi: MultiHandle {
+        loop.assertOnLoopThread()
+        return loop.multi
+    }
     /// The zero-round-trip start's request, until `begin` adopts or ends it.
     private var opening: Opening?
     /// How the run ended, once it has.
@@ -68,7 +73,8 @@ final class Engine: @unchecked Sendable, LoopClient {
     private let checkpointer: Checkpointer?
     /// Bytes written and not yet durable, recorded by the connections at each write.
     private let journal: WriteJournal?
-    private let stopRequested = Atomic<Bool>(false)
+    /// What another thread may use to stop this engine.
+    let stop: StopSignal
 
     var connections: [Connection] = []
     var queue: [Piece] = []
@@ -122,6 +128,7 @@ final class Engine: @unchecked Sendable, LoopClient {
             journal = nil
         }
         self.loop = loop
+        stop = StopSignal(loop: loop)
         self.opening = opening
         planner = Planner(connections: settings.connections, minimumSplit: settings.minimumSplit)
         placement = MirrorPlacement(connections: settings.connections, room: mirrors.map { _ in settings.maxPerHost })
@@ -129,13 +136,7 @@ final class Engine: @unchecked Sendable, LoopClient {
         transferOptions = options
     }
 
-    /// Asks the loop to stop soon, keeping resume state; safe from any thread.
-    func requestStop() {
-        stopRequested.store(true, ordering: .relaxed)
-        loop.wakeup()
-    }
-
-    var isStopping: Bool { stopRequested.load(ordering: .relaxed) }
+    var isStopping: Bool { stop.isRequested }
 
     /// Bytes received and written by this run.
     var bytesFetched: Int64 { finalFetched ?? connections.reduce(0) { $0 + $1.totalBytes } }
@@ -595,4 +596,23 @@ struct RateMeter {
         guard let first = samples.first, let last = samples.last, last.time > first.time else { return 0 }
         return (Double(last.bytes) - Double(first.bytes)) / (last.time - first.time)
     }
+}
+
+/// A request to stop one engine soon, keeping its resume state: a flag and a
+/// wakeup of its loop, the only part of an engine another thread may touch.
+final class StopSignal: Sendable {
+    private let requested = Atomic<Bool>(false)
+    private let loop: TransferLoop
+
+    init(loop: TransferLoop) {
+        self.loop = loop
+    }
+
+    /// Asks for the stop; safe from any thread.
+    func request() {
+        requested.store(true, ordering: .relaxed)
+        loop.wakeup()
+    }
+
+    var isRequested: Bool { requested.load(ordering: .relaxed) }
 }

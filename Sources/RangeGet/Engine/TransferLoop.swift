@@ -17,6 +17,7 @@
 // ones no longer need.
 import CCurl
 import Dispatch
+import Glibc
 import Synchronization
 
 /// A user of the loop: its methods run on the loop's thread only.
@@ -60,6 +61,8 @@ public final class TransferLoop: @unchecked Sendable {
     /// `slotsInUse` and its peak, for other threads to read.
     private let slotFigures = Atomic<Int>(0)
     private let slotPeak = Atomic<Int>(0)
+    /// The thread driving the loop now (0: none), for `assertOnLoopThread`.
+    private let driver = Atomic<UInt>(0)
 
     private struct Shared {
         var arrivals: [Client] = []
@@ -112,6 +115,7 @@ public final class TransferLoop: @unchecked Sendable {
     /// Takes a slot for a transfer (`first`: the client's first); false when
     /// none is free, or only a first may have it. Loop thread only.
     func takeSlot(first: Bool) -> Bool {
+        assertOnLoopThread()
         if let connectionLimit {
             guard slotsInUse < connectionLimit, first || !firstWaiting else { return false }
         }
@@ -122,9 +126,18 @@ public final class TransferLoop: @unchecked Sendable {
 
     /// Gives back `count` slots. Loop thread only.
     func giveSlots(_ count: Int) {
+        assertOnLoopThread()
         precondition(count <= slotsInUse, "more slots given back than taken")
         slotsInUse -= count
         publishSlots()
+    }
+
+    /// Traps in debug builds when called off the thread driving the loop,
+    /// where the multi handle, the easy handles and the clients are promised
+    /// to be touched (as NIO's `preconditionInEventLoop`).
+    func assertOnLoopThread(file: StaticString = #fileID, line: UInt = #line) {
+        assert(driver.load(ordering: .relaxed) == UInt(bitPattern: Int(bitPattern: pthread_self())),
+               "called off the transfer loop's thread", file: file, line: line)
     }
 
     private func publishSlots() {
@@ -137,6 +150,7 @@ public final class TransferLoop: @unchecked Sendable {
     func run(_ client: LoopClient) {
         guard threaded else {
             let entry = Client(client, done: nil)
+            driver.store(UInt(bitPattern: Int(bitPattern: pthread_self())), ordering: .relaxed)
             client.begin(now: MonotonicClock.now())
             clients.append(entry)
             while !entry.finished { turn() }
@@ -190,6 +204,7 @@ public final class TransferLoop: @unchecked Sendable {
     /// bytes, settle finished transfers, let clients look after the rest,
     /// then wait for sockets unless a transfer just ended.
     private func turn() {
+        driver.store(UInt(bitPattern: Int(bitPattern: pthread_self())), ordering: .relaxed)
         let (arrivals, commands) = state.withLock { shared in
             defer { (shared.arrivals, shared.commands) = ([], []) }
             return (shared.arrivals, shared.commands)
