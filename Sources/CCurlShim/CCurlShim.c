@@ -18,9 +18,6 @@
 CURLcode rg_easy_setopt_long(CURL *easy, CURLoption option, long value) {
     return curl_easy_setopt(easy, option, value);
 }
-CURLcode rg_easy_setopt_off(CURL *easy, CURLoption option, curl_off_t value) {
-    return curl_easy_setopt(easy, option, value);
-}
 CURLcode rg_easy_setopt_string(CURL *easy, CURLoption option, const char *value) {
     return curl_easy_setopt(easy, option, value);
 }
@@ -35,9 +32,6 @@ CURLcode rg_easy_setopt_data_callback(CURL *easy, CURLoption option, rg_data_cal
 }
 
 CURLcode rg_easy_getinfo_long(CURL *easy, CURLINFO info, long *value) {
-    return curl_easy_getinfo(easy, info, value);
-}
-CURLcode rg_easy_getinfo_off(CURL *easy, CURLINFO info, curl_off_t *value) {
     return curl_easy_getinfo(easy, info, value);
 }
 CURLcode rg_easy_getinfo_double(CURL *easy, CURLINFO info, double *value) {

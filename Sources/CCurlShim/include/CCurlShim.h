@@ -14,14 +14,12 @@
 typedef size_t (*rg_data_callback)(char *data, size_t size, size_t count, void *user);
 
 CURLcode rg_easy_setopt_long(CURL *easy, CURLoption option, long value);
-CURLcode rg_easy_setopt_off(CURL *easy, CURLoption option, curl_off_t value);
 CURLcode rg_easy_setopt_string(CURL *easy, CURLoption option, const char *value);
 CURLcode rg_easy_setopt_pointer(CURL *easy, CURLoption option, void *value);
 CURLcode rg_easy_setopt_slist(CURL *easy, CURLoption option, struct curl_slist *value);
 CURLcode rg_easy_setopt_data_callback(CURL *easy, CURLoption option, rg_data_callback value);
 
 CURLcode rg_easy_getinfo_long(CURL *easy, CURLINFO info, long *value);
-CURLcode rg_easy_getinfo_off(CURL *easy, CURLINFO info, curl_off_t *value);
 CURLcode rg_easy_getinfo_double(CURL *easy, CURLINFO info, double *value);
 CURLcode rg_easy_getinfo_string(CURL *easy, CURLINFO info, char **value);
 CURLcode rg_easy_getinfo_pointer(CURL *easy, CURLINFO info, void **value);

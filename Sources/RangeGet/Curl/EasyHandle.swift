@@ -42,11 +42,6 @@ final class EasyHandle {
         try set(option, value ? 1 : 0)
     }
 
-    /// Sets an option libcurl reads as `curl_off_t`.
-    func set(_ option: CURLoption, offset value: Int64) throws(CurlError) {
-        try check(rg_easy_setopt_off(raw, option, curl_off_t(value)))
-    }
-
     /// Sets a string option; libcurl copies the string.
     func set(_ option: CURLoption, _ value: String?) throws(CurlError) {
         try check(value.map { rg_easy_setopt_string(raw, option, $0) }

@@ -283,9 +283,9 @@ final class Connection {
     /// True once the current transfer's first byte arrived.
     var hasDelivered: Bool { firstByteAt != nil }
 
-    /// Seconds since the request was made, and since its last byte.
-    func age(now: Double) -> (sinceStart: Double, sinceLastByte: Double) {
-        (now - startedAt, now - lastProgress)
+    /// Seconds since the transfer's last byte (or its request, before one).
+    func silence(now: Double) -> Double {
+        now - lastProgress
     }
 
     /// Decides how the transfer ended and returns the connection to idle.

@@ -176,7 +176,7 @@ extension Engine {
         let known = running.compactMap(\.rate).filter { $0 > 0 }.sorted()
         guard let thiefRate = lastRate ?? (known.isEmpty ? nil : known[known.count / 2]) else { return nil }
         let slow = running.compactMap { candidate -> (Connection, ByteRange, Double)? in
-            let rate = candidate.rate ?? (candidate.connection.age(now: now).sinceLastByte > max(1, 4 * setupDelay) ? 0 : nil)
+            let rate = candidate.rate ?? (candidate.connection.silence(now: now) > max(1, 4 * setupDelay) ? 0 : nil)
             guard let rate, planner.shouldRace(candidate.remaining, victimRate: rate, thiefRate: thiefRate,
                                                setupDelay: setupDelay) else { return nil }
             return (candidate.connection, candidate.remaining, rate)
