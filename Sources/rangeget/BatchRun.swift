@@ -72,7 +72,7 @@ final class BatchRun: Sendable {
         defer { interrupts.cancel() }
         // Real threads: each lane blocks in a download, and the global dispatch
         // queue runs only about one blocking job per core.
-        Lanes.run(count: lanes) { [self] in work(loop: loop) }
+        runOnThreads(count: lanes) { [self] in work(loop: loop) }
         display.clear()
         return finish()
     }
@@ -202,31 +202,6 @@ struct BatchSummary: Encodable {
     var alreadyComplete: Int
     /// Files that failed, were interrupted or never started.
     var failed: Int
-}
-
-/// Runs a body on several POSIX threads and waits for all of them.
-enum Lanes {
-    static func run(count: Int, _ body: @escaping @Sendable () -> Void) {
-        final class Job: @unchecked Sendable {
-            let body: @Sendable () -> Void
-            init(_ body: @escaping @Sendable () -> Void) { self.body = body }
-        }
-        var threads: [pthread_t] = []
-        for _ in 0..<count {
-            var thread = pthread_t()
-            let job = Unmanaged.passRetained(Job(body)).toOpaque()
-            let started = pthread_create(&thread, nil, { raw in
-                Unmanaged<Job>.fromOpaque(raw!).takeRetainedValue().body()
-                return nil
-            }, job)
-            if started == 0 {
-                threads.append(thread)
-            } else {
-                Unmanaged<Job>.fromOpaque(job).takeRetainedValue().body()
-            }
-        }
-        for thread in threads { pthread_join(thread, nil) }
-    }
 }
 
 /// `--checksum-file`: lines of `HEX  NAME` (or `HEX *NAME`) as sha256sum,
