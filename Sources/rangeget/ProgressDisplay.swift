@@ -34,7 +34,7 @@ final class ProgressDisplay: Sendable {
     }
 
     func show(_ progress: DownloadProgress, prefix: String = "") {
-        let now = Self.now()
+        let now = MonotonicClock.now()
         let interval = mode == .terminal ? 0.1 : 5.0
         let draw: (due: Bool, rate: Double?) = state.withLock { state in
             state.rate.add(bytesDone: progress.bytesDone, at: now)
@@ -131,12 +131,6 @@ final class ProgressDisplay: Sendable {
         var size = winsize()
         guard ioctl(STDERR_FILENO, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 else { return 80 }
         return Int(size.ws_col)
-    }
-
-    private static func now() -> Double {
-        var time = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &time)
-        return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
     }
 
     private func write(_ text: String) {

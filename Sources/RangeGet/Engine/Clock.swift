@@ -1,9 +1,9 @@
 // A monotonic clock in seconds, cheap enough for the transfer loop.
 import Glibc
 
-enum MonotonicClock {
+package enum MonotonicClock {
     /// Seconds since an arbitrary fixed point; never goes backwards.
-    static func now() -> Double {
+    package static func now() -> Double {
         var time = timespec()
         clock_gettime(CLOCK_MONOTONIC, &time)
         return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
