@@ -332,6 +332,52 @@ final class ReliabilityRedirectSecurityTests: EndToEndTestCase {
         assertSameBytes(path("out2"), resource)
     }
 
+    /// A certificate that fails verification is a permanent curl error
+    /// (`CurlError.isTransient`): the download fails at once with exit 1,
+    /// without the `--retries` attempts and their backoff, both when the
+    /// probe meets it and when the engine does (a resume that sends its
+    /// ranged requests without a probe, on the manifest's strong ETag).
+    func testACertificateThatFailsVerificationIsNotRetried() throws {
+        let resource = Resource.generated(size: 4 << 20, seed: 166)
+        let tls = try NginxServer(rateLimit: 256 << 10)
+        tlsServers.append(tls)
+        try tls.serve(resource, at: "f")
+        let output = path("f")
+        // A backoff this long would show: one retry alone takes longer than the whole run may.
+        let patient = ["-q", "-n", "2", "--retries", "5", "--retry-wait", "5", "-o", output, tls.url("f")]
+
+        try tls.resetTraffic()
+        var started = Date()
+        let probed = try CLI.run(patient, in: directory, timeout: 30)
+        var elapsed = Date().timeIntervalSince(started)
+        XCTAssertEqual(probed.status, 1, probed.stderr)
+        XCTAssertTrue(probed.stderr.lowercased().contains("certificate"), probed.stderr)
+        XCTAssertLessThan(elapsed, 4, "no backoff before giving up")
+        // The opening request, then the classic probe's HEAD and ranged GET,
+        // each refused at the handshake: three kinds of request, none retried.
+        let refused = try tls.traffic()
+        XCTAssertLessThanOrEqual(refused.acceptedConnections, 3, refused.summary)
+
+        // A partial download fetched with --insecure, interrupted, then resumed without it.
+        let (process, _, _) = try CLI.start(["--insecure"] + patient, in: directory)
+        XCTAssertTrue(wait(timeout: 20) { durableBytes(output + ".part.json") > 0 }, "a checkpoint recorded progress")
+        kill(process.processIdentifier, SIGINT)
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationStatus, 130)
+        try tls.resetTraffic()
+        started = Date()
+        let resumed = try CLI.run(patient, in: directory, timeout: 30)
+        elapsed = Date().timeIntervalSince(started)
+        XCTAssertEqual(resumed.status, 1, resumed.stderr)
+        XCTAssertTrue(resumed.stderr.lowercased().contains("certificate"), resumed.stderr)
+        XCTAssertTrue(resumed.stderr.contains("not retried"), resumed.stderr)
+        XCTAssertLessThan(elapsed, 4, "no backoff before giving up")
+        let traffic = try tls.traffic()
+        XCTAssertEqual(traffic.requests.count, 0, traffic.summary)
+        XCTAssertLessThanOrEqual(traffic.acceptedConnections, 2, "one attempt per connection: \(traffic.summary)")
+        XCTAssertTrue(FileManager.default.fileExists(atPath: output + ".part.json"), "the partial download stays for a later run")
+    }
+
     /// An https URL redirecting to plain http is refused: the http server never hears a request.
     func test15HTTPSToHTTPDowngradeIsRefused() throws {
         server.setResource(Resource.generated(size: 1000, seed: 165), at: "f")

@@ -49,6 +49,9 @@ struct FinishedTransfer {
     var written: ByteRange
     var mirror: Mirror
     var race: Race?
+    /// The libcurl failure that ended an incomplete transfer; nil when libcurl
+    /// reported success or rangeget itself ended it (a rejection, a stall).
+    var curlError: CurlError?
 }
 
 final class Connection {
@@ -303,7 +306,8 @@ final class Connection {
             }
             return release(.incomplete(reason: "short body: got \(transferBytes) bytes", rejection: nil), now: now)
         }
-        return release(.incomplete(reason: easy.error(result).message, rejection: nil), now: now)
+        let error = easy.error(result)
+        return release(.incomplete(reason: error.message, rejection: nil), curlError: error, now: now)
     }
 
     /// Abandons the transfer (stall, lost race, shutdown); the caller removes the handle.
@@ -311,9 +315,10 @@ final class Connection {
         release(.incomplete(reason: reason, rejection: nil), now: now)
     }
 
-    private func release(_ end: TransferEnd, now: Double) -> FinishedTransfer {
+    private func release(_ end: TransferEnd, curlError: CurlError? = nil, now: Double) -> FinishedTransfer {
         guard let piece, let mirror else { preconditionFailure("no transfer to finish") }
-        let finished = FinishedTransfer(piece: piece, end: end, written: writtenSoFar!, mirror: mirror, race: race)
+        let finished = FinishedTransfer(piece: piece, end: end, written: writtenSoFar!, mirror: mirror, race: race,
+                                        curlError: curlError)
         journal?.end(slot: id, wrote: finished.written)
         totalBytes += transferBytes
         mirror.bytes += transferBytes

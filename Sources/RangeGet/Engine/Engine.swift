@@ -402,9 +402,17 @@ final class Engine: LoopClient {
         default:
             break
         }
-        let retryable = rejection?.isTransient ?? true
+        // A curl error another attempt would only repeat (a certificate that
+        // fails verification, a malformed URL: see `CurlError.isTransient`)
+        // drops the mirror when others remain and otherwise ends the download now.
+        let permanent = finished.curlError.map { !$0.isTransient } ?? false
+        let retryable = !permanent && (rejection?.isTransient ?? true)
         if mirror.isUsable, others > 0, !retryable || mirror.consecutiveFailures >= Self.mirrorFailureLimit {
             if let outcome = drop(mirror, because: reason, now: now) { return outcome }
+        }
+        if permanent, mirror.isUsable {
+            let message = "\(reason) (not retried: another attempt would fail the same way)"
+            return .failed(.network(url: mirror.remote.url, message: message))
         }
         if partnerBusy { return nil }
         // A plain stream starts over from byte 0 after any failure, so a cut
