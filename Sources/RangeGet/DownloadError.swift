@@ -50,7 +50,7 @@ public enum DownloadError: Error, Sendable, Equatable, CustomStringConvertible {
         case let .io(error): return error.description
         case let .manifest(error): return error.description
         case let .busy(message): return message
-        case .interrupted: return "interrupted; run the same command again to resume"
+        case .interrupted: return "interrupted; the partial download is kept for a later run to resume"
         }
     }
 }

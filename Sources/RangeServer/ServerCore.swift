@@ -197,7 +197,7 @@ final class ServerCore: Sendable {
             }
             run.threads.enter()
             detachThread { [self] in
-                Connection(core: self, socket: ClientSocket(fd: client), number: number, stop: run.stop).run()
+                ServerConnection(core: self, socket: ClientSocket(fd: client), number: number, stop: run.stop).run()
                 state.withLock { state in
                     // Closed under the lock, so stop() never shuts down a
                     // descriptor number that was already reused.

@@ -54,7 +54,7 @@ final class ProgressDisplay: Sendable {
             figures += ByteCount.format(progress.bytesDone)
         }
         if draw.rate != nil { figures += "  " + ByteCount.format(Int64(saturating: progress.bytesPerSecond)) + "/s" }
-        if let left = progress.secondsLeft { figures += "  ETA " + Duration.format(left) }
+        if let left = progress.secondsLeft { figures += "  ETA " + DurationText.format(left) }
         figures += "  \(progress.activeConnections) conn"
         switch mode {
         case .off:

@@ -46,7 +46,7 @@ enum ByteCount {
     }
 }
 
-enum Duration {
+enum DurationText {
     /// The longest duration shown in full: 100 days; an ETA beyond it says only that.
     static let longest = 100.0 * 86_400
 

@@ -61,19 +61,19 @@ final class CommandLineFormattingTests: XCTestCase {
     /// An ETA of 10^19 seconds trapped in `Int(seconds.rounded())`.
     func testDurationsAndDecimalsFormatWhateverTheValue() {
         var random = SplitMix64(seed: 12_33)
-        let specials: [Double] = [0, -0.0, 0.04, 0.05, 59.5, 3599.5, rangeget.Duration.longest, rangeget.Duration.longest + 1, 9.2e18, 9.3e18,
+        let specials: [Double] = [0, -0.0, 0.04, 0.05, 59.5, 3599.5, rangeget.DurationText.longest, rangeget.DurationText.longest + 1, 9.2e18, 9.3e18,
                                   1e19, 1e300, -1e19, .infinity, -.infinity, .nan, .greatestFiniteMagnitude, -.greatestFiniteMagnitude]
         for index in 0..<20_000 {
             let value = index < specials.count ? specials[index]
                 : Double(bitPattern: random.next()) // every exponent, NaNs and infinities included
-            XCTAssertFalse(rangeget.Duration.format(value).isEmpty)
+            XCTAssertFalse(rangeget.DurationText.format(value).isEmpty)
             XCTAssertFalse(String(format1: value).isEmpty)
             _ = Int64(saturating: value)
         }
-        XCTAssertEqual(rangeget.Duration.format(1e19), "> 100 days")
-        XCTAssertEqual(rangeget.Duration.format(.infinity), "--:--")
-        XCTAssertEqual(rangeget.Duration.format(3723), "1:02:03")
-        XCTAssertEqual(rangeget.Duration.format(rangeget.Duration.longest), "2400:00:00")
+        XCTAssertEqual(rangeget.DurationText.format(1e19), "> 100 days")
+        XCTAssertEqual(rangeget.DurationText.format(.infinity), "--:--")
+        XCTAssertEqual(rangeget.DurationText.format(3723), "1:02:03")
+        XCTAssertEqual(rangeget.DurationText.format(rangeget.DurationText.longest), "2400:00:00")
         XCTAssertEqual(String(format1: 12.345), "12.3")
         XCTAssertEqual(String(format1: -1.5), "-1.5")
         XCTAssertEqual(String(format1: -0.01), "0.0")

@@ -4,7 +4,7 @@
 import FoundationEssentials
 import Glibc
 
-final class Connection {
+final class ServerConnection {
     private let core: ServerCore
     private let socket: ClientSocket
     private let number: Int
