@@ -45,7 +45,8 @@ public enum DownloadEvent: Sendable {
     case restarting(reason: String)
     /// Periodic progress, at most about ten times a second.
     case progress(DownloadProgress)
-    /// A transfer failed and its remaining bytes will be fetched again after `delay` seconds.
+    /// The transfer on `connection` failed and its remaining bytes will be
+    /// fetched again after `delay` seconds (by whichever connection is free then).
     case retry(connection: Int, reason: String, delay: Double)
     /// A connection started fetching `range` from the mirror at `url`.
     case segmentStarted(connection: Int, range: ByteRange, url: String)

@@ -544,6 +544,9 @@ final class ReliabilityServerTests: EndToEndTestCase {
         assertSameBytes(output, resource)
         XCTAssertEqual(probe.snapshot.wrongWrites, [], "an error page reached the file")
         let retries = run.retries
+        for case let .retry(connection, _, _) in run.events {
+            XCTAssertGreaterThanOrEqual(connection, 0, "a retry names the connection whose transfer failed")
+        }
         let serviceUnavailable = retries.first { $0.reason.contains("503") }
         XCTAssertNotNil(serviceUnavailable, "\(retries)")
         XCTAssertGreaterThanOrEqual(serviceUnavailable?.delay ?? 0, 1.0, "Retry-After: 1 honoured")

@@ -358,13 +358,14 @@ final class Engine: LoopClient {
                 distrust(race, of: connection, upTo: finished.piece.range.end, now: now)
                 finished.race = nil
             }
-            return retry(finished, reason: reason, rejection: rejection, now: now,
+            return retry(finished, on: connection.id, reason: reason, rejection: rejection, now: now,
                          partnerBusy: partnerIsBusy(connection, in: finished.race))
         }
     }
 
     private func retry(
-        _ finished: FinishedTransfer, reason: String, rejection: Rejection?, now: Double, partnerBusy: Bool
+        _ finished: FinishedTransfer, on connection: Int, reason: String, rejection: Rejection?, now: Double,
+        partnerBusy: Bool
     ) -> EngineOutcome? {
         let mirror = finished.mirror
         let piece = finished.piece
@@ -430,7 +431,7 @@ final class Engine: LoopClient {
         var delay = progressed && !settings.plain ? 0 : min(settings.retryWait * Double(1 << min(failures - 1, 16)), settings.retryWaitLimit)
         if case let .status(_, retryAfter?)? = rejection { delay = max(delay, retryAfter) }
         if !mirror.isUsable { delay = 0 }
-        onEvent(.retry(connection: -1, reason: reason, delay: delay))
+        onEvent(.retry(connection: connection, reason: reason, delay: delay))
         if settings.plain { written = RangeSet() }
         requeue(piece, from: settings.plain ? piece.range.start : max(finished.written.end, finished.race?.frontier ?? 0),
                 failures: mirror.isUsable ? failures : 0, notBefore: now + delay)
