@@ -289,9 +289,8 @@ public final class Download: Sendable {
                 manifest = fresh
             }
             let engine = Engine(
-                mirrors: sources, file: file, manifest: manifest,
-                manifestPath: manifestPath, settings: engineSettings(plain: plain),
-                options: options.transfer, calls: options.systemCalls, loop: loop, opening: opening, onEvent: onEvent)
+                mirrors: sources, file: file, manifest: manifest, manifestPath: manifestPath, settings: options,
+                plain: plain, loop: loop, opening: opening, onEvent: onEvent)
             opening = nil
             if controller.register(engine.stop) { engine.stop.request() }
             let outcome = engine.run()
@@ -366,14 +365,6 @@ public final class Download: Sendable {
     }
 
     // MARK: - Steps
-
-    private func engineSettings(plain: Bool) -> EngineSettings {
-        EngineSettings(
-            connections: options.connections, minimumSplit: options.minimumSplit, retries: options.retries,
-            retryWait: options.retryWait, retryWaitLimit: options.retryWaitLimit,
-            checkpointInterval: options.checkpointInterval, stallTimeout: options.transfer.stallTimeout,
-            plain: plain, maxPerHost: options.maxPerHost)
-    }
 
     /// Probes every mirror at once. The first that answers (in the order
     /// given) sets size and validators; a mirror that disagrees on the size,

@@ -130,7 +130,7 @@ extension Engine {
         if let index = queue.firstIndex(where: { $0.notBefore <= now }) {
             return (queue.remove(at: index), nil)
         }
-        guard queue.isEmpty, !settings.plain else { return nil }
+        guard queue.isEmpty, !plain else { return nil }
         if let stolen = steal(thiefRate: thiefRate, now: now) { return (stolen, nil) }
         return race(thiefRate: thiefRate, now: now)
     }

@@ -8,24 +8,6 @@
 import CCurl
 import Synchronization
 
-/// Settings of one engine run.
-struct EngineSettings: Sendable {
-    var connections: Int
-    var minimumSplit: Int64
-    /// Attempts at one piece that end with no byte written before the download fails.
-    var retries: Int
-    /// First backoff delay in seconds; doubles per failure up to `retryWaitLimit`.
-    var retryWait: Double
-    var retryWaitLimit: Double
-    var checkpointInterval: Double
-    /// Seconds without a byte before a transfer is abandoned and its range requeued.
-    var stallTimeout: Double
-    /// One plain GET from byte 0 instead of ranged requests.
-    var plain: Bool
-    /// The most connections to one `scheme://host:port`.
-    var maxPerHost: Int
-}
-
 /// How an engine run ended.
 enum EngineOutcome: Sendable {
     /// Every byte is written; `size` is the final length (learned here for a stream of unknown length).
@@ -46,13 +28,15 @@ enum EngineOutcome: Sendable {
 final class Engine: LoopClient {
     // Touched only by the loop's thread, from `begin` to `end`; other threads
     // reach the engine through `stop` alone.
-    let settings: EngineSettings
+    /// The download's settings (`connections`, `retries`, `transfer`, ...).
+    let settings: DownloadOptions
+    /// One plain GET from byte 0 instead of ranged requests.
+    let plain: Bool
     let size: Int64?
     let mirrors: [Mirror]
     let planner: Planner
     let onEvent: @Sendable (DownloadEvent) -> Void
     private let file: OutputFile
-    private let transferOptions: TransferOptions
     /// The loop whose multi handle runs this engine's transfers (shared by the files of a list).
     let loop: TransferLoop
     /// The loop's multi handle, used on the loop's thread only (checked in debug builds).
@@ -106,11 +90,12 @@ final class Engine: LoopClient {
     /// mirror, becomes the first connection when its bytes are still missing.
     init(
         mirrors remotes: [RemoteFile], file: OutputFile, manifest: Manifest?, manifestPath: String?,
-        settings: EngineSettings, options: TransferOptions, calls: SystemCalls, loop: TransferLoop,
+        settings: DownloadOptions, plain: Bool, loop: TransferLoop,
         opening: Opening? = nil, onEvent: @escaping @Sendable (DownloadEvent) -> Void
     ) {
         precondition(!remotes.isEmpty)
         self.settings = settings
+        self.plain = plain
         self.file = file
         self.onEvent = onEvent
         size = remotes[0].size
@@ -118,7 +103,7 @@ final class Engine: LoopClient {
         let done = manifest?.done ?? RangeSet()
         written = done
         if let manifestPath, let manifest {
-            checkpointer = Checkpointer(file: file, manifest: manifest, manifestPath: manifestPath, calls: calls)
+            checkpointer = Checkpointer(file: file, manifest: manifest, manifestPath: manifestPath, calls: settings.systemCalls)
             // Without a journal (no boot ID, a file system that refuses it) a
             // kill costs what was written since the last durable save.
             journal = try? WriteJournal(path: PartialFiles(data: file.path).journal, file: file, size: manifest.size,
@@ -132,8 +117,7 @@ final class Engine: LoopClient {
         self.opening = opening
         planner = Planner(connections: settings.connections, minimumSplit: settings.minimumSplit)
         placement = MirrorPlacement(connections: settings.connections, room: mirrors.map { _ in settings.maxPerHost })
-        connectionLimit = settings.plain ? 1 : settings.connections
-        transferOptions = options
+        connectionLimit = plain ? 1 : settings.connections
     }
 
     var isStopping: Bool { stop.isRequested }
@@ -159,7 +143,7 @@ final class Engine: LoopClient {
     func begin(now: Double) {
         // A plain stream starts from byte 0 anyway; a ranged plan needs byte 0 to be missing.
         let adopted = opening.flatMap { opening in
-            opening.isUsable && (settings.plain || !written.contains(ByteRange(0, 1))) ? opening : nil
+            opening.isUsable && (plain || !written.contains(ByteRange(0, 1))) ? opening : nil
         }
         if let adopted {
             let connection = adopted.handOver()
@@ -172,7 +156,7 @@ final class Engine: LoopClient {
             mirrors[0].tcpConnections += opening.connectionsOpened
         }
         opening = nil
-        if settings.plain {
+        if plain {
             queue = [Piece(range: ByteRange(0, size ?? Int64.max))]
             written = RangeSet()
         } else if let size {
@@ -297,7 +281,7 @@ final class Engine: LoopClient {
     /// uses; an idle one is always reused first (its handle keeps its
     /// connection alive).
     func newConnection() throws(CurlError) -> Connection {
-        let connection = try Connection(id: connections.count, file: file, options: transferOptions)
+        let connection = try Connection(id: connections.count, file: file, options: settings.transfer)
         connection.attach(file, journal: journal)
         connection.client = self
         connections.append(connection)
@@ -306,7 +290,7 @@ final class Engine: LoopClient {
 
     /// Starts `piece` on `connection`.
     func launch(_ connection: Connection, _ piece: Piece, from mirror: Mirror, race: Race?, now: Double) throws(CurlError) {
-        try connection.start(piece, from: mirror, plain: settings.plain, race: race, now: now)
+        try connection.start(piece, from: mirror, plain: plain, race: race, now: now)
         try multi.add(connection.easy)
         onEvent(.segmentStarted(connection: connection.id, range: piece.range, url: mirror.remote.url))
     }
@@ -418,22 +402,22 @@ final class Engine: LoopClient {
         if partnerBusy { return nil }
         // A plain stream starts over from byte 0 after any failure, so a cut
         // that made progress brings it no nearer the end: every restart counts.
-        if settings.plain { plainRestarts += 1 }
-        let failures = settings.plain ? plainRestarts : progressed ? 1 : piece.failures + 1
+        if plain { plainRestarts += 1 }
+        let failures = plain ? plainRestarts : progressed ? 1 : piece.failures + 1
         if failures > settings.retries || (!retryable && failures > settings.retries / 2) {
-            let restarts = settings.plain ? " of one stream from byte 0 (the server serves no ranges)" : ""
+            let restarts = plain ? " of one stream from byte 0 (the server serves no ranges)" : ""
             var status: Int?
             if case let .status(code, _)? = rejection { status = code }
             return .failed(.server(url: mirror.remote.url, message: "giving up after \(failures) attempts\(restarts): \(reason)",
                                    status: status))
         }
         // A cut that made progress is retried at once; backoff is for failures that got nowhere.
-        var delay = progressed && !settings.plain ? 0 : min(settings.retryWait * Double(1 << min(failures - 1, 16)), settings.retryWaitLimit)
+        var delay = progressed && !plain ? 0 : min(settings.retryWait * Double(1 << min(failures - 1, 16)), settings.retryWaitLimit)
         if case let .status(_, retryAfter?)? = rejection { delay = max(delay, retryAfter) }
         if !mirror.isUsable { delay = 0 }
         onEvent(.retry(connection: connection, reason: reason, delay: delay))
-        if settings.plain { written = RangeSet() }
-        requeue(piece, from: settings.plain ? piece.range.start : max(finished.written.end, finished.race?.frontier ?? 0),
+        if plain { written = RangeSet() }
+        requeue(piece, from: plain ? piece.range.start : max(finished.written.end, finished.race?.frontier ?? 0),
                 failures: mirror.isUsable ? failures : 0, notBefore: now + delay)
         return nil
     }
@@ -490,8 +474,8 @@ final class Engine: LoopClient {
             if connection.isPaused { continue }
             let (idle, timeToFirstByte) = connection.sample(now: now)
             if let timeToFirstByte { setupDelay = 0.8 * setupDelay + 0.2 * timeToFirstByte }
-            guard idle > settings.stallTimeout else { continue }
-            let reason = "no data for \(Int(settings.stallTimeout)) s (stalled)"
+            guard idle > settings.transfer.stallTimeout else { continue }
+            let reason = "no data for \(Int(settings.transfer.stallTimeout)) s (stalled)"
             multi.remove(connection.easy)
             if let outcome = settle(connection, connection.abandon(reason: reason, now: now), now: now) {
                 return outcome
