@@ -67,7 +67,7 @@ public struct DownloadOptions: Sendable {
     /// How requests are made.
     public var transfer = TransferOptions()
     /// The disk calls used; tests inject faults here.
-    public var systemCalls = SystemCalls.live
+    package var systemCalls = SystemCalls.live
 
     /// The defaults.
     public init() {}

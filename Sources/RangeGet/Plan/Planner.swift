@@ -5,14 +5,14 @@
 // rates that are zero, infinite or NaN never trap (no `2 * minimumSplit`).
 
 /// How a download's missing bytes are divided among connections.
-public struct Planner: Sendable {
+struct Planner: Sendable {
     /// How many connections may run at once.
-    public var connections: Int
+    var connections: Int
     /// No segment is split below this many bytes (below 1 counts as 1).
-    public var minimumSplit: Int64
+    var minimumSplit: Int64
 
     /// A planner for `connections` connections that never cuts below `minimumSplit` bytes.
-    public init(connections: Int, minimumSplit: Int64) {
+    init(connections: Int, minimumSplit: Int64) {
         self.connections = connections
         self.minimumSplit = minimumSplit
     }
@@ -25,7 +25,7 @@ public struct Planner: Sendable {
     /// The largest piece is halved until there are enough segments or no piece
     /// is at least twice the minimum split, so a file smaller than `connections`
     /// minimum splits gets fewer segments and an empty set gets none.
-    public func plan(_ missing: RangeSet) -> [ByteRange] {
+    func plan(_ missing: RangeSet) -> [ByteRange] {
         var segments = missing.ranges
         while segments.count < connections,
               let index = segments.indices.max(by: { segments[$0].count < segments[$1].count }),
@@ -47,7 +47,7 @@ public struct Planner: Sendable {
     /// thief's share would be below the minimum split, or when the victim
     /// finishes sooner than a new request could help (its bytes are already
     /// on the wire and would be fetched twice).
-    public func steal(from remaining: ByteRange, victimRate: Double?, thiefRate: Double?,
+    func steal(from remaining: ByteRange, victimRate: Double?, thiefRate: Double?,
                       setupDelay: Double) -> ByteRange? {
         guard remaining.count >= split else { return nil }
         guard let victim = victimRate ?? thiefRate, let thief = thiefRate ?? victimRate else {
@@ -70,7 +70,7 @@ public struct Planner: Sendable {
     /// True when a free connection should fetch the rest of a piece too
     /// (the end game): the victim is so slow that a new request would finish
     /// `remaining` clearly sooner, and the piece is too small to cut.
-    public func shouldRace(_ remaining: ByteRange, victimRate: Double, thiefRate: Double?, setupDelay: Double) -> Bool {
+    func shouldRace(_ remaining: ByteRange, victimRate: Double, thiefRate: Double?, setupDelay: Double) -> Bool {
         guard let thief = thiefRate, thief > 0 else { return false }
         let bytes = Double(remaining.count)
         let fresh = setupDelay + bytes / thief

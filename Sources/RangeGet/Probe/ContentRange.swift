@@ -3,14 +3,14 @@
 // writes nothing from that response.
 
 /// A `Content-Range: bytes first-last/total` or `bytes */total` value.
-public struct ContentRange: Equatable, Sendable {
+struct ContentRange: Equatable, Sendable {
     /// The bytes the response carries, nil for the unsatisfied form `*/total`.
-    public var range: ByteRange?
+    var range: ByteRange?
     /// The complete length, nil when the server sent `*`.
-    public var total: Int64?
+    var total: Int64?
 
     /// Parses a header value; nil for any other unit, bad numbers or last < first.
-    public init?(_ value: String) {
+    init?(_ value: String) {
         let text = value.trimmingWhitespace()
         guard text.lowercased().hasPrefix("bytes ") else { return nil }
         let spec = text.dropFirst("bytes ".count).trimmingWhitespace()

@@ -5,9 +5,9 @@
 import FoundationEssentials
 
 /// Chooses and sanitises output file names.
-public enum FileName {
+package enum FileName {
     /// The name to save `url` under, preferring the `Content-Disposition` value.
-    public static func choose(url: String, contentDisposition: String?) -> String {
+    package static func choose(url: String, contentDisposition: String?) -> String {
         if let header = contentDisposition, let name = fromContentDisposition(header).flatMap(sanitize) {
             return name
         }
@@ -17,7 +17,7 @@ public enum FileName {
 
     /// The filename parameter of a `Content-Disposition` value; `filename*`
     /// (RFC 8187, UTF-8) wins over `filename`.
-    public static func fromContentDisposition(_ header: String) -> String? {
+    package static func fromContentDisposition(_ header: String) -> String? {
         var plain: String?
         var extended: String?
         for parameter in splitParameters(header).dropFirst() {
@@ -40,7 +40,7 @@ public enum FileName {
     }
 
     /// The last path segment of `url`, percent-decoded.
-    public static func fromURL(_ url: String) -> String? {
+    package static func fromURL(_ url: String) -> String? {
         guard let components = URLComponents(string: url) else { return nil }
         let path = components.percentEncodedPath
         guard let last = path.split(separator: "/").last else { return nil }
@@ -49,7 +49,7 @@ public enum FileName {
 
     /// A base name that cannot leave the target directory or hide itself; nil
     /// when nothing usable is left.
-    public static func sanitize(_ name: String) -> String? {
+    package static func sanitize(_ name: String) -> String? {
         // Work on scalars, not Characters: a combining or prepended mark glues
         // onto a `/` or `.` and hides it from Character comparisons.
         var scalars = Array(name.unicodeScalars)

@@ -7,31 +7,31 @@ import FoundationEssentials
 import Glibc
 
 /// What a partial download has finished, and of which remote file.
-public struct Manifest: Codable, Equatable, Sendable {
+package struct Manifest: Codable, Equatable, Sendable {
     /// The format written by this version.
-    public static let currentVersion = 1
+    package static let currentVersion = 1
 
     /// The format version; a newer one is refused rather than misread.
-    public var version: Int
+    package var version: Int
     /// The URL the download was started from, without userinfo (no passwords on disk).
-    public var url: String
+    package var url: String
     /// Every other URL that served bytes of this file (mirrors, or URLs a
     /// later run resumed it from), without userinfo; nil when there is none.
-    public var urls: [String]?
+    package var urls: [String]?
     /// The remote file's complete length.
-    public var size: Int64
+    package var size: Int64
     /// The entity tag (strong or weak) the bytes were validated against.
-    public var etag: String?
+    package var etag: String?
     /// The `Last-Modified` value the bytes were validated against.
-    public var lastModified: String?
+    package var lastModified: String?
     /// Durable byte ranges, as `[start, end)` pairs.
-    public var done: RangeSet
+    package var done: RangeSet
     /// Why complete data was not given its final name (a checksum that does
     /// not match); nil for a download in progress.
-    public var problem: String?
+    package var problem: String?
 
     /// A manifest with nothing done yet for `remote`.
-    public init(remote: RemoteFile, size: Int64) {
+    package init(remote: RemoteFile, size: Int64) {
         version = Self.currentVersion
         url = Self.redacting(remote.url)
         self.size = size
@@ -41,17 +41,17 @@ public struct Manifest: Codable, Equatable, Sendable {
     }
 
     /// Every URL known to serve this file: `url`, then `urls`.
-    public var knownURLs: [String] { [url] + (urls ?? []) }
+    package var knownURLs: [String] { [url] + (urls ?? []) }
 
     /// Records `urls` (redacted) as serving this file too.
-    public mutating func record(_ urls: [String]) {
+    package mutating func record(_ urls: [String]) {
         var known = knownURLs
         for url in urls.map(Self.redacting) where !known.contains(url) { known.append(url) }
         self.urls = known.count > 1 ? Array(known.dropFirst()) : nil
     }
 
     /// Why `remote` is not the file these bytes came from, or nil when it is.
-    public func mismatch(with remote: RemoteFile) -> String? {
+    package func mismatch(with remote: RemoteFile) -> String? {
         if remote.size != size {
             return "its size changed from \(size) to \(remote.size.map(String.init) ?? "unknown") bytes"
         }
@@ -65,7 +65,7 @@ public struct Manifest: Codable, Equatable, Sendable {
     }
 
     /// `url` without `user:password@`.
-    public static func redacting(_ url: String) -> String {
+    package static func redacting(_ url: String) -> String {
         guard var components = URLComponents(string: url), components.user != nil || components.password != nil else {
             return url
         }
@@ -79,7 +79,7 @@ public struct Manifest: Codable, Equatable, Sendable {
     /// `OUTPUT.part.json`) lists, when they were written in this boot to the
     /// data file there now: a killed process loses nothing the kernel has.
     /// A symbolic link or a file with other hard links is never read.
-    public static func load(from path: String) throws(ManifestError) -> Manifest? {
+    package static func load(from path: String) throws(ManifestError) -> Manifest? {
         let contents: Data?
         do {
             contents = try StateFile.read(path)
@@ -114,7 +114,7 @@ public struct Manifest: Codable, Equatable, Sendable {
 
     /// Replaces the manifest at `path` atomically, mode 0600; `durable` also
     /// fsyncs it and its directory.
-    public func save(to path: String, calls: SystemCalls = .live, durable: Bool = true) throws(IOError) {
+    package func save(to path: String, calls: SystemCalls = .live, durable: Bool = true) throws(IOError) {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         let data: Data

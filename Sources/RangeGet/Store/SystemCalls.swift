@@ -3,23 +3,23 @@
 import Glibc
 
 /// The write and sync calls the store makes; `live` is the real thing.
-public struct SystemCalls: Sendable {
+package struct SystemCalls: Sendable {
     /// `pwrite(2)`: returns bytes written or -1 with `errno` set.
-    public var pwrite: @Sendable (Int32, UnsafeRawPointer, Int, Int64) -> Int
+    package var pwrite: @Sendable (Int32, UnsafeRawPointer, Int, Int64) -> Int
     /// `fdatasync(2)`: 0 or -1 with `errno` set.
-    public var fdatasync: @Sendable (Int32) -> Int32
+    package var fdatasync: @Sendable (Int32) -> Int32
     /// `fsync(2)`: 0 or -1 with `errno` set.
-    public var fsync: @Sendable (Int32) -> Int32
+    package var fsync: @Sendable (Int32) -> Int32
 
     /// The calls of the operating system.
-    public static let live = SystemCalls(
+    package static let live = SystemCalls(
         pwrite: { Glibc.pwrite($0, $1, $2, off_t($3)) },
         fdatasync: { Glibc.fdatasync($0) },
         fsync: { Glibc.fsync($0) }
     )
 
     /// Builds a seam from explicit calls (tests use this to inject faults).
-    public init(
+    package init(
         pwrite: @escaping @Sendable (Int32, UnsafeRawPointer, Int, Int64) -> Int,
         fdatasync: @escaping @Sendable (Int32) -> Int32,
         fsync: @escaping @Sendable (Int32) -> Int32
