@@ -376,10 +376,9 @@ public final class Download: Sendable {
         _ prober: Prober, skipHead: Bool = false, opening loop: TransferLoop? = nil,
         onEvent: @Sendable (DownloadEvent) -> Void
     ) throws(DownloadError) -> ([RemoteFile], [MirrorReport], Opening?) {
-        let opening = loop != nil
         let results = Mutex<[Int: Result<RemoteFile, DownloadError>]>([:])
         let finished = DispatchGroup()
-        for (index, url) in mirrors.enumerated() where !(opening && index == 0) {
+        for (index, url) in mirrors.enumerated() where !(loop != nil && index == 0) {
             finished.enter()
             startThread {
                 let result = Result { () throws(DownloadError) in try prober.probe(url, skipHead: skipHead) }
@@ -388,10 +387,10 @@ public final class Download: Sendable {
             }
         }
         var opened: Opening?
-        if opening {
+        if let loop {
             let transfer = options.transfer
             let request = try? Opening(url: url, length: min(options.minimumSplit, options.openingLimit), options: transfer,
-                                       loop: loop!)
+                                       loop: loop)
             // With other mirrors, one that ignores ranges is dropped rather than
             // making the whole download one stream (the classic probe and the
             // engine see to that).
@@ -551,14 +550,10 @@ public final class Download: Sendable {
             // Rangeget's own data file without a manifest (a single stream):
             // empty it, and drop any journal a lost manifest left behind (a
             // file just created is empty already, and no manifest is there).
-            do {
-                if file.isNew { try StateFile.remove(PartialFiles(data: file.path).journal) } else {
-                    try discard(file: file, manifestPath: manifestPath)
-                }
-            } catch let error as IOError {
-                throw .io(error)
-            } catch {
-                throw error as! DownloadError
+            if file.isNew {
+                do { try StateFile.remove(PartialFiles(data: file.path).journal) } catch { throw .io(error) }
+            } else {
+                try discard(file: file, manifestPath: manifestPath)
             }
             return nil
         }

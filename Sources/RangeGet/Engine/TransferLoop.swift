@@ -222,10 +222,7 @@ public final class TransferLoop: @unchecked Sendable {
         do {
             _ = try multi.perform()
         } catch {
-            for client in clients where !client.finished {
-                client.body.loopFailed(error)
-                finish(client)
-            }
+            failAll(error)
         }
         var settled = false
         while let (easy, result) = multi.nextFinished() {
@@ -248,15 +245,21 @@ public final class TransferLoop: @unchecked Sendable {
         // A connection just freed takes its next piece at once (and an end is
         // noticed at once): waiting in poll cost up to 0.1 s per piece.
         if settled || clients.isEmpty && !threaded { return }
-        let timeout = clients.map { $0.body.pollTimeout(now: later) }.min() ?? 0.1
+        var timeout = 0.1
+        for client in clients { timeout = min(timeout, client.body.pollTimeout(now: later)) }
         do {
             try multi.poll(timeoutMilliseconds: max(1, Int(timeout * 1000)))
         } catch {
-            for client in clients where !client.finished {
-                client.body.loopFailed(error)
-                finish(client)
-            }
+            failAll(error)
             clients.removeAll(where: \.finished)
+        }
+    }
+
+    /// libcurl itself failed: every client still served ends with the error.
+    private func failAll(_ error: CurlError) {
+        for client in clients where !client.finished {
+            client.body.loopFailed(error)
+            finish(client)
         }
     }
 
