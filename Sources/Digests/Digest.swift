@@ -18,7 +18,7 @@ public enum DigestAlgorithm: String, Sendable, CaseIterable {
         }
     }
 
-    private var evp: OpaquePointer? {
+    fileprivate var evp: OpaquePointer? {
         switch self {
         case .md5: return EVP_md5()
         case .sha1: return EVP_sha1()
@@ -38,9 +38,7 @@ public enum DigestAlgorithm: String, Sendable, CaseIterable {
     /// The digest of the file open at `descriptor`, read from its start in
     /// 1 MiB blocks; nil with `errno` set when a read fails.
     public func hex(ofFileDescriptor descriptor: Int32) -> String? {
-        guard let context = EVP_MD_CTX_new() else { return nil }
-        defer { EVP_MD_CTX_free(context) }
-        EVP_DigestInit_ex(context, evp, nil)
+        guard let digester = Digester(self) else { return nil }
         let size = 1 << 20
         let buffer = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 16)
         defer { buffer.deallocate() }
@@ -52,13 +50,10 @@ public enum DigestAlgorithm: String, Sendable, CaseIterable {
                 return nil
             }
             if count == 0 { break }
-            EVP_DigestUpdate(context, buffer, count)
+            digester.update(UnsafeRawBufferPointer(start: buffer, count: count))
             offset += off_t(count)
         }
-        var digest = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
-        var length: UInt32 = 0
-        EVP_DigestFinal_ex(context, &digest, &length)
-        return Self.hex(digest.prefix(Int(length)))
+        return digester.finish()
     }
 
     /// The libcrypto that computes every digest, as it names itself at run
@@ -67,7 +62,7 @@ public enum DigestAlgorithm: String, Sendable, CaseIterable {
         String(cString: OpenSSL_version(OPENSSL_VERSION))
     }
 
-    private static func hex(_ bytes: ArraySlice<UInt8>) -> String {
+    fileprivate static func hex(_ bytes: ArraySlice<UInt8>) -> String {
         let digits = Array("0123456789abcdef".utf8)
         var text = [UInt8]()
         text.reserveCapacity(bytes.count * 2)
@@ -76,5 +71,35 @@ public enum DigestAlgorithm: String, Sendable, CaseIterable {
             text.append(digits[Int(byte & 0xF)])
         }
         return String(decoding: text, as: UTF8.self)
+    }
+}
+
+/// A digest computed piece by piece, as bytes come (a file read in blocks, a
+/// download streamed in order): `update` in order, then `finish` once.
+public final class Digester {
+    private let context: OpaquePointer
+
+    /// A digester for `algorithm`; nil when libcrypto cannot make one.
+    public init?(_ algorithm: DigestAlgorithm) {
+        guard let context = EVP_MD_CTX_new() else { return nil }
+        self.context = context
+        EVP_DigestInit_ex(context, algorithm.evp, nil)
+    }
+
+    deinit {
+        EVP_MD_CTX_free(context)
+    }
+
+    /// Adds the next `bytes`.
+    public func update(_ bytes: UnsafeRawBufferPointer) {
+        EVP_DigestUpdate(context, bytes.baseAddress, bytes.count)
+    }
+
+    /// The digest of every byte added, lowercase hex.
+    public func finish() -> String {
+        var digest = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
+        var length: UInt32 = 0
+        EVP_DigestFinal_ex(context, &digest, &length)
+        return DigestAlgorithm.hex(digest.prefix(Int(length)))
     }
 }

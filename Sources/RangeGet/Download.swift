@@ -62,6 +62,11 @@ public struct DownloadOptions: Sendable {
     /// and their directory durable together, one sync for a batch instead
     /// of two per file (a group commit). Nil: this download syncs alone.
     public var syncGroup: SyncGroup?
+    /// A download read in order (`Download.bytes(from:)`, `-o -`): the most
+    /// bytes kept in memory, written ahead of the reader and not yet read
+    /// (at least 1 MiB). The connections fetch inside this window, in file
+    /// order, and wait while the reader is behind.
+    public var streamWindow: Int64 = 64 << 20
     /// The most bytes the opening request asks for (it asks for `minimumSplit`).
     var openingLimit: Int64 = .max
     /// How requests are made.
@@ -87,6 +92,8 @@ public final class Download: Sendable {
 
     /// The life cycle shared by every thread and task that touches this download.
     let controller = DownloadController()
+    /// Where a download read in order puts its bytes instead of a file (`bytes(from:)`).
+    let window: StreamWindow?
 
     /// A download of `url` to `destination`.
     public convenience init(url: String, destination: Destination, options: DownloadOptions = DownloadOptions()) {
@@ -101,6 +108,17 @@ public final class Download: Sendable {
         self.mirrors = mirrors
         self.destination = destination
         self.options = options
+        window = nil
+    }
+
+    /// A download of the file behind `mirrors` into `window`, read in order.
+    init(mirrors: [String], window: StreamWindow, options: DownloadOptions) {
+        precondition(!mirrors.isEmpty, "a download needs a URL")
+        url = mirrors[0]
+        self.mirrors = mirrors
+        destination = .file("-")
+        self.options = options
+        self.window = window
     }
 
     /// Stops the download soon, saving its resume state; safe from any thread.
@@ -166,6 +184,7 @@ public final class Download: Sendable {
                 outcome = .failure(error)
             }
         }
+        window?.end(outcome.map { _ in })
         controller.finish(outcome)
         return outcome
     }
@@ -176,6 +195,7 @@ public final class Download: Sendable {
     private func attempt(
         tally: inout Tally, onEvent: @escaping @Sendable (DownloadEvent) -> Void
     ) throws(DownloadError) -> DownloadResult {
+        if let window { return try stream(into: window, tally: &tally, onEvent: onEvent) }
         for mirror in mirrors { try RemoteURL.check(mirror) }
         let started = MonotonicClock.now()
         defer { tally.seconds += MonotonicClock.now() - started }
@@ -187,17 +207,7 @@ public final class Download: Sendable {
         if case let .file(path) = destination { existing = try checkWritable(output: path) }
         let prober = Prober(options: options.transfer)
         defer { tally.tcpConnections += prober.connectionsOpened.total }
-        let loop: TransferLoop
-        if let shared = options.transferLoop {
-            loop = shared
-        } else {
-            do {
-                loop = try TransferLoop(threaded: false, multiplex: options.transfer.multiplex,
-                                        connections: options.connections)
-            } catch {
-                throw .network(url: url, message: "cannot set up libcurl: \(error.message)")
-            }
-        }
+        let loop = try transferLoop()
         var sources: [RemoteFile]
         var probeReports: [MirrorReport]
         var opening: Opening?
@@ -289,16 +299,10 @@ public final class Download: Sendable {
                 manifest = fresh
             }
             let engine = Engine(
-                mirrors: sources, file: file, manifest: manifest, manifestPath: manifestPath, settings: options,
+                mirrors: sources, sink: .file(file), manifest: manifest, manifestPath: manifestPath, settings: options,
                 plain: plain, loop: loop, opening: opening, onEvent: onEvent)
             opening = nil
-            if controller.register(engine.stop) { engine.stop.request() }
-            let outcome = engine.run()
-            _ = controller.register(nil)
-            tally.fetched += engine.bytesFetched
-            tally.retries += engine.retries
-            tally.connectionsUsed = max(tally.connectionsUsed, engine.connectionsUsed)
-            tally.add(engine.mirrorReports)
+            let outcome = run(engine, tally: &tally)
 
             if unprobed, case .remoteChanged = outcome {
                 // The requests went out on the manifest's word alone: a probe
@@ -315,11 +319,8 @@ public final class Download: Sendable {
             case let .complete(size):
                 try finish(file: file, size: size, output: output, files: files, manifest: manifest, remote: remote,
                            onEvent: onEvent)
-                let result = DownloadResult(
-                    path: output, size: size, seconds: tally.seconds + MonotonicClock.now() - started,
-                    bytesFetched: tally.fetched, bytesReused: tally.reused ?? 0, retries: tally.retries,
-                    mirrors: merge(probeReports, tally.mirrors), connectionsUsed: tally.connectionsUsed,
-                    tcpConnections: tally.tcpConnections + prober.connectionsOpened.total)
+                let result = result(path: output, size: size, tally: tally, since: started, probed: probeReports,
+                                    prober: prober)
                 onEvent(.finished(result))
                 return result
             case .stopped:
@@ -341,15 +342,8 @@ public final class Download: Sendable {
                 // A signed URL a redirect led to has expired: ask the original
                 // URL again and go on from the manifest with where it leads now.
                 resolves += 1
-                guard resolves <= 3 else {
-                    throw .server(url: sources[index].url, message: "\(reason), again after resolving it anew")
-                }
-                let fresh = try prober.probe(sources[index].url)
-                if let problem = Self.disagreement(fresh, with: sources[0]) ?? sources[index].differs(from: fresh) {
-                    throw .server(url: fresh.url, message: "resolved anew, it now \(problem)")
-                }
-                sources[index] = fresh
-                if index == 0 { remote = fresh }
+                try resolveAnew(&sources, index: index, reason: reason, attempt: resolves, prober: prober)
+                if index == 0 { remote = sources[0] }
                 do {
                     manifest = try Manifest.load(from: manifestPath)
                 } catch {
@@ -366,13 +360,60 @@ public final class Download: Sendable {
 
     // MARK: - Steps
 
+    /// The loop to run the transfers on: the shared one of the options, else one of this download's own.
+    func transferLoop() throws(DownloadError) -> TransferLoop {
+        if let shared = options.transferLoop { return shared }
+        do {
+            return try TransferLoop(threaded: false, multiplex: options.transfer.multiplex, connections: options.connections)
+        } catch {
+            throw .network(url: url, message: "cannot set up libcurl: \(error.message)")
+        }
+    }
+
+    /// Runs `engine` until it ends, stoppable through the controller, and adds its figures to `tally`.
+    func run(_ engine: Engine, tally: inout Tally) -> EngineOutcome {
+        if controller.register(engine.stop) { engine.stop.request() }
+        let outcome = engine.run()
+        _ = controller.register(nil)
+        tally.fetched += engine.bytesFetched
+        tally.retries += engine.retries
+        tally.connectionsUsed = max(tally.connectionsUsed, engine.connectionsUsed)
+        tally.add(engine.mirrorReports)
+        return outcome
+    }
+
+    /// What a download that completed did: `tally` of its earlier attempts,
+    /// this one's since `started`, with the figures of the probes.
+    func result(path: String, size: Int64, tally: Tally, since started: Double, probed: [MirrorReport],
+                prober: Prober) -> DownloadResult {
+        DownloadResult(
+            path: path, size: size, seconds: tally.seconds + MonotonicClock.now() - started,
+            bytesFetched: tally.fetched, bytesReused: tally.reused ?? 0, retries: tally.retries,
+            mirrors: merge(probed, tally.mirrors), connectionsUsed: tally.connectionsUsed,
+            tcpConnections: tally.tcpConnections + prober.connectionsOpened.total)
+    }
+
+    /// A signed URL a redirect led to has expired (the `attempt`th time):
+    /// asks mirror `index`'s original URL again, which must still lead to the same file.
+    func resolveAnew(_ sources: inout [RemoteFile], index: Int, reason: String, attempt: Int,
+                     prober: Prober) throws(DownloadError) {
+        guard attempt <= 3 else {
+            throw .server(url: sources[index].url, message: "\(reason), again after resolving it anew")
+        }
+        let fresh = try prober.probe(sources[index].url)
+        if let problem = Self.disagreement(fresh, with: sources[0]) ?? sources[index].differs(from: fresh) {
+            throw .server(url: fresh.url, message: "resolved anew, it now \(problem)")
+        }
+        sources[index] = fresh
+    }
+
     /// Probes every mirror at once. The first that answers (in the order
     /// given) sets size and validators; a mirror that disagrees on the size,
     /// or on a strong ETag where both give one, is left out with a message.
     /// With `opening`, the first mirror is probed by the opening request of
     /// the zero-round-trip start, sent on that loop and returned running when
     /// its answer was usable.
-    private func probeMirrors(
+    func probeMirrors(
         _ prober: Prober, skipHead: Bool = false, opening loop: TransferLoop? = nil,
         onEvent: @Sendable (DownloadEvent) -> Void
     ) throws(DownloadError) -> ([RemoteFile], [MirrorReport], Opening?) {
@@ -433,7 +474,7 @@ public final class Download: Sendable {
     }
 
     /// Why `remote` cannot be a mirror of `reference`, or nil.
-    private static func disagreement(_ remote: RemoteFile, with reference: RemoteFile) -> String? {
+    static func disagreement(_ remote: RemoteFile, with reference: RemoteFile) -> String? {
         if remote.size != reference.size {
             return "its size (\(remote.size.map(String.init) ?? "unknown")) differs from \(reference.url) (\(reference.size.map(String.init) ?? "unknown"))"
         }
@@ -445,7 +486,7 @@ public final class Download: Sendable {
 
     /// Probe-time reports, each used mirror's replaced by its engine figures
     /// (summed over engine runs), cleaned for the result (`OutgoingText`).
-    private func merge(_ probed: [MirrorReport], _ engine: [String: MirrorReport]) -> [MirrorReport] {
+    func merge(_ probed: [MirrorReport], _ engine: [String: MirrorReport]) -> [MirrorReport] {
         probed.map { report in
             guard report.dropped == nil, let used = engine[report.url] else { return report.cleaned }
             return used.cleaned

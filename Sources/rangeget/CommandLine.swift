@@ -157,9 +157,14 @@ enum Parse {
         return value
     }
 
-    static func bytes(_ text: String, _ option: String) throws(UsageError) -> Int64 {
-        guard let value = ByteCount.parse(text), value > 0, value <= largestSize else {
-            throw UsageError("--\(option) needs a size from 1 to 1T, like 512K, 10M or 1.5G, not '\(text)'")
+    static func bytes(_ text: String, _ option: String, range: ClosedRange<Int64> = 1...largestSize) throws(UsageError) -> Int64 {
+        guard let value = ByteCount.parse(text), range.contains(value) else {
+            func short(_ size: Int64) -> String {
+                let units: [(String, Int64)] = [("T", 1 << 40), ("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)]
+                return units.first { size >= $0.1 && size % $0.1 == 0 }.map { "\(size / $0.1)\($0.0)" } ?? "\(size)"
+            }
+            throw UsageError("--\(option) needs a size from \(short(range.lowerBound)) to \(short(range.upperBound)), "
+                             + "like 512K, 10M or 1.5G, not '\(text)'")
         }
         return value
     }

@@ -29,14 +29,21 @@ func writeToStandardError(_ text: String) {
 
 /// Writes `text` to `descriptor` at once, unbuffered (EINTR and short writes retried; other errors dropped).
 func write(_ text: String, to descriptor: Int32) {
-    var bytes = Array(text.utf8)
+    let bytes = Array(text.utf8)
+    _ = bytes.withUnsafeBytes { writeAll($0, to: descriptor) }
+}
+
+/// Writes every byte of `bytes` to `descriptor`, retrying EINTR and short
+/// writes; the errno of a write that failed (EPIPE: the reader is gone), else nil.
+func writeAll(_ bytes: UnsafeRawBufferPointer, to descriptor: Int32) -> Int32? {
     var offset = 0
     while offset < bytes.count {
-        let written = bytes.withUnsafeMutableBytes { Glibc.write(descriptor, $0.baseAddress! + offset, $0.count - offset) }
+        let written = Glibc.write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
         if written < 0, errno == EINTR { continue }
-        if written <= 0 { return }
+        if written <= 0 { return written == 0 ? EIO : errno }
         offset += written
     }
+    return nil
 }
 
 /// True when `path` names a directory.

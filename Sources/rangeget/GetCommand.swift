@@ -38,7 +38,10 @@ enum GetCommand {
         of one file: they must agree on its size, and work flows to whichever is faster.
         """,
         options: [
-            .value("o", "output", "PATH", "save to PATH (default: name from the server or the URL)") { $0.output = $1 },
+            .value("o", "output", "PATH", "save to PATH (default: name from the server or the URL); '-' writes the file to stdout, in order") { $0.output = $1 },
+            .value(nil, "window", "SIZE", "with -o -: the most bytes held in memory ahead of the reader (default 64M, 1M to 16G)") { settings, text throws(UsageError) in
+                settings.options.streamWindow = try Parse.bytes(text, "window", range: 1 << 20 ... 16 << 30)
+            },
             .value("d", "dir", "DIR", "save into directory DIR, created with its parents if missing (default: current directory)") { $0.directory = $1 },
             .value("i", "input-file", "FILE", "download every file listed in FILE (one per line; '-' reads stdin)") {
                 $0.inputFile = $1
@@ -151,6 +154,10 @@ enum GetCommand {
             }
             if settings.checksumFile != nil { throw UsageError("--checksum-file goes with -i; for one file use --checksum") }
             try validate(urls: urls, settings: settings)
+            if settings.output == "-" {
+                guard !settings.json else { throw UsageError("--json prints on stdout, which -o - fills with the file") }
+                return stream(urls, settings: settings)
+            }
         } catch {
             return fail("\(error)", .usage)
         }
@@ -212,7 +219,7 @@ enum GetCommand {
         if let directory = settings.directory {
             try OutputDirectory.prepare(directory, create: true, name: "--dir \(directory)")
         }
-        if let output = settings.output {
+        if let output = settings.output, output != "-" {
             let path = joined(settings.directory, output)
             let folder = path.lastIndex(of: "/").map { String(path[..<$0]) }.map { $0.isEmpty ? "/" : $0 } ?? "."
             try OutputDirectory.prepare(folder, create: false, name: "the directory \(folder) of --output")
@@ -227,7 +234,9 @@ enum GetCommand {
     /// Shows `event` on `display`: progress, and a message for what the user
     /// should know. `file` (a list's entry) starts each message that does not
     /// name its URL already, so that a list's messages say which file they are about.
-    static func report(_ event: DownloadEvent, display: ProgressDisplay, quiet: Bool, file: String? = nil) {
+    /// `streaming`: to stdout (`-o -`), where nothing is kept to resume.
+    static func report(_ event: DownloadEvent, display: ProgressDisplay, quiet: Bool, file: String? = nil,
+                       streaming: Bool = false) {
         func say(_ message: String) {
             if !quiet { display.message(file.map { "\($0): \(message)" } ?? message) }
         }
@@ -235,10 +244,10 @@ enum GetCommand {
         case let .progress(progress):
             display.show(progress)
         case let .probed(remote) where remote.size == nil:
-            say("the server does not say how long the file is: downloading as one stream (not resumable)")
+            say("the server does not say how long the file is: downloading as one stream" + (streaming ? "" : " (not resumable)"))
         case let .probed(remote) where !remote.acceptsRanges:
-            say("the server does not serve byte ranges: downloading as one stream "
-                + "(a later run resumes it only if the server then serves them)")
+            say("the server does not serve byte ranges: downloading as one stream"
+                + (streaming ? "" : " (a later run resumes it only if the server then serves them)"))
         case let .restarting(reason):
             say(reason)
         case let .resuming(bytes):
@@ -261,7 +270,8 @@ enum GetCommand {
 
     static func summary(_ result: DownloadResult, retries: RetryKinds) -> String {
         let rate = result.seconds > 0 ? Double(result.bytesFetched) / result.seconds : 0
-        var line = "saved \(result.path) (\(ByteCount.format(result.size))) in \(String(format1: result.seconds)) s"
+        var line = result.path == "-" ? "streamed \(ByteCount.format(result.size)) to stdout" : "saved \(result.path) (\(ByteCount.format(result.size)))"
+        line += " in \(String(format1: result.seconds)) s"
         line += ", \(ByteCount.format(Int64(saturating: rate)))/s"
         if result.bytesReused > 0 { line += ", \(ByteCount.format(result.bytesReused)) reused from an earlier run" }
         if let retried = retries.phrase(total: result.retries) { line += ", " + retried }

@@ -30,6 +30,8 @@ enum HelpCommand {
         ("rangeget --restart https://example.org/big.iso", "throw away a partial download"),
         ("rangeget -n 16 -d isos -i list.txt --checksum-file SHA256SUMS", "a list, each file checked against SHA256SUMS"),
         ("rangeget --json https://example.org/big.iso | jq .mirrors", "the outcome as JSON"),
+        ("rangeget -n 8 -o - https://example.org/big.tar.zst | zstd -d | tar x",
+         "stream in order to stdout, 8 connections fetching ahead"),
         ("rangeget status ~/Downloads", "the partial downloads there"),
         ("rangeget bench --seconds 5 https://a.example/big.iso https://b.example/big.iso",
          "which mirrors to use, and how many connections"),

@@ -6,7 +6,7 @@ _rangeget() {
         serve) words="--port --rate-per-connection --rate-total --burst --latency --fault --help" ;;
         status) words="--json --help" ;;
         bench) words="--connections --seconds --samples --header --insecure --json --help" ;;
-        *) words="serve status bench help --output --dir --input-file --jobs --connections --min-split --max-per-host --use-head --quiet --json --restart --checksum --checksum-file --force --retries --retry-wait --stall-timeout --connect-timeout --max-speed --netrc --header --user-agent --proxy --http2 --multiplex --insecure --cacert --help --version" ;;
+        *) words="serve status bench help --output --window --dir --input-file --jobs --connections --min-split --max-per-host --use-head --quiet --json --restart --checksum --checksum-file --force --retries --retry-wait --stall-timeout --connect-timeout --max-speed --netrc --header --user-agent --proxy --http2 --multiplex --insecure --cacert --help --version" ;;
     esac
     if [[ $cur == -* || $COMP_CWORD -eq 1 ]]; then
         COMPREPLY=($(compgen -W "$words" -- "$cur"))

@@ -57,14 +57,17 @@ struct FinishedTransfer {
 final class Connection {
     let id: Int
     let easy: EasyHandle
-    /// Where bytes go; nil only while an opening request waits for the probe's verdict.
-    private var file: OutputFile?
+    /// Where bytes go (the file, or a stream's window); nil only while an
+    /// opening request waits for the probe's verdict.
+    private var sink: (any ByteSink)?
     /// Where each write is recorded as soon as it is made (nil: no journal).
     private var journal: WriteJournal?
     private let baseHeaders: [String]
     private let rateLimit: RateLimit?
-    /// True while the transfer waits for the rate limit's tokens.
+    /// True while the transfer waits for the rate limit's tokens, or for
+    /// room in the sink (`waitsForRoom`: a stream's reader is behind).
     private(set) var isPaused = false
+    private var waitsForRoom = false
     /// True while this connection carries the opening request: a transfer
     /// with no piece yet, held paused at its first body byte.
     private(set) var isOpening = false
@@ -110,9 +113,9 @@ final class Connection {
     /// request cut before its engine took it over); the engine settles it.
     private(set) var unownedEnd: CURLcode?
 
-    init(id: Int, file: OutputFile?, options: TransferOptions) throws(CurlError) {
+    init(id: Int, sink: (any ByteSink)?, options: TransferOptions) throws(CurlError) {
         self.id = id
-        self.file = file
+        self.sink = sink
         baseHeaders = options.headers
         rateLimit = options.rateLimit
         easy = try EasyHandle()
@@ -125,10 +128,10 @@ final class Connection {
         try easy.set(CURLOPT_HEADERFUNCTION, callback: connectionHeader)
     }
 
-    /// Gives the connection the file its bytes go to and the journal its
+    /// Gives the connection the sink its bytes go to and the journal its
     /// writes are recorded in (slot `id`).
-    func attach(_ file: OutputFile, journal: WriteJournal?) {
-        self.file = file
+    func attach(_ sink: any ByteSink, journal: WriteJournal?) {
+        self.sink = sink
         self.journal = journal
     }
 
@@ -153,7 +156,7 @@ final class Connection {
     /// (nil: a 200 with the whole file), fetch `piece` (from byte 0) for
     /// `mirror`, and lets its body flow.
     func adopt(_ piece: Piece, from mirror: Mirror, served: ByteRange?, now: Double) {
-        precondition(isOpening && file != nil && piece.range.start == 0 && piece.range.end <= served?.end ?? .max)
+        precondition(isOpening && sink != nil && piece.range.start == 0 && piece.range.end <= served?.end ?? .max)
         isOpening = false
         begin(piece, from: mirror, requested: served, race: nil, now: now)
         // Its request went out before the probe's local work (other mirrors'
@@ -237,6 +240,7 @@ final class Connection {
         writeFailure = nil
         reachedEnd = false
         isPaused = false
+        waitsForRoom = false
         wasUsed = true
         mirror.activeConnections += 1
     }
@@ -248,10 +252,17 @@ final class Connection {
         piece?.range.end = newEnd
     }
 
-    /// Resumes a transfer paused by the rate limit once tokens are back.
+    /// Resumes a paused transfer once the rate limit has tokens again, or
+    /// the sink room.
     func resumeIfAllowed() {
-        guard isPaused, rateLimit?.hasTokens == true else { return }
+        guard isPaused else { return }
+        if waitsForRoom {
+            guard sink?.hasRoom(at: position) == true else { return }
+        } else {
+            guard rateLimit?.hasTokens == true else { return }
+        }
         isPaused = false
+        waitsForRoom = false
         curl_easy_pause(easy.raw, CURLPAUSE_CONT)
     }
 
@@ -344,7 +355,7 @@ final class Connection {
             // 200, the whole file as one stream), refuse anything else.
             return head.status == 206 || head.status == 200 ? Int(CURL_WRITEFUNC_PAUSE) : 0
         }
-        guard let file else { return 0 }
+        guard let sink else { return 0 }
         if !accepted {
             if let problem = ResponseCheck.check(head, requested: requested, expected: expected) {
                 rejection = problem
@@ -363,7 +374,12 @@ final class Connection {
             let skip = race.map { Int(min(Int64(length), max(0, $0.frontier - position))) } ?? 0
             if skip < length {
                 do {
-                    try file.write(data + skip, count: length - skip, at: position + Int64(skip))
+                    guard try sink.accept(data + skip, count: length - skip, at: position + Int64(skip)) else {
+                        // The sink is full (a stream whose reader is behind): libcurl offers the same bytes again.
+                        isPaused = true
+                        waitsForRoom = true
+                        return Int(CURL_WRITEFUNC_PAUSE)
+                    }
                 } catch {
                     writeFailure = error
                     return 0

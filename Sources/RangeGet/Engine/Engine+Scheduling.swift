@@ -9,6 +9,7 @@ extension Engine {
     /// runs on a slot of the loop's connection limit (shared by the files of
     /// a list): it stops here when the loop has none to give.
     func startIdleConnections(now: Double) -> EngineOutcome? {
+        planAhead()
         while true {
             // Counted anew each turn: a steal below may end a transfer.
             let busy = connections.count(where: \.isBusy)
@@ -33,6 +34,23 @@ extension Engine {
             }
         }
         return nil
+    }
+
+    /// A stream's next pieces, in file order, while they fit in its window:
+    /// the connections fetch just ahead of the reader, and when the reader
+    /// is behind, nothing more is planned until it makes room.
+    func planAhead() {
+        guard let window, !unplanned.isEmpty else { return }
+        let limit = window.limit
+        while queue.count < connectionLimit, let next = unplanned.ranges.first {
+            let piece = ByteRange(next.start, next.start + min(next.count, streamPiece))
+            guard piece.end <= limit else {
+                window.wantRoom(wake: { [loop] in loop.wakeup() })
+                return
+            }
+            unplanned.remove(piece)
+            queue.append(Piece(range: piece))
+        }
     }
 
     /// Gives back the slots no transfer runs on any more, so other files of
@@ -138,8 +156,15 @@ extension Engine {
     /// Running transfers that may be cut or raced, with the rate to plan with:
     /// measured over the last second (0 when silent that long), else the
     /// mirror's per-connection rate, nil while nothing is known.
+    /// A stream's reader waits for the lowest bytes alone: only the transfer
+    /// at the head of its window is cut or raced (cutting the others would
+    /// bring the reader nothing sooner, and cost their connections).
     private func candidates(now: Double) -> [(connection: Connection, remaining: ByteRange, rate: Double?)] {
-        connections.compactMap { connection in
+        var running = connections.filter { $0.remaining != nil }
+        if window != nil, let head = running.min(by: { $0.remaining!.start < $1.remaining!.start }) {
+            running = [head]
+        }
+        return running.compactMap { connection in
             guard connection.race == nil, let remaining = connection.remaining else { return nil }
             let rate = connection.rate(now: now) ?? connection.mirror.flatMap { measuredRate(of: $0, now: now) }
             return (connection, remaining, rate)

@@ -8,6 +8,14 @@
 import CCurl
 import Synchronization
 
+/// Where an engine's bytes go.
+enum Sink {
+    /// The `.part` file, written at offsets.
+    case file(OutputFile)
+    /// A stream's window, read in order.
+    case stream(StreamWindow)
+}
+
 /// How an engine run ended.
 enum EngineOutcome: Sendable {
     /// Every byte is written; `size` is the final length (learned here for a stream of unknown length).
@@ -36,7 +44,17 @@ final class Engine: LoopClient {
     let mirrors: [Mirror]
     let planner: Planner
     let onEvent: @Sendable (DownloadEvent) -> Void
-    private let file: OutputFile
+    /// Where the bytes go: the `.part` file, or a stream's window.
+    private let sink: any ByteSink
+    /// A stream's window: pieces are planned in file order, only inside it.
+    let window: StreamWindow?
+    /// A stream's bytes not yet planned into pieces (in order).
+    var unplanned = RangeSet()
+    /// A stream's piece length: small enough that every connection has
+    /// work inside the window, large enough that requests stay few.
+    let streamPiece: Int64
+    /// The longest piece of a stream (16 MiB).
+    static let largestStreamPiece: Int64 = 16 << 20
     /// The loop whose multi handle runs this engine's transfers (shared by the files of a list).
     let loop: TransferLoop
     /// The loop's multi handle, used on the loop's thread only (checked in debug builds).
@@ -89,20 +107,28 @@ final class Engine: LoopClient {
     /// size). `opening`, the zero-round-trip start's request to the first
     /// mirror, becomes the first connection when its bytes are still missing.
     init(
-        mirrors remotes: [RemoteFile], file: OutputFile, manifest: Manifest?, manifestPath: String?,
+        mirrors remotes: [RemoteFile], sink: Sink, manifest: Manifest?, manifestPath: String?,
         settings: DownloadOptions, plain: Bool, loop: TransferLoop,
         opening: Opening? = nil, onEvent: @escaping @Sendable (DownloadEvent) -> Void
     ) {
         precondition(!remotes.isEmpty)
         self.settings = settings
         self.plain = plain
-        self.file = file
         self.onEvent = onEvent
         size = remotes[0].size
         mirrors = remotes.enumerated().map { Mirror(index: $0.offset, remote: $0.element) }
-        let done = manifest?.done ?? RangeSet()
+        let file: OutputFile?
+        switch sink {
+        case let .file(output):
+            (self.sink, file, window) = (output, output, nil)
+        case let .stream(window):
+            (self.sink, file, self.window) = (window, nil, window)
+        }
+        let perConnection = (window?.capacity ?? 0) / Int64(2 * max(1, settings.connections))
+        streamPiece = min(window?.capacity ?? .max, max(settings.minimumSplit, min(perConnection, Self.largestStreamPiece)))
+        let done = manifest?.done ?? window?.done ?? RangeSet()
         written = done
-        if let manifestPath, let manifest {
+        if let file, let manifestPath, let manifest {
             checkpointer = Checkpointer(file: file, manifest: manifest, manifestPath: manifestPath, calls: settings.systemCalls)
             // Without a journal (no boot ID, a file system that refuses it) a
             // kill costs what was written since the last durable save.
@@ -148,7 +174,7 @@ final class Engine: LoopClient {
         if let adopted {
             let connection = adopted.handOver()
             slotsHeld = 1
-            connection.attach(file, journal: journal)
+            connection.attach(sink, journal: journal)
             connection.client = self
             connections.append(connection)
         } else if let opening {
@@ -159,6 +185,9 @@ final class Engine: LoopClient {
         if plain {
             queue = [Piece(range: ByteRange(0, size ?? Int64.max))]
             written = RangeSet()
+        } else if let size, window != nil {
+            unplanned = written.complement(size: size)
+            planAhead()
         } else if let size {
             // On a shared loop, plan for the connections it can give now (a
             // piece per connection that will wait would cost a request each);
@@ -193,7 +222,7 @@ final class Engine: LoopClient {
             return false
         }
         if let outcome = startIdleConnections(now: now) { return ended(outcome) }
-        if queue.isEmpty && !connections.contains(where: \.isBusy) {
+        if queue.isEmpty && unplanned.isEmpty && !connections.contains(where: \.isBusy) {
             return ended(.complete(size: size ?? written.ranges.last?.end ?? 0))
         }
         // Reported once the free connections took their next pieces, so a
@@ -269,7 +298,10 @@ final class Engine: LoopClient {
         guard let first = queue.first, first.range.start == 0 else { preconditionFailure("no piece at byte 0") }
         queue.removeFirst()
         let end = min(first.range.end, served?.end ?? .max)
-        if end < first.range.end { queue.append(Piece(range: ByteRange(end, first.range.end))) }
+        if end < first.range.end {
+            // A stream's pieces stay in file order.
+            queue.insert(Piece(range: ByteRange(end, first.range.end)), at: window == nil ? queue.endIndex : 0)
+        }
         let piece = Piece(range: ByteRange(0, end))
         connections[0].adopt(piece, from: mirrors[0], served: served, now: now)
         onEvent(.segmentStarted(connection: 0, range: piece.range, url: mirrors[0].remote.url))
@@ -281,8 +313,8 @@ final class Engine: LoopClient {
     /// uses; an idle one is always reused first (its handle keeps its
     /// connection alive).
     func newConnection() throws(CurlError) -> Connection {
-        let connection = try Connection(id: connections.count, file: file, options: settings.transfer)
-        connection.attach(file, journal: journal)
+        let connection = try Connection(id: connections.count, sink: sink, options: settings.transfer)
+        connection.attach(sink, journal: journal)
         connection.client = self
         connections.append(connection)
         return connection

@@ -39,7 +39,7 @@ final class Opening: LoopClient {
     /// `probe` sends it.
     init(url: String, length: Int64, options: TransferOptions, loop: TransferLoop) throws(CurlError) {
         self.loop = loop
-        connection = try Connection(id: 0, file: nil, options: options)
+        connection = try Connection(id: 0, sink: nil, options: options)
         try connection.open(url, range: ByteRange(0, length), now: MonotonicClock.now())
         self.length = length
     }

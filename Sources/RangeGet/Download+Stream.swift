@@ -1,0 +1,172 @@
+// A download read in order while several connections fetch ahead:
+// `rangeget -o - URL | tar x`, and `Download.bytes(from:)`, the parallel
+// counterpart of URLSession's `bytes(from:)`. The same engine as for a file,
+// with a StreamWindow for its sink: pieces are planned in file order inside
+// the window, and the reader takes the bytes as soon as they are contiguous.
+// Mirrors, retries and validators work as for a file; a checksum is computed
+// as the bytes are read and decides the outcome at the end. A stream keeps
+// nothing on disk, so a later run cannot resume it, and bytes the reader has
+// taken are never taken back: a file that changes after that fails the
+// download instead of starting over.
+
+/// The bytes of a download in file order, as chunks, while its connections
+/// fetch ahead inside a window of `DownloadOptions.streamWindow` bytes.
+///
+/// Iterating starts the download. The sequence ends after the last byte when
+/// the download succeeded (its checksum too, when one was given) and throws
+/// the `DownloadError` otherwise. Cancelling the iterating task, or dropping
+/// the sequence before its end, cancels the download. `download` gives its
+/// events, state, pause and resume. Read it once: chunks are handed out once.
+public final class DownloadStream: AsyncSequence, Sendable {
+    public typealias Element = [UInt8]
+
+    /// The download behind the bytes.
+    public let download: Download
+    let window: StreamWindow
+
+    /// The most bytes in one chunk.
+    public static let chunkSize = 256 << 10
+
+    init(mirrors: [String], options: DownloadOptions) {
+        window = StreamWindow(capacity: options.streamWindow, digest: options.checksum?.algorithm)
+        download = Download(mirrors: mirrors, window: window, options: options)
+    }
+
+    deinit {
+        cancel()
+    }
+
+    /// Stops the download and the reading; the sequence then throws `.interrupted`. Safe from any thread.
+    public func cancel() {
+        window.abandon()
+        download.cancel()
+    }
+
+    /// The next chunk in file order; nil after the last one.
+    func next() async throws(DownloadError) -> [UInt8]? {
+        download.start()
+        let result: Result<[UInt8]?, DownloadError> = await withTaskCancellationHandler {
+            do throws(DownloadError) {
+                return .success(try await window.next(atMost: Self.chunkSize))
+            } catch {
+                return .failure(error)
+            }
+        } onCancel: {
+            cancel()
+        }
+        return try result.get()
+    }
+
+    /// Waits for the next bytes in file order and lends them to `body`,
+    /// which must be done with them when it returns (no copy is made); false
+    /// after the last byte of a download that succeeded, and throws how it
+    /// ended otherwise. For a thread that writes the bytes on (a pipe, a
+    /// socket) while another runs the download (`download.run(onEvent:)`).
+    @available(*, noasync, message: "blocks the calling thread; iterate the sequence instead")
+    public func read(atMost limit: Int = 1 << 20, _ body: (UnsafeRawBufferPointer) -> Void) throws(DownloadError) -> Bool {
+        try window.read(atMost: limit, body)
+    }
+
+    /// The most bytes the window held at once: written ahead of the reader and not yet read.
+    public var peakBytesHeld: Int64 { window.peakBytesHeld }
+
+    /// Bytes the reader has finished with.
+    public var bytesRead: Int64 { window.bytesRead }
+
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        let stream: DownloadStream
+
+        public mutating func next() async throws -> [UInt8]? {
+            try await stream.next()
+        }
+    }
+
+    public func makeAsyncIterator() -> AsyncIterator {
+        AsyncIterator(stream: self)
+    }
+}
+
+extension Download {
+    /// The file at `url` (and its `mirrors`, which must serve the same
+    /// file), read in order as it arrives over several connections.
+    ///
+    ///     for try await chunk in Download.bytes(from: url) { consume(chunk) }
+    ///
+    /// Memory stays within `options.streamWindow` (64 MiB by default)
+    /// however slow the reader: the connections wait while it is behind.
+    public static func bytes(from url: String, mirrors: [String] = [], options: DownloadOptions = DownloadOptions())
+        -> DownloadStream {
+        DownloadStream(mirrors: [url] + mirrors, options: options)
+    }
+
+    /// One attempt of a download read in order: probe, then transfer into
+    /// `window` until every byte is read, the download fails or it is stopped.
+    func stream(
+        into window: StreamWindow, tally: inout Tally, onEvent: @escaping @Sendable (DownloadEvent) -> Void
+    ) throws(DownloadError) -> DownloadResult {
+        for mirror in mirrors { try RemoteURL.check(mirror) }
+        let started = MonotonicClock.now()
+        defer { tally.seconds += MonotonicClock.now() - started }
+        tally.attempts += 1
+        let prober = Prober(options: options.transfer)
+        defer { tally.tcpConnections += prober.connectionsOpened.total }
+        let loop = try transferLoop()
+        // The opening request fetches the first bytes: only while none are written.
+        var (sources, probeReports, opening) = try probeMirrors(
+            prober, opening: window.done.isEmpty ? loop : nil, onEvent: onEvent)
+        var remote = sources[0]
+        let first = window.record(remote)
+        if let problem = first.differs(from: remote) ?? Self.disagreement(remote, with: first) {
+            throw .verification("\(url) \(problem) now, after \(window.bytesRead) bytes were passed on; a stream "
+                                + "cannot take them back")
+        }
+        onEvent(.probed(remote))
+        var restarts = 0
+        var resolves = 0
+        while true {
+            if controller.isStopRequested { throw .interrupted }
+            let plain = !remote.acceptsRanges || remote.size == nil
+            if plain { sources = [remote] }
+            let engine = Engine(
+                mirrors: sources, sink: .stream(window), manifest: nil, manifestPath: nil, settings: options,
+                plain: plain, loop: loop, opening: opening, onEvent: onEvent)
+            opening = nil
+            switch run(engine, tally: &tally) {
+            case let .complete(size):
+                try window.finishWriting(size: size)
+                if let checksum = options.checksum, let actual = window.finishDigest(), actual != checksum.hex {
+                    throw .verification("\(checksum.algorithm.rawValue) of the stream is \(actual), expected "
+                                        + "\(checksum.hex); every byte was passed on already")
+                }
+                let result = result(path: "-", size: size, tally: tally, since: started, probed: probeReports,
+                                    prober: prober)
+                onEvent(.finished(result))
+                return result
+            case .stopped:
+                throw .interrupted
+            case let .failed(error):
+                throw error
+            case let .remoteChanged(reason):
+                restarts += 1
+                guard restarts <= 2 else {
+                    throw .verification("\(url) keeps changing during the download (\(reason))")
+                }
+                guard window.restart() else {
+                    throw .verification("the remote file changed (\(reason)) after \(window.bytesRead) bytes were "
+                                        + "passed on; a stream cannot take them back")
+                }
+                onEvent(.restarting(reason: "the remote file changed (\(reason)); starting over"))
+                (sources, probeReports, _) = try probeMirrors(prober, skipHead: true, onEvent: onEvent)
+                remote = window.record(sources[0])
+            case let .expired(index, reason):
+                resolves += 1
+                try resolveAnew(&sources, index: index, reason: reason, attempt: resolves, prober: prober)
+                if index == 0 { remote = sources[0] }
+            case let .rangesUnsupported(reason):
+                // One stream from byte 0: the bytes the reader has are skipped as they come again.
+                onEvent(.restarting(reason: "\(reason); downloading as one stream from the start"))
+                remote.acceptsRanges = false
+            }
+        }
+    }
+}

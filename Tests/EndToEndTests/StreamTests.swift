@@ -1,0 +1,222 @@
+// Streaming in order (issue 17): `rangeget -o - URL` writes the file to
+// stdout in order while several connections fetch ahead inside a window,
+// and `Download.bytes(from:)` gives the same bytes to Swift code as an
+// async sequence. Checked against the loopback server: the bytes and their
+// order, the window's bound (the engine's own accounting, and what the
+// server sent against what the reader read), a pipe closed early, a checksum
+// that does not match, a stall at the head of the window, a server without
+// ranges, and cancelling the consuming task.
+import Foundation
+import RangeGet
+import RangeServer
+import XCTest
+
+final class StreamTests: EndToEndTestCase {
+    /// Runs `rangeget ARGUMENTS` with stdout to a file; its status, the file's path and stderr.
+    private func runToFile(_ arguments: [String], timeout: Double = 60) throws -> (status: Int32, stdout: String, stderr: String) {
+        let (process, out, err) = try CLI.start(arguments, in: directory)
+        let deadline = Date().addingTimeInterval(timeout)
+        while process.isRunning && Date() < deadline { usleep(10_000) }
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            XCTFail("rangeget \(arguments) did not finish within \(timeout) s")
+        }
+        process.waitUntilExit()
+        return (process.terminationStatus, out.path, (try? String(contentsOf: err, encoding: .utf8)) ?? "")
+    }
+
+    /// Starts `rangeget ARGUMENTS` with stdout on a pipe this test reads.
+    private func startPiped(_ arguments: [String]) throws -> (Process, FileHandle) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: CLI.binary)
+        process.arguments = arguments
+        process.currentDirectoryURL = URL(fileURLWithPath: directory)
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = FileHandle.nullDevice
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        try pipe.fileHandleForWriting.close()
+        return (process, pipe.fileHandleForReading)
+    }
+
+    /// Reads exactly `count` bytes from `handle` (fewer only at its end).
+    private func read(_ count: Int, from handle: FileHandle) -> [UInt8] {
+        var bytes: [UInt8] = []
+        while bytes.count < count {
+            let data = handle.readData(ofLength: count - bytes.count)
+            if data.isEmpty { break }
+            bytes += data
+        }
+        return bytes
+    }
+
+    private func waitForExit(_ process: Process, within seconds: Double) -> Bool {
+        wait(timeout: seconds) { !process.isRunning }
+    }
+
+    /// Many small pieces over connections of different speed finish out of
+    /// order; stdout still gets every byte in order, and nothing else.
+    func testStdoutGetsTheFileInOrder() throws {
+        let resource = Resource.generated(size: 24 << 20, seed: 1701)
+        server.setResource(resource, at: "f")
+        server.setRatePerConnection(12 << 20)
+        let run = try runToFile(["-n", "8", "--min-split", "256K", "--window", "2M", "-o", "-", server.url("f")])
+        XCTAssertEqual(run.status, 0, run.stderr)
+        assertSameBytes(run.stdout, resource)
+        XCTAssertTrue(run.stderr.contains("streamed 24.0 MiB to stdout"), run.stderr)
+        let ranged = server.statistics.requests.filter { $0.rangeHeader != nil }
+        XCTAssertGreaterThan(ranged.count, 8, "the file came in many pieces: \(ranged.count) requests")
+    }
+
+    /// The reader stops after 1000 bytes (`| head -c 1000`): exit 0 at
+    /// once, nothing on stderr with -q, and the transfers stop rather than
+    /// run to the end of the file.
+    func testAClosedPipeEndsTheRunQuietlyAndStopsTheTransfers() throws {
+        let resource = Resource.generated(size: 256 << 20, seed: 1702)
+        server.setResource(resource, at: "f")
+        server.setRatePerConnection(16 << 20)
+        let (process, handle) = try startPiped(["-q", "-n", "4", "--window", "4M", "-o", "-", server.url("f")])
+        XCTAssertEqual(read(1000, from: handle), resource.bytes(in: 0..<1000))
+        try handle.close()
+        XCTAssertTrue(waitForExit(process, within: 5), "rangeget kept running after the pipe closed")
+        if process.isRunning { process.terminate() }
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationReason, .exit)
+        XCTAssertEqual(process.terminationStatus, 0)
+        XCTAssertTrue(wait(timeout: 5) { server.openConnections == 0 }, "connections still open")
+        let sent = server.statistics.bodyBytesSent
+        XCTAssertLessThan(sent, 32 << 20, "the transfers went on after the pipe closed: \(sent) bytes sent")
+    }
+
+    /// A reader slower than the connections: fetching waits for it, so the
+    /// server never sends more than the reader took plus the window.
+    func testASlowReaderHoldsTheFetchingBack() throws {
+        let resource = Resource.generated(size: 64 << 20, seed: 1703)
+        server.setResource(resource, at: "f")
+        let window: Int64 = 4 << 20
+        let (process, handle) = try startPiped(["-q", "-n", "4", "--min-split", "256K", "--window", "4M", "-o", "-",
+                                                server.url("f")])
+        defer { if process.isRunning { process.terminate() } }
+        var taken: Int64 = 0
+        for _ in 0..<16 {
+            let bytes = read(512 << 10, from: handle)
+            XCTAssertEqual(bytes, resource.bytes(in: taken..<(taken + Int64(bytes.count))))
+            taken += Int64(bytes.count)
+            usleep(50_000)
+            // The pipe holds up to 64 KiB more than this test took.
+            let sent = server.statistics.bodyBytesSent
+            XCTAssertLessThanOrEqual(sent, taken + (64 << 10) + window + (1 << 20), "sent \(sent) with \(taken) read")
+        }
+        try handle.close()
+        XCTAssertTrue(waitForExit(process, within: 5))
+    }
+
+    /// `--checksum` is computed as the bytes go out and decides the exit code: 3 when it differs.
+    func testAChecksumMismatchOnAStreamExitsWithVerificationFailed() throws {
+        let resource = Resource.generated(size: 6 << 20, seed: 1704)
+        server.setResource(resource, at: "f")
+        let wrong = String(repeating: "0", count: 64)
+        let failed = try runToFile(["-n", "4", "--checksum", "sha256=\(wrong)", "-o", "-", server.url("f")])
+        XCTAssertEqual(failed.status, 3, failed.stderr)
+        XCTAssertTrue(failed.stderr.contains("sha256 of the stream is \(try sha256(of: resource)), expected \(wrong)"),
+                      failed.stderr)
+        assertSameBytes(failed.stdout, resource)
+        let right = try runToFile(["-n", "4", "--checksum", "sha256=\(try sha256(of: resource))", "-o", "-", server.url("f")])
+        XCTAssertEqual(right.status, 0, right.stderr)
+        assertSameBytes(right.stdout, resource)
+    }
+
+    /// The first transfer, at the head of the window, goes silent: the
+    /// reader waits on it, so a free connection takes its bytes over long
+    /// before the stall timeout, without cutting the transfers behind it.
+    func testAStallAtTheHeadOfTheWindowIsRecovered() throws {
+        let resource = Resource.generated(size: 24 << 20, seed: 1705)
+        server.setResource(resource, at: "f")
+        server.setRatePerConnection(16 << 20)
+        server.setFaults([FaultRule(.stallAfter(100_000), when: .nthRequest(1))])
+        let started = Date()
+        let run = try runToFile(["-n", "4", "--min-split", "256K", "--stall-timeout", "10", "--window", "8M", "-o", "-",
+                                 server.url("f")])
+        XCTAssertEqual(run.status, 0, run.stderr)
+        assertSameBytes(run.stdout, resource)
+        XCTAssertLessThan(Date().timeIntervalSince(started), 10, "waited for the stall timeout")
+        XCTAssertTrue(run.stderr.contains("TCP connections"), run.stderr)
+        let connections = try XCTUnwrap(run.stderr.firstMatch(of: /(\d+) TCP connections/)?.1).description
+        XCTAssertLessThanOrEqual(Int(connections) ?? 99, 6, "transfers behind the head were cut: \(run.stderr)")
+    }
+
+    /// A server without ranges: one stream, in order.
+    func testWithoutRangesTheFileIsOneStream() throws {
+        let resource = Resource.generated(size: 5 << 20, seed: 1706)
+        server.setResource(resource, at: "f")
+        server.setFaults([FaultRule(.acceptRangesNone)])
+        let run = try runToFile(["-n", "8", "-o", "-", server.url("f")])
+        XCTAssertEqual(run.status, 0, run.stderr)
+        assertSameBytes(run.stdout, resource)
+        XCTAssertEqual(server.statistics.requests.filter { $0.method == "GET" }.count, 1,
+                       "\(server.statistics.requests)")
+    }
+
+    func testJSONIsRefusedWhenStdoutCarriesTheFile() throws {
+        let run = try CLI.run(["--json", "-o", "-", server.url("f")], in: directory)
+        XCTAssertEqual(run.status, 2)
+        XCTAssertTrue(run.stderr.contains("--json prints on stdout, which -o - fills with the file"), run.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: path("-")))
+    }
+
+    // MARK: - The library
+
+    /// `Download.bytes(from:)` with a reader slower than the connections:
+    /// every byte in order, and the window never held more than its size.
+    func testLibrarySequenceIsInOrderWithinItsWindow() async throws {
+        let resource = Resource.generated(size: 12 << 20, seed: 1707)
+        server.setResource(resource, at: "f")
+        var options = DownloadOptions()
+        options.connections = 4
+        options.minimumSplit = 256 << 10
+        options.streamWindow = 2 << 20
+        let stream = Download.bytes(from: server.url("f"), options: options)
+        var offset: Int64 = 0
+        for try await chunk in stream {
+            XCTAssertEqual(chunk, resource.bytes(in: offset..<(offset + Int64(chunk.count))), "at \(offset)")
+            offset += Int64(chunk.count)
+            try await Task.sleep(nanoseconds: 2_000_000)
+        }
+        XCTAssertEqual(offset, resource.size)
+        XCTAssertGreaterThan(stream.peakBytesHeld, 0)
+        XCTAssertLessThanOrEqual(stream.peakBytesHeld, 2 << 20)
+        guard case .finished = stream.download.state else { return XCTFail("\(stream.download.state)") }
+    }
+
+    /// Cancelling the task that iterates stops the transfers.
+    func testCancellingTheConsumingTaskStopsTheTransfers() async throws {
+        let resource = Resource.generated(size: 256 << 20, seed: 1708)
+        server.setResource(resource, at: "f")
+        server.setRatePerConnection(8 << 20)
+        var options = DownloadOptions()
+        options.connections = 4
+        options.streamWindow = 4 << 20
+        let stream = Download.bytes(from: server.url("f"), options: options)
+        let firstChunk = expectation(description: "first chunk")
+        let task = Task {
+            var count: Int64 = 0
+            for try await chunk in stream {
+                if count == 0 { firstChunk.fulfill() }
+                count += Int64(chunk.count)
+            }
+            return count
+        }
+        await fulfillment(of: [firstChunk], timeout: 10)
+        task.cancel()
+        do {
+            let count = try await task.value
+            XCTFail("the sequence ended normally after \(count) bytes")
+        } catch let error as DownloadError {
+            XCTAssertEqual(error, .interrupted)
+        }
+        XCTAssertTrue(wait(timeout: 5) { server.openConnections == 0 }, "connections still open")
+        let sent = server.statistics.bodyBytesSent
+        XCTAssertLessThan(sent, 64 << 20, "the transfers went on after the cancel: \(sent) bytes sent")
+    }
+}
