@@ -14,7 +14,7 @@ final class ReliabilityCrashTortureTests: EndToEndTestCase {
     /// Checks a sample of every range a resumed run would trust (first, last and
     /// one random 64 KiB of each) against the resource; returns the bytes listed.
     private func assertManifestSampleMatchesDisk(_ manifestPath: String, data dataPath: String, _ resource: Resource,
-                                                 random: inout SeededRandom, context: String) -> Int64 {
+                                                 random: inout SplitMix64, context: String) -> Int64 {
         let ranges: [Range<Int64>]
         do {
             ranges = try ManifestFile.trusted(manifestPath) ?? []
@@ -61,7 +61,7 @@ final class ReliabilityCrashTortureTests: EndToEndTestCase {
         server.setRatePerConnection(rate)
         let output = path("torture.bin")
         let arguments = ["-q", "-n", "\(connections)", "-o", output, server.url("torture.bin")]
-        var random = SeededRandom(seed: 0x19_19)
+        var random = SplitMix64(seed: 0x19_19)
         var durable: Int64 = 0
         var rounds: [String] = []
         let started = Date()

@@ -203,7 +203,7 @@ final class ReliabilityLocalFaultTests: EndToEndTestCase {
             return try! JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
         }
         let valid = json([:])
-        var garbage = SeededRandom(seed: 21)
+        var garbage = SplitMix64(seed: 21)
         let cases: [(name: String, data: Data, problem: String)] = [
             ("empty", Data(), "empty"),
             ("zero-filled", Data(repeating: 0, count: 4096), "zero"),

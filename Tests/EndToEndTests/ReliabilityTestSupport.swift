@@ -1,5 +1,5 @@
-// Helpers for the Reliability*Tests (RELIABILITY.md cases 1-24): seeded
-// randomness, manifest inspection, a disk seam that checks and records every
+// Helpers for the Reliability*Tests (RELIABILITY.md cases 1-24): manifest
+// inspection, a disk seam that checks and records every
 // write, a child-process runner (for `ulimit -f` and signals), and a scripted
 // loopback server for the few malformed responses RangeServer cannot produce.
 import Foundation
@@ -8,11 +8,6 @@ import RangeGet
 import RangeServer
 import Synchronization
 import XCTest
-
-// MARK: - Seeded randomness
-
-/// A small deterministic generator, so every random test replays.
-typealias SeededRandom = SplitMix64
 
 // MARK: - Child processes
 
