@@ -1,0 +1,117 @@
+// A download's manifest (`X.part.json`) read and written from the outside:
+// what a resumed run would trust, and whether the data file holds it.
+import Foundation
+import RangeGet
+import RangeServer
+import XCTest
+
+enum ManifestFile {
+    /// The manifest at `path` as a JSON object, nil if absent or unreadable.
+    static func object(_ path: String) -> [String: Any]? {
+        guard let data = FileManager.default.contents(atPath: path) else { return nil }
+        return try? JSONSerialization.jsonObject(with: data) as? [String: Any]
+    }
+
+    /// The ranges listed under `key` in the JSON file at `path`, [] when none.
+    static func ranges(_ path: String, _ key: String = "done") -> [Range<Int64>] {
+        guard let list = object(path)?[key] as? [[Int64]] else { return [] }
+        return list.compactMap { $0.count == 2 && $0[0] <= $0[1] ? $0[0]..<$0[1] : nil }
+    }
+
+    /// The durable ranges it lists, [] when there is none.
+    static func done(_ path: String) -> [Range<Int64>] { ranges(path, "done") }
+
+    /// The write journal beside the manifest at `path` (`X.part.journal` for `X.part.json`).
+    static func journalPath(_ path: String) -> String { String(path.dropLast(".json".count)) + ".journal" }
+
+    /// The ranges a run in this boot would trust beyond the durable ones
+    /// (the write journal's, through `Manifest.load`), [] when there are none.
+    static func journalWritten(_ path: String) -> [Range<Int64>] {
+        guard let trusted = try? Manifest.load(from: path) else { return [] }
+        var extra = trusted.done
+        for range in done(path) { extra.remove(ByteRange(range.lowerBound, range.upperBound)) }
+        return extra.ranges.map { $0.start..<$0.end }
+    }
+
+    /// What a resumed run would trust: `Manifest.load`'s done bytes (durable
+    /// ones, plus those written in this boot). Nil when there is no manifest;
+    /// throws when it is damaged.
+    static func trusted(_ path: String) throws -> [Range<Int64>]? {
+        guard let manifest = try Manifest.load(from: path) else { return nil }
+        return manifest.done.ranges.map { $0.start..<$0.end }
+    }
+
+    /// Writes a version-1 manifest by hand (for damaged and large-offset cases).
+    static func write(_ path: String, url: String, size: Int64, etag: String?, lastModified: String?,
+                      done: [Range<Int64>], version: Int = 1) throws {
+        var object: [String: Any] = [
+            "version": version, "url": url, "size": size,
+            "done": done.map { [$0.lowerBound, $0.upperBound] },
+        ]
+        if let etag { object["etag"] = etag }
+        if let lastModified { object["lastModified"] = lastModified }
+        let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
+        try data.write(to: URL(fileURLWithPath: path))
+    }
+}
+
+/// The Last-Modified RangeServer sends for generated resources.
+let defaultLastModifiedHeader = "Mon, 01 Jan 2024 00:00:00 GMT"
+
+extension EndToEndTestCase {
+    /// Every range the manifest makes a resumed run trust (durable, and written in
+    /// this boot) holds the resource's bytes in the data file ("the manifest
+    /// never runs ahead of the disk"). Fails when the manifest is missing, or
+    /// lists nothing unless `mayBeEmpty` (a run whose every sync failed).
+    /// Returns the bytes listed.
+    @discardableResult
+    func assertManifestMatchesDisk(_ manifestPath: String, data dataPath: String, _ resource: Resource,
+                                   mayBeEmpty: Bool = false,
+                                   file: StaticString = #filePath, line: UInt = #line) -> Int64 {
+        let ranges: [Range<Int64>]
+        do {
+            guard let trusted = try ManifestFile.trusted(manifestPath) else {
+                XCTFail("no manifest at \(manifestPath)", file: file, line: line)
+                return 0
+            }
+            ranges = trusted
+        } catch {
+            XCTFail("the manifest cannot be loaded: \(error)", file: file, line: line)
+            return 0
+        }
+        guard !ranges.isEmpty else {
+            if !mayBeEmpty { XCTFail("the manifest lists no byte: nothing would be reused", file: file, line: line) }
+            return 0
+        }
+        guard let handle = FileHandle(forReadingAtPath: dataPath) else {
+            XCTFail("\(dataPath) is missing but its manifest lists \(ranges)", file: file, line: line)
+            return 0
+        }
+        defer { try? handle.close() }
+        var listed: Int64 = 0
+        for range in ranges {
+            XCTAssertLessThanOrEqual(range.upperBound, resource.size, "manifest range \(range) past the end", file: file, line: line)
+            listed += Int64(range.count)
+            var offset = range.lowerBound
+            while offset < min(range.upperBound, resource.size) {
+                let count = min(Int64(4 << 20), range.upperBound - offset)
+                try? handle.seek(toOffset: UInt64(offset))
+                let actual = [UInt8](handle.readData(ofLength: Int(count)))
+                if actual != resource.bytes(in: offset..<(offset + count)) {
+                    XCTFail("manifest lists \(range) but the data file differs in \(offset)..<\(offset + count)",
+                            file: file, line: line)
+                    return listed
+                }
+                offset += count
+            }
+        }
+        return listed
+    }
+
+    /// Bytes the manifest at `path` claims: durable ("done") and those a run in
+    /// this boot would also trust (in the write journal beside it); 0 if unreadable.
+    func claimedBytes(_ manifestPath: String) -> Int64 {
+        RangeSet((ManifestFile.done(manifestPath) + ManifestFile.journalWritten(manifestPath))
+            .map { ByteRange($0.lowerBound, $0.upperBound) }).byteCount
+    }
+}
