@@ -1,6 +1,7 @@
-// A child process for the tests that must signal or limit it (SIGKILL at a
-// seeded moment, SIGINT, `ulimit -f`): its output goes to files, never a
-// pipe a killed child could block on.
+// Child: every process a test starts (rangeget, the example, make, nginx)
+// runs as one, its output going to files, never a pipe a killed child could
+// block on; and the ways tests start rangeget to signal or limit it (SIGINT
+// or SIGKILL once it is under way, `ulimit -f`).
 import Foundation
 import Glibc
 import XCTest
@@ -55,12 +56,23 @@ final class Child {
 }
 
 extension EndToEndTestCase {
-    /// Starts rangeget with `arguments` in the test directory; a child still
-    /// running when the test ends is killed.
-    func launch(_ arguments: [String]) throws -> Child {
-        let child = try Child(executable: CLI.binary, arguments: arguments, in: directory)
+    /// Starts rangeget (or `executable`) with `arguments` in the test
+    /// directory; a child still running when the test ends is killed.
+    func launch(_ arguments: [String], executable: String = CLI.binary) throws -> Child {
+        let child = try Child(executable: executable, arguments: arguments, in: directory)
         addTeardownBlock { child.kill9() }
         return child
+    }
+
+    /// Starts rangeget with `arguments`, sends it `signal` once `ready` holds
+    /// (the test fails if that takes over 20 s; `what` says what it waited
+    /// for), and returns how it ended.
+    func interrupted(_ arguments: [String], by signal: Int32 = SIGINT, once what: String = "the download is under way",
+                     when ready: () -> Bool) throws -> Run {
+        let child = try launch(arguments)
+        XCTAssertTrue(wait(timeout: 20, until: ready), "\(what): \(arguments)")
+        kill(child.pid, signal)
+        return child.finish(timeout: 20)
     }
 
     /// Runs rangeget under `/bin/sh -c 'ulimit -f BLOCKS; exec rangeget ...'` (512-byte blocks).

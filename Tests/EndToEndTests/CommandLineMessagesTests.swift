@@ -247,15 +247,14 @@ final class CommandLineMessagesTests: EndToEndTestCase {
         let resource = Resource.generated(size: 4 << 20, seed: 1808)
         server.setResource(resource, at: "f")
         server.setRatePerConnection(1 << 20)
-        let example = URL(fileURLWithPath: CLI.binary).deletingLastPathComponent().appendingPathComponent("rangeget-example").path
-        let (process, out, _) = try CLI.start(["-n", "2", server.url("f"), path("f")], in: directory, executable: example)
-        func printed() -> String { (try? String(contentsOf: out, encoding: .utf8)) ?? "" }
+        let example = try launch(["-n", "2", server.url("f"), path("f")], executable: CLI.example)
+        func printed() -> String { (try? String(contentsOf: example.stdoutURL, encoding: .utf8)) ?? "" }
         XCTAssertTrue(wait(timeout: 20) { printed().contains("% at") }, printed())
-        kill(process.processIdentifier, SIGUSR1)
+        kill(example.pid, SIGUSR1)
         XCTAssertTrue(wait(timeout: 20) { printed().contains("paused: no connection open") }, printed())
-        kill(process.processIdentifier, SIGUSR1)
-        XCTAssertTrue(wait(timeout: 30) { !process.isRunning }, printed())
-        XCTAssertEqual(process.terminationStatus, 0, printed())
+        kill(example.pid, SIGUSR1)
+        XCTAssertTrue(wait(timeout: 30) { !example.isRunning }, printed())
+        XCTAssertEqual(example.process.terminationStatus, 0, printed())
         let lines = printed()
         for line in ["size: 4194304 bytes", "paused: no connection open, resume state saved", "resumed",
                      "finished: 4194304 bytes in \(path("f"))", "fetched 4194304 bytes"] {

@@ -88,10 +88,7 @@ final class CommandLineTests: EndToEndTestCase {
         server.setResource(resource, at: "f")
         server.setRatePerConnection(1 << 20)
         let output = path("f")
-        let (process, _, _) = try CLI.start(["-q", "-n", "2", "-o", output, server.url("f")], in: directory)
-        XCTAssertTrue(wait(timeout: 20) { durableBytes(output + ".part.json") > 0 })
-        kill(process.processIdentifier, SIGINT)
-        process.waitUntilExit()
+        _ = try interrupted(["-q", "-n", "2", "-o", output, server.url("f")]) { durableBytes(output + ".part.json") > 0 }
 
         let status = try CLI.run(["status", "--json", directory], in: directory)
         XCTAssertEqual(status.status, 0, status.stderr)
@@ -114,12 +111,10 @@ final class CommandLineTests: EndToEndTestCase {
         server.setResource(Resource.generated(size: 4 << 20, seed: 84), at: "f")
         server.setRatePerConnection(1 << 20)
         let output = path("f")
-        let (process, _, _) = try CLI.start(["-q", "-n", "2", "-H", "Authorization: Bearer s3cret", "-o", output,
-                                             server.url("f")], in: directory)
+        let child = try launch(["-q", "-n", "2", "-H", "Authorization: Bearer s3cret", "-o", output, server.url("f")])
         XCTAssertTrue(wait(timeout: 20) { durableBytes(output + ".part.json") > 0 })
         let manifest = try String(contentsOfFile: output + ".part.json", encoding: .utf8)
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
+        child.kill9()
         XCTAssertFalse(manifest.contains("s3cret"), manifest)
         let sent = server.statistics.requests.filter { $0.method == "GET" }
         XCTAssertFalse(sent.isEmpty)

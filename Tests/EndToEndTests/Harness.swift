@@ -6,6 +6,7 @@ import XCTest
 
 /// The result of running the binary to completion.
 struct Run {
+    /// The exit code, or 128 + the signal that ended it (as a shell reports it).
     var status: Int32
     var stdout: String
     var stderr: String
@@ -32,49 +33,25 @@ enum CLI {
         .deletingLastPathComponent().deletingLastPathComponent()
 
     /// The `rangeget` executable built next to this test bundle.
-    static let binary: String = {
-        let besideTests = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-            .appendingPathComponent("rangeget").path
-        if FileManager.default.isExecutableFile(atPath: besideTests) { return besideTests }
-        return repositoryRoot.appendingPathComponent(".build/debug/rangeget").path
-    }()
+    static let binary = builtProduct("rangeget")
 
-    /// Starts the binary; output goes to files so a killed child never blocks on a pipe.
-    static func start(_ arguments: [String], in directory: String, executable: String? = nil) throws -> (Process, URL, URL) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable ?? binary)
-        process.arguments = arguments
-        process.currentDirectoryURL = URL(fileURLWithPath: directory)
-        let out = URL(fileURLWithPath: directory).appendingPathComponent(".stdout-\(UUID().uuidString)")
-        let err = URL(fileURLWithPath: directory).appendingPathComponent(".stderr-\(UUID().uuidString)")
-        _ = FileManager.default.createFile(atPath: out.path, contents: nil)
-        _ = FileManager.default.createFile(atPath: err.path, contents: nil)
-        process.standardOutput = try FileHandle(forWritingTo: out)
-        process.standardError = try FileHandle(forWritingTo: err)
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        return (process, out, err)
+    /// The `rangeget-example` executable (Examples/fetch), built beside it.
+    static let example = builtProduct("rangeget-example")
+
+    /// The executable `name` that `swift build` made: next to this test
+    /// bundle, else in the package's .build/debug.
+    private static func builtProduct(_ name: String) -> String {
+        let besideTests = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+            .appendingPathComponent(name).path
+        if FileManager.default.isExecutableFile(atPath: besideTests) { return besideTests }
+        return repositoryRoot.appendingPathComponent(".build/debug/" + name).path
     }
 
-    /// Runs the binary to completion (killed after `timeout` seconds).
+    /// Runs the binary (or `executable`) to completion; after `timeout`
+    /// seconds it is killed and the test fails.
     static func run(_ arguments: [String], in directory: String, timeout: Double = 120,
                     executable: String? = nil) throws -> Run {
-        let (process, out, err) = try start(arguments, in: directory, executable: executable)
-        let deadline = Date().addingTimeInterval(timeout)
-        while process.isRunning && Date() < deadline { usleep(10_000) }
-        if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-            XCTFail("rangeget \(arguments) did not finish within \(timeout) s")
-        }
-        process.waitUntilExit()
-        defer {
-            try? FileManager.default.removeItem(at: out)
-            try? FileManager.default.removeItem(at: err)
-        }
-        return Run(status: process.terminationStatus,
-                   stdout: (try? String(contentsOf: out, encoding: .utf8)) ?? "",
-                   stderr: (try? String(contentsOf: err, encoding: .utf8)) ?? "")
+        try Child(executable: executable ?? binary, arguments: arguments, in: directory).finish(timeout: timeout)
     }
 }
 

@@ -8,36 +8,6 @@ import RangeServer
 import Synchronization
 import XCTest
 
-/// The `rangeget-example` executable built next to this test bundle.
-private enum Example {
-    static let binary: String = {
-        let besideTests = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-            .appendingPathComponent("rangeget-example").path
-        if FileManager.default.isExecutableFile(atPath: besideTests) { return besideTests }
-        return CLI.repositoryRoot.appendingPathComponent(".build/debug/rangeget-example").path
-    }()
-
-    /// Runs the example to completion in a new process (killed after `timeout` seconds).
-    static func run(_ arguments: [String], timeout: Double = 60) throws -> Run {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: binary)
-        process.arguments = arguments
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        let deadline = Date().addingTimeInterval(timeout)
-        while process.isRunning && Date() < deadline { usleep(10_000) }
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
-        return Run(status: process.terminationStatus,
-                   stdout: String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self),
-                   stderr: String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))
-    }
-}
-
 final class LibraryTests: EndToEndTestCase {
     private let size: Int64 = 8 << 20
     private let rate = 1 << 20          // per connection: the whole file takes about 2 s
@@ -204,7 +174,7 @@ final class LibraryTests: EndToEndTestCase {
 
         server.setRatePerConnection(nil)
         server.resetStatistics()
-        let run = try Example.run(["-n", "4", server.url("f"), output])
+        let run = try CLI.run(["-n", "4", server.url("f"), output], in: directory, timeout: 60, executable: CLI.example)
         XCTAssertEqual(run.status, 0, run.stderr)
         XCTAssertTrue(run.stdout.contains("resuming: \(saved) bytes already done"), run.stdout)
         assertSameBytes(output, resource)

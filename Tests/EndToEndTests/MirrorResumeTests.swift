@@ -28,11 +28,10 @@ final class MirrorResumeTests: EndToEndTestCase {
     /// durable; returns the ranges it had done.
     private func interrupted(_ urls: [String], _ servers: [RangeServer], output: String) throws -> [Range<Int64>] {
         for server in servers { server.setRatePerConnection(1 << 20) }
-        let (process, _, _) = try CLI.start(["-q", "-n", "4", "-o", output] + urls, in: directory)
-        XCTAssertTrue(wait(timeout: 20) { durableBytes(output + ".part.json") >= 2 << 20 }, "progress was saved")
-        kill(process.processIdentifier, SIGINT)
-        process.waitUntilExit()
-        XCTAssertEqual(process.terminationStatus, 130)
+        let stopped = try interrupted(["-q", "-n", "4", "-o", output] + urls, once: "progress was saved") {
+            durableBytes(output + ".part.json") >= 2 << 20
+        }
+        XCTAssertEqual(stopped.status, 130)
         for server in servers {
             server.setRatePerConnection(nil)
             server.resetStatistics()

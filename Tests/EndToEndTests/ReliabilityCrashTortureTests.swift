@@ -67,7 +67,7 @@ final class ReliabilityCrashTortureTests: EndToEndTestCase {
         let started = Date()
         for round in 1...kills {
             let sentBefore = server.statistics.bodyBytesSent
-            let child = try Child(executable: CLI.binary, arguments: arguments, in: directory)
+            let child = try launch(arguments)
             let afterProgress = round % 3 == 0 || round == kills
             if afterProgress {
                 let before = durableBytes(output + ".part.json")

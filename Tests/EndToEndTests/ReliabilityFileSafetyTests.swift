@@ -198,10 +198,10 @@ final class ReliabilityFileSafetyTests: EndToEndTestCase {
         server.setResource(original, at: "f")
         server.setRatePerConnection(1 << 20)
         let output = path("f")
-        let child = try launch(["-q", "-n", "4", "-o", output, server.url("f")])
-        XCTAssertTrue(wait(timeout: 20) { durableBytes(output + ".part.json") >= 2 << 20 }, "a checkpoint recorded progress")
-        kill(child.pid, SIGINT)
-        XCTAssertEqual(child.finish(timeout: 20).status, 130)
+        let stopped = try interrupted(["-q", "-n", "4", "-o", output, server.url("f")], once: "a checkpoint recorded progress") {
+            durableBytes(output + ".part.json") >= 2 << 20
+        }
+        XCTAssertEqual(stopped.status, 130)
         let done = doneRanges(output + ".part.json")
         server.setResource(replacement, at: "f")
         server.setRatePerConnection(nil)

@@ -9,19 +9,6 @@ import RangeServer
 import XCTest
 
 final class ReliabilityLocalFaultTests: EndToEndTestCase {
-    private var children: [Child] = []
-
-    override func tearDownWithError() throws {
-        for child in children { child.kill9() }
-        try super.tearDownWithError()
-    }
-
-    private func start(_ arguments: [String]) throws -> Child {
-        let child = try Child(executable: CLI.binary, arguments: arguments, in: directory)
-        children.append(child)
-        return child
-    }
-
     /// Every byte the manifest lists as done was made durable by an fdatasync
     /// that did not follow a failed one for the same bytes, and no byte that
     /// waited on a failed fdatasync is listed as written (trusted in this boot).
@@ -167,10 +154,8 @@ final class ReliabilityLocalFaultTests: EndToEndTestCase {
         server.setResource(resource, at: "f")
         server.setRatePerConnection(1 << 20)
         let output = path("f")
-        let first = try start(["-q", "-n", "1", "-o", output, server.url("f")])
-        XCTAssertTrue(wait(timeout: 20) { claimedBytes(output + ".part.json") > 0 })
-        kill(first.pid, SIGINT)
-        XCTAssertEqual(first.finish(timeout: 20).status, 130)
+        let stopped = try interrupted(["-q", "-n", "1", "-o", output, server.url("f")]) { claimedBytes(output + ".part.json") > 0 }
+        XCTAssertEqual(stopped.status, 130)
         server.setRatePerConnection(nil)
 
         // 8 MiB: the part beyond it cannot be written.
@@ -267,7 +252,7 @@ final class ReliabilityLocalFaultTests: EndToEndTestCase {
         server.setResource(resource, at: "f")
         server.setRatePerConnection(1 << 20)
         let output = path("f")
-        let first = try start(["-q", "-n", "4", "-o", output, server.url("f")])
+        let first = try launch(["-q", "-n", "4", "-o", output, server.url("f")])
         XCTAssertTrue(wait(timeout: 20) { claimedBytes(output + ".part.json") > 0 })
         var before = stat()
         XCTAssertEqual(stat(output + ".part", &before), 0)

@@ -11,12 +11,10 @@ import XCTest
 final class ReliabilityRedirectSecurityTests: EndToEndTestCase {
     private var extraServers: [RangeServer] = []
     private var tlsServers: [NginxServer] = []
-    private var children: [Child] = []
 
     override func tearDownWithError() throws {
         for server in extraServers { server.stop() }
         for server in tlsServers { server.stop() }
-        for child in children { child.kill9() }
         try super.tearDownWithError()
     }
 
@@ -279,12 +277,9 @@ final class ReliabilityRedirectSecurityTests: EndToEndTestCase {
         let url = "http://alice:PASSWORD@127.0.0.1:\(server.port)/f?sig=abc123&expires=99"
         let arguments = ["-q", "-n", "4", "-H", "Authorization: Bearer TOPSECRET", "-H", "Cookie: id=COOKIESECRET",
                          "-H", "X-Api-Key: KEYSECRET", "-o", path("out"), url]
-        let child = try Child(executable: CLI.binary, arguments: arguments, in: directory)
-        children.append(child)
         let manifest = path("out.part.json")
-        XCTAssertTrue(wait(timeout: 20) { claimedBytes(manifest) > 0 }, "a checkpoint recorded progress")
-        kill(child.pid, SIGINT)
-        XCTAssertEqual(child.finish(timeout: 20).status, 130)
+        let stopped = try interrupted(arguments, once: "a checkpoint recorded progress") { claimedBytes(manifest) > 0 }
+        XCTAssertEqual(stopped.status, 130)
 
         let text = try String(contentsOfFile: manifest, encoding: .utf8)
         XCTAssertTrue(text.contains("sig=abc123"), "the query string stays: \(text)")
@@ -359,11 +354,10 @@ final class ReliabilityRedirectSecurityTests: EndToEndTestCase {
         XCTAssertLessThanOrEqual(refused.acceptedConnections, 3, refused.summary)
 
         // A partial download fetched with --insecure, interrupted, then resumed without it.
-        let (process, _, _) = try CLI.start(["--insecure"] + patient, in: directory)
-        XCTAssertTrue(wait(timeout: 20) { durableBytes(output + ".part.json") > 0 }, "a checkpoint recorded progress")
-        kill(process.processIdentifier, SIGINT)
-        process.waitUntilExit()
-        XCTAssertEqual(process.terminationStatus, 130)
+        let stopped = try interrupted(["--insecure"] + patient, once: "a checkpoint recorded progress") {
+            durableBytes(output + ".part.json") > 0
+        }
+        XCTAssertEqual(stopped.status, 130)
         try tls.resetTraffic()
         started = Date()
         let resumed = try CLI.run(patient, in: directory, timeout: 30)

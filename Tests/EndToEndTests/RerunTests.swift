@@ -40,13 +40,11 @@ final class RerunTests: EndToEndTestCase {
     /// way; returns the ranges the third one's manifest lists as done.
     private func interruptedList() throws -> [Range<Int64>] {
         slow.setRatePerConnection(1 << 20)
-        let child = try launch(["-q"] + list)
-        XCTAssertTrue(wait(timeout: 20) {
+        let stopped = try interrupted(["-q"] + list, once: "a and b saved, c under way") {
             fileSize(path("a")) == first.size && fileSize(path("b")) == second.size
                 && slow.statistics.bodyBytesSent >= 1 << 20
-        }, "a and b saved, c under way")
-        kill(child.pid, SIGINT)
-        XCTAssertEqual(child.finish(timeout: 20).status, 130)
+        }
+        XCTAssertEqual(stopped.status, 130)
         assertSameBytes(path("a"), first)
         assertSameBytes(path("b"), second)
         let done = doneRanges(path("c.part.json"))
