@@ -88,7 +88,9 @@ final class CommandLineTests: EndToEndTestCase {
         server.setResource(resource, at: "f")
         server.setRatePerConnection(1 << 20)
         let output = path("f")
-        _ = try interrupted(["-q", "-n", "2", "-o", output, server.url("f")]) { durableBytes(output + ".part.json") > 0 }
+        _ = try interrupted(["-q", "-n", "2", "-o", output, server.url("f")]) {
+            ManifestFile.doneBytes(output + ".part.json") > 0
+        }
 
         let status = try CLI.run(["status", "--json", directory], in: directory)
         XCTAssertEqual(status.status, 0, status.stderr)
@@ -112,7 +114,7 @@ final class CommandLineTests: EndToEndTestCase {
         server.setRatePerConnection(1 << 20)
         let output = path("f")
         let child = try launch(["-q", "-n", "2", "-H", "Authorization: Bearer s3cret", "-o", output, server.url("f")])
-        XCTAssertTrue(wait(timeout: 20) { durableBytes(output + ".part.json") > 0 })
+        XCTAssertTrue(wait(timeout: 20) { ManifestFile.doneBytes(output + ".part.json") > 0 })
         let manifest = try String(contentsOfFile: output + ".part.json", encoding: .utf8)
         child.kill9()
         XCTAssertFalse(manifest.contains("s3cret"), manifest)

@@ -130,22 +130,6 @@ class EndToEndTestCase: XCTestCase {
         return condition()
     }
 
-    /// Bytes the manifest at `path` records as done, 0 if unreadable.
-    func durableBytes(_ manifestPath: String) -> Int64 {
-        guard let data = FileManager.default.contents(atPath: manifestPath),
-              let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
-              let done = object["done"] as? [[Int64]] else { return 0 }
-        return done.reduce(0) { $0 + ($1[1] - $1[0]) }
-    }
-
-    /// The done ranges a manifest lists.
-    func doneRanges(_ manifestPath: String) -> [Range<Int64>] {
-        guard let data = FileManager.default.contents(atPath: manifestPath),
-              let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
-              let done = object["done"] as? [[Int64]] else { return [] }
-        return done.map { $0[0]..<$0[1] }
-    }
-
     /// The union of `ranges`, merged.
     func covered(_ ranges: [Range<Int64>]) -> [Range<Int64>] {
         var merged: [Range<Int64>] = []

@@ -95,10 +95,10 @@ final class LibraryTests: EndToEndTestCase {
 
         download.pause()
         await waitUntil("paused") { download.state == .paused }
-        let saved = durableBytes(output + ".part.json")
+        let saved = ManifestFile.doneBytes(output + ".part.json")
         XCTAssertGreaterThanOrEqual(saved, 2 << 20, "the pause saved every byte that had arrived")
         XCTAssertLessThan(saved, size, "paused mid-download")
-        let done = doneRanges(output + ".part.json")
+        let done = ManifestFile.done(output + ".part.json")
         // Every connection is closed (the server sees none open), so nothing
         // more can arrive while paused. (Reading the server's connection count
         // twice around this check, as before, could never fail: it is gone.)
@@ -167,10 +167,10 @@ final class LibraryTests: EndToEndTestCase {
         await assertInterrupted(download)
         XCTAssertEqual(download.state, .cancelled(keptResumeState: true))
         XCTAssertTrue(exists(output + ".part"))
-        let saved = durableBytes(output + ".part.json")
+        let saved = ManifestFile.doneBytes(output + ".part.json")
         XCTAssertGreaterThanOrEqual(saved, 2 << 20, "the cancel saved every byte that had arrived")
         XCTAssertLessThan(saved, size)
-        let done = doneRanges(output + ".part.json")
+        let done = ManifestFile.done(output + ".part.json")
 
         server.setRatePerConnection(nil)
         server.resetStatistics()
@@ -236,7 +236,7 @@ final class LibraryTests: EndToEndTestCase {
             XCTAssertEqual(error as? DownloadError, .interrupted)
         }
         XCTAssertEqual(download.state, .cancelled(keptResumeState: true))
-        XCTAssertGreaterThan(durableBytes(output + ".part.json"), 0)
+        XCTAssertGreaterThan(ManifestFile.doneBytes(output + ".part.json"), 0)
     }
 
     func testRunInAnAlreadyCancelledTaskFetchesNothing() async throws {

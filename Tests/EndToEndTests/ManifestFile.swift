@@ -5,21 +5,19 @@ import RangeGet
 import RangeServer
 import XCTest
 
+/// A manifest on disk, read as the tests need it.
 enum ManifestFile {
-    /// The manifest at `path` as a JSON object, nil if absent or unreadable.
-    static func object(_ path: String) -> [String: Any]? {
-        guard let data = FileManager.default.contents(atPath: path) else { return nil }
-        return try? JSONSerialization.jsonObject(with: data) as? [String: Any]
-    }
-
-    /// The ranges listed under `key` in the JSON file at `path`, [] when none.
-    static func ranges(_ path: String, _ key: String = "done") -> [Range<Int64>] {
-        guard let list = object(path)?[key] as? [[Int64]] else { return [] }
+    /// The ranges the manifest at `path` lists as done (durable), [] when it
+    /// is absent or unreadable.
+    static func done(_ path: String) -> [Range<Int64>] {
+        guard let data = FileManager.default.contents(atPath: path),
+              let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+              let list = object["done"] as? [[Int64]] else { return [] }
         return list.compactMap { $0.count == 2 && $0[0] <= $0[1] ? $0[0]..<$0[1] : nil }
     }
 
-    /// The durable ranges it lists, [] when there is none.
-    static func done(_ path: String) -> [Range<Int64>] { ranges(path, "done") }
+    /// The bytes the manifest at `path` lists as done, 0 when it is absent or unreadable.
+    static func doneBytes(_ path: String) -> Int64 { done(path).reduce(0) { $0 + Int64($1.count) } }
 
     /// The write journal beside the manifest at `path` (`X.part.journal` for `X.part.json`).
     static func journalPath(_ path: String) -> String { String(path.dropLast(".json".count)) + ".journal" }

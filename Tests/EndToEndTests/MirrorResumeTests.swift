@@ -29,14 +29,14 @@ final class MirrorResumeTests: EndToEndTestCase {
     private func interrupted(_ urls: [String], _ servers: [RangeServer], output: String) throws -> [Range<Int64>] {
         for server in servers { server.setRatePerConnection(1 << 20) }
         let stopped = try interrupted(["-q", "-n", "4", "-o", output] + urls, once: "progress was saved") {
-            durableBytes(output + ".part.json") >= 2 << 20
+            ManifestFile.doneBytes(output + ".part.json") >= 2 << 20
         }
         XCTAssertEqual(stopped.status, 130)
         for server in servers {
             server.setRatePerConnection(nil)
             server.resetStatistics()
         }
-        return doneRanges(output + ".part.json")
+        return ManifestFile.done(output + ".part.json")
     }
 
     /// No server was asked again for bytes the partial download had done.
@@ -88,7 +88,7 @@ final class MirrorResumeTests: EndToEndTestCase {
         XCTAssertEqual(refused.status, 4, refused.stderr)
         XCTAssertTrue(refused.stderr.contains("was started from \(server.url("f"))"), refused.stderr)
         XCTAssertTrue(refused.stderr.contains("--restart"), refused.stderr)
-        XCTAssertEqual(doneRanges(output + ".part.json"), done, "the partial download is kept for its own URL")
+        XCTAssertEqual(ManifestFile.done(output + ".part.json"), done, "the partial download is kept for its own URL")
 
         let same = try mirror(serving: resource)
         let resumed = try CLI.run(["-n", "4", "-o", output, same.url("f")], in: directory)
@@ -114,7 +114,7 @@ final class MirrorResumeTests: EndToEndTestCase {
         let refused = try CLI.run(["-q", "-n", "4", "-o", output, stranger.url("f")], in: directory)
         XCTAssertEqual(refused.status, 4, refused.stderr)
         XCTAssertTrue(refused.stderr.contains("serves other bytes"), refused.stderr)
-        XCTAssertEqual(doneRanges(output + ".part.json"), done)
+        XCTAssertEqual(ManifestFile.done(output + ".part.json"), done)
 
         let same = try mirror(serving: resource)
         let resumed = try CLI.run(["-n", "4", "-o", output, same.url("f")], in: directory)

@@ -43,7 +43,7 @@ final class PartialStateTests: EndToEndTestCase {
             server.statistics.requests.reduce(0) { $0 + $1.bodyBytesSent } >= 1 << 20
         }
         XCTAssertEqual(stopped.status, 130)
-        XCTAssertGreaterThan(durableBytes(path("partial.part.json")), 0)
+        XCTAssertGreaterThan(ManifestFile.doneBytes(path("partial.part.json")), 0)
         server.setRatePerConnection(nil)
 
         // (b) Complete, but not what --checksum expected: exit 3, the data kept.
@@ -142,7 +142,8 @@ final class PartialStateTests: EndToEndTestCase {
                                           + "(a later run resumes it only if the server then serves them)"), run.stderr)
         XCTAssertTrue(run.stderr.contains(interruptLine), run.stderr)
         XCTAssertFalse(run.stderr.contains("again to resume"), run.stderr)
-        XCTAssertGreaterThan(durableBytes(path("f.part.json")), 0, "the bytes from 0 are kept for a server with ranges")
+        XCTAssertGreaterThan(ManifestFile.doneBytes(path("f.part.json")), 0,
+                             "the bytes from 0 are kept for a server with ranges")
 
         // The server still serves no ranges: the next run starts from byte 0, and says so.
         server.resetStatistics()

@@ -70,8 +70,8 @@ final class ReliabilityCrashTortureTests: EndToEndTestCase {
             let child = try launch(arguments)
             let afterProgress = round % 3 == 0 || round == kills
             if afterProgress {
-                let before = durableBytes(output + ".part.json")
-                XCTAssertTrue(wait(timeout: 15) { durableBytes(output + ".part.json") > before },
+                let before = ManifestFile.doneBytes(output + ".part.json")
+                XCTAssertTrue(wait(timeout: 15) { ManifestFile.doneBytes(output + ".part.json") > before },
                               "round \(round): a durable checkpoint recorded new progress")
             }
             let delay = afterProgress ? Double.random(in: 0...1.0, using: &random) : Double.random(in: 0...1.5, using: &random)

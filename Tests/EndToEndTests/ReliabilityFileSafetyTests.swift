@@ -199,10 +199,10 @@ final class ReliabilityFileSafetyTests: EndToEndTestCase {
         server.setRatePerConnection(1 << 20)
         let output = path("f")
         let stopped = try interrupted(["-q", "-n", "4", "-o", output, server.url("f")], once: "a checkpoint recorded progress") {
-            durableBytes(output + ".part.json") >= 2 << 20
+            ManifestFile.doneBytes(output + ".part.json") >= 2 << 20
         }
         XCTAssertEqual(stopped.status, 130)
-        let done = doneRanges(output + ".part.json")
+        let done = ManifestFile.done(output + ".part.json")
         server.setResource(replacement, at: "f")
         server.setRatePerConnection(nil)
         server.resetStatistics()
@@ -304,11 +304,11 @@ final class ReliabilityFileSafetyTests: EndToEndTestCase {
         let manifest = output + ".part.json"
         let child = try launch(["-q", "-n", "4", "-o", output, server.url("f")])
         XCTAssertTrue(wait(timeout: 20) {
-            let durable = durableBytes(manifest)
+            let durable = ManifestFile.doneBytes(manifest)
             return durable >= 2 << 20 && claimedBytes(manifest) > durable
         }, "durable progress, and the journal ahead of it")
         child.kill9()
-        let done = doneRanges(manifest)
+        let done = ManifestFile.done(manifest)
         try Data().write(to: URL(fileURLWithPath: ManifestFile.journalPath(manifest)))
 
         server.setRatePerConnection(nil)

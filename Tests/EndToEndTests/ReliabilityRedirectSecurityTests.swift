@@ -355,7 +355,7 @@ final class ReliabilityRedirectSecurityTests: EndToEndTestCase {
 
         // A partial download fetched with --insecure, interrupted, then resumed without it.
         let stopped = try interrupted(["--insecure"] + patient, once: "a checkpoint recorded progress") {
-            durableBytes(output + ".part.json") > 0
+            ManifestFile.doneBytes(output + ".part.json") > 0
         }
         XCTAssertEqual(stopped.status, 130)
         try tls.resetTraffic()

@@ -47,7 +47,7 @@ final class RerunTests: EndToEndTestCase {
         XCTAssertEqual(stopped.status, 130)
         assertSameBytes(path("a"), first)
         assertSameBytes(path("b"), second)
-        let done = doneRanges(path("c.part.json"))
+        let done = ManifestFile.done(path("c.part.json"))
         XCTAssertFalse(done.isEmpty, "c's progress was saved")
         slow.setRatePerConnection(nil)
         server.resetStatistics()

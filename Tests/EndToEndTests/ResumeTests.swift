@@ -13,7 +13,8 @@ final class ResumeTests: EndToEndTestCase {
     private func startThrottled(_ output: String) throws -> Child {
         server.setRatePerConnection(rate)
         let child = try launch(["-q", "-n", "\(connections)", "-o", output, server.url("f")])
-        XCTAssertTrue(wait(timeout: 20) { durableBytes(output + ".part.json") >= 4 << 20 }, "a checkpoint recorded progress")
+        XCTAssertTrue(wait(timeout: 20) { ManifestFile.doneBytes(output + ".part.json") >= 4 << 20 },
+                      "a checkpoint recorded progress")
         return child
     }
 
@@ -53,10 +54,10 @@ final class ResumeTests: EndToEndTestCase {
         let output = path("f")
         let stopped = try interruptedThrottled(output)
         XCTAssertEqual(stopped.status, 130)
-        let saved = durableBytes(output + ".part.json")
+        let saved = ManifestFile.doneBytes(output + ".part.json")
         XCTAssertGreaterThan(saved, 0)
 
-        let done = doneRanges(output + ".part.json")
+        let done = ManifestFile.done(output + ".part.json")
         server.setRatePerConnection(nil)
         server.resetStatistics()
         let run = try CLI.run(["-n", "\(connections)", "-o", output, server.url("f")], in: directory)
