@@ -129,17 +129,4 @@ class EndToEndTestCase: XCTestCase {
         }
         return condition()
     }
-
-    /// The union of `ranges`, merged.
-    func covered(_ ranges: [Range<Int64>]) -> [Range<Int64>] {
-        var merged: [Range<Int64>] = []
-        for range in ranges.sorted(by: { $0.lowerBound < $1.lowerBound }) {
-            if let last = merged.last, range.lowerBound <= last.upperBound {
-                merged[merged.count - 1] = last.lowerBound..<max(last.upperBound, range.upperBound)
-            } else {
-                merged.append(range)
-            }
-        }
-        return merged
-    }
 }

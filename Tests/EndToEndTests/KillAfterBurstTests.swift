@@ -53,7 +53,7 @@ final class KillAfterBurstTests: EndToEndTestCase {
             var first: Int64?
             XCTAssertTrue(wait(timeout: 20) {
                 first = server.statistics.requests.dropFirst(requestsBefore).lazy
-                    .compactMap { self.requestedRange($0.rangeHeader)?.lowerBound }.first
+                    .compactMap { requestedRange($0.rangeHeader)?.lowerBound }.first
                 return first != nil
             }, "kill \(kill): the run asks for data")
             let start = try XCTUnwrap(first)

@@ -27,8 +27,8 @@ enum ManifestFile {
     static func journalWritten(_ path: String) -> [Range<Int64>] {
         guard let trusted = try? Manifest.load(from: path) else { return [] }
         var extra = trusted.done
-        for range in done(path) { extra.remove(ByteRange(range.lowerBound, range.upperBound)) }
-        return extra.ranges.map { $0.start..<$0.end }
+        for range in done(path) { extra.remove(ByteRange(range)) }
+        return extra.ranges.map(Range.init)
     }
 
     /// What a resumed run would trust: `Manifest.load`'s done bytes (durable
@@ -36,7 +36,7 @@ enum ManifestFile {
     /// throws when it is damaged.
     static func trusted(_ path: String) throws -> [Range<Int64>]? {
         guard let manifest = try Manifest.load(from: path) else { return nil }
-        return manifest.done.ranges.map { $0.start..<$0.end }
+        return manifest.done.ranges.map(Range.init)
     }
 
     /// Writes a version-1 manifest by hand (for damaged and large-offset cases).
@@ -109,7 +109,7 @@ extension EndToEndTestCase {
     /// Bytes the manifest at `path` claims: durable ("done") and those a run in
     /// this boot would also trust (in the write journal beside it); 0 if unreadable.
     func claimedBytes(_ manifestPath: String) -> Int64 {
-        RangeSet((ManifestFile.done(manifestPath) + ManifestFile.journalWritten(manifestPath))
-            .map { ByteRange($0.lowerBound, $0.upperBound) }).byteCount
+        let claimed = ManifestFile.done(manifestPath) + ManifestFile.journalWritten(manifestPath)
+        return RangeSet(claimed.map(ByteRange.init)).byteCount
     }
 }

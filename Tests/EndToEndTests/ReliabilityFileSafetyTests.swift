@@ -271,7 +271,7 @@ final class ReliabilityFileSafetyTests: EndToEndTestCase {
             guard case .progress = event, durableSaved.load(ordering: .relaxed),
                   let data = FileManager.default.contents(atPath: manifest) else { return false }
             let synced = probe.synced(manifest + ".tmp").contains(data)
-            let quick = RangeSet(ManifestFile.journalWritten(manifest).map { ByteRange($0.lowerBound, $0.upperBound) })
+            let quick = RangeSet(ManifestFile.journalWritten(manifest).map(ByteRange.init))
             seen.withLock { seen in
                 seen.samples += 1
                 if !synced { seen.unsynced.append(String(decoding: data.prefix(200), as: UTF8.self)) }

@@ -16,7 +16,7 @@ final class ReliabilityLocalFaultTests: EndToEndTestCase {
                                              file: StaticString = #filePath, line: UInt = #line) {
         let snapshot = probe.snapshot
         for range in ManifestFile.done(manifestPath) {
-            XCTAssertTrue(snapshot.durable.contains(ByteRange(range.lowerBound, range.upperBound)),
+            XCTAssertTrue(snapshot.durable.contains(ByteRange(range)),
                           "manifest lists \(range) as done but only \(snapshot.durable) was made durable "
                           + "(failed syncs: \(snapshot.failedSyncs))", file: file, line: line)
         }

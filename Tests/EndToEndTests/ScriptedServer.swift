@@ -12,15 +12,6 @@ struct ScriptedRequest: Sendable {
     var target: String
     /// Names lowercased.
     var headers: [String: String]
-
-    /// The single `bytes=a-b` range asked for, as a half-open range (`a-` runs to `size`).
-    func range(size: Int64) -> Range<Int64>? {
-        guard let value = headers["range"], value.hasPrefix("bytes=") else { return nil }
-        let bounds = value.dropFirst(6).split(separator: "-", omittingEmptySubsequences: false)
-        guard bounds.count == 2, let first = Int64(bounds[0]) else { return nil }
-        let last = bounds[1].isEmpty ? size - 1 : (Int64(bounds[1]) ?? size - 1)
-        return first..<min(last + 1, size)
-    }
 }
 
 /// What the scripted server sends: a head (status line and fields, without the
@@ -37,7 +28,7 @@ struct ScriptedResponse: Sendable {
     static func serving(_ resource: Resource, _ request: ScriptedRequest, etag: String = "\"scripted-1\"",
                         extraFields: [String] = [], contentRange: ((Range<Int64>) -> String)? = nil) -> ScriptedResponse {
         var fields = ["Accept-Ranges: bytes", "ETag: \(etag)", "Connection: close"] + extraFields
-        if let range = request.range(size: resource.size), !range.isEmpty {
+        if let range = requestedRange(request.headers["range"], size: resource.size) {
             let value = contentRange?(range) ?? "bytes \(range.lowerBound)-\(range.upperBound - 1)/\(resource.size)"
             fields += ["Content-Range: \(value)", "Content-Length: \(range.count)"]
             let body = request.method == "HEAD" ? [] : resource.bytes(in: range)

@@ -44,7 +44,7 @@ final class ZeroRoundTripTests: EndToEndTestCase {
         XCTAssertFalse(requests.contains { $0.method == "HEAD" || $0.rangeHeader == "bytes=0-0" }, "\(requests)")
         var covered = RangeSet()
         for range in requests.compactMap({ requestedRange($0.rangeHeader) }) {
-            let bytes = ByteRange(range.lowerBound, range.upperBound)
+            let bytes = ByteRange(range)
             XCTAssertEqual(covered.byteCount + bytes.count, covered.union(RangeSet([bytes])).byteCount,
                            "\(bytes) asked twice: \(requests)")
             covered.insert(bytes)
