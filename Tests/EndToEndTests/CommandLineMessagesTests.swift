@@ -59,9 +59,7 @@ final class CommandLineMessagesTests: EndToEndTestCase {
     func testADroppedMirrorsReasonIsNotNestedInParentheses() throws {
         let resource = Resource.generated(size: 4 << 20, seed: 1803)
         server.setResource(resource, at: "f")
-        let other = RangeServer()
-        try other.start()
-        defer { other.stop() }
+        let other = try anotherServer()
         other.setResource(resource, at: "f")
         other.setFaults([FaultRule(.ignoreRange, when: .always)])
         let run = try CLI.run(["-n", "4", "-o", path("f"), server.url("f"), other.url("f")], in: directory)
@@ -90,9 +88,7 @@ final class CommandLineMessagesTests: EndToEndTestCase {
     /// In a list, "the server does not serve byte ranges" did not say which file.
     func testAListsMessagesNameTheirFile() throws {
         server.setResource(Resource.generated(size: 64 << 10, seed: 1804), at: "ranged")
-        let plainServer = RangeServer()
-        try plainServer.start()
-        defer { plainServer.stop() }
+        let plainServer = try anotherServer()
         plainServer.setResource(Resource.generated(size: 4 << 20, seed: 1805), at: "plain")
         plainServer.setFaults([FaultRule(.acceptRangesNone)])
         try "\(server.url("ranged"))\n\(plainServer.url("plain"))\n".write(toFile: path("list"), atomically: true, encoding: .utf8)

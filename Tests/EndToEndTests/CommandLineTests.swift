@@ -160,9 +160,7 @@ final class CommandLineTests: EndToEndTestCase {
 
     func testBenchRanksMirrorsAndFlagsOneServingOtherBytes() throws {
         let good = Resource.generated(size: 4 << 20, seed: 86)
-        let other = RangeServer()
-        try other.start()
-        defer { other.stop() }
+        let other = try anotherServer()
         server.setResource(good, at: "f")
         server.setResource(Resource.generated(size: 4 << 20, seed: 87), at: "wrong")
         other.setResource(good, at: "f")

@@ -90,6 +90,15 @@ class EndToEndTestCase: XCTestCase {
 
     func path(_ name: String) -> String { directory + "/" + name }
 
+    /// One more RangeServer on 127.0.0.1 (another origin, mirror or rate),
+    /// stopped when the test ends.
+    func anotherServer() throws -> RangeServer {
+        let other = RangeServer()
+        try other.start()
+        addTeardownBlock { other.stop() }
+        return other
+    }
+
     /// Asserts the file at `path` holds exactly `resource`'s bytes.
     func assertSameBytes(_ path: String, _ resource: Resource, file: StaticString = #filePath, line: UInt = #line) {
         guard let handle = FileHandle(forReadingAtPath: path) else {

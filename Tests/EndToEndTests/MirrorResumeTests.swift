@@ -8,19 +8,11 @@ import XCTest
 
 final class MirrorResumeTests: EndToEndTestCase {
     private let size: Int64 = 16 << 20
-    private var mirrors: [RangeServer] = []
-
-    override func tearDownWithError() throws {
-        for mirror in mirrors { mirror.stop() }
-        try super.tearDownWithError()
-    }
 
     /// Another server on 127.0.0.1 serving `resource` at `f`.
     private func mirror(serving resource: Resource) throws -> RangeServer {
-        let mirror = RangeServer()
+        let mirror = try anotherServer()
         mirror.setResource(resource, at: "f")
-        try mirror.start()
-        mirrors.append(mirror)
         return mirror
     }
 

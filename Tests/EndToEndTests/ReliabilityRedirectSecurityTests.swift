@@ -9,20 +9,11 @@ import RangeServer
 import XCTest
 
 final class ReliabilityRedirectSecurityTests: EndToEndTestCase {
-    private var extraServers: [RangeServer] = []
     private var tlsServers: [NginxServer] = []
 
     override func tearDownWithError() throws {
-        for server in extraServers { server.stop() }
         for server in tlsServers { server.stop() }
         try super.tearDownWithError()
-    }
-
-    private func anotherServer() throws -> RangeServer {
-        let other = RangeServer()
-        try other.start()
-        extraServers.append(other)
-        return other
     }
 
     private func rangedGETs(_ server: RangeServer) -> [RequestRecord] {

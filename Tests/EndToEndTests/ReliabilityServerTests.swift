@@ -16,19 +16,6 @@ import Synchronization
 import XCTest
 
 final class ReliabilityServerTests: EndToEndTestCase {
-    private var scripted: [ScriptedServer] = []
-
-    override func tearDownWithError() throws {
-        for server in scripted { server.stop() }
-        try super.tearDownWithError()
-    }
-
-    private func scriptedServer(_ handler: @escaping @Sendable (ScriptedRequest) -> ScriptedResponse) throws -> ScriptedServer {
-        let server = try ScriptedServer(handler: handler)
-        scripted.append(server)
-        return server
-    }
-
     private var rangedGETs: [RequestRecord] {
         server.statistics.requests.filter { $0.method == "GET" && $0.rangeHeader != nil }
     }

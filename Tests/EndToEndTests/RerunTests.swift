@@ -19,18 +19,12 @@ final class RerunTests: EndToEndTestCase {
 
     override func setUpWithError() throws {
         try super.setUpWithError()
-        slow = RangeServer()
-        try slow.start()
+        slow = try anotherServer()
         server.setResource(first, at: "a")
         server.setResource(second, at: "b")
         slow.setResource(third, at: "c")
         try Data([server.url("a"), server.url("b"), slow.url("c")].map { $0 + "\n" }.joined().utf8)
             .write(to: URL(fileURLWithPath: path("list")))
-    }
-
-    override func tearDownWithError() throws {
-        slow.stop()
-        try super.tearDownWithError()
     }
 
     private let list = ["-n", "3", "-i", "list"]

@@ -8,20 +8,6 @@ import Synchronization
 import XCTest
 
 final class SchedulingTests: EndToEndTestCase {
-    private var extraServers: [RangeServer] = []
-
-    override func tearDownWithError() throws {
-        for server in extraServers { server.stop() }
-        try super.tearDownWithError()
-    }
-
-    private func anotherServer() throws -> RangeServer {
-        let server = RangeServer()
-        try server.start()
-        extraServers.append(server)
-        return server
-    }
-
     private func json(_ run: Run) throws -> [String: Any] {
         try run.jsonObject()
     }

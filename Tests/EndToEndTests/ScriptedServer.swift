@@ -168,3 +168,12 @@ final class ScriptedServer: Sendable {
         }
     }
 }
+
+extension EndToEndTestCase {
+    /// A ScriptedServer answering every request with `handler`, stopped when the test ends.
+    func scriptedServer(_ handler: @escaping @Sendable (ScriptedRequest) -> ScriptedResponse) throws -> ScriptedServer {
+        let server = try ScriptedServer(handler: handler)
+        addTeardownBlock { server.stop() }
+        return server
+    }
+}

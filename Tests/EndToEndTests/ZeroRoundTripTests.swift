@@ -89,9 +89,7 @@ final class ZeroRoundTripTests: EndToEndTestCase {
     /// rather than turning the whole download into one stream from it.
     func testFirstMirrorIgnoringRangesIsDroppedAndTheOthersStaySegmented() throws {
         let resource = Resource.generated(size: 4 << 20, seed: 311)
-        let healthy = RangeServer()
-        try healthy.start()
-        defer { healthy.stop() }
+        let healthy = try anotherServer()
         server.setResource(resource, at: "f")
         healthy.setResource(resource, at: "f")
         server.setFaults([FaultRule(.ignoreRange, when: .method("GET"))])
