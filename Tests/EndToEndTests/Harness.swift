@@ -88,6 +88,7 @@ class EndToEndTestCase: XCTestCase {
         try? FileManager.default.removeItem(atPath: directory)
     }
 
+    /// The file `name` in the test directory.
     func path(_ name: String) -> String { directory + "/" + name }
 
     /// One more RangeServer on 127.0.0.1 (another origin, mirror or rate),
@@ -97,36 +98,6 @@ class EndToEndTestCase: XCTestCase {
         try other.start()
         addTeardownBlock { other.stop() }
         return other
-    }
-
-    /// Asserts the file at `path` holds exactly `resource`'s bytes.
-    func assertSameBytes(_ path: String, _ resource: Resource, file: StaticString = #filePath, line: UInt = #line) {
-        guard let handle = FileHandle(forReadingAtPath: path) else {
-            return XCTFail("\(path) does not exist", file: file, line: line)
-        }
-        defer { try? handle.close() }
-        let size = resource.size
-        let actualSize = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int64) ?? -1
-        XCTAssertEqual(actualSize, size, "size of \(path)", file: file, line: line)
-        var offset: Int64 = 0
-        let block: Int64 = 4 << 20
-        while offset < size {
-            let count = min(block, size - offset)
-            let actual = [UInt8](handle.readData(ofLength: Int(count)))
-            if actual != resource.bytes(in: offset..<(offset + count)) {
-                return XCTFail("\(path) differs in bytes \(offset)..<\(offset + count)", file: file, line: line)
-            }
-            offset += count
-        }
-    }
-
-    /// The SHA-256 of `resource`, lowercase hex, as sha256sum computes it.
-    func sha256(of resource: Resource) throws -> String {
-        let reference = path("reference-\(UUID().uuidString)")
-        try resource.write(to: reference)
-        defer { try? FileManager.default.removeItem(atPath: reference) }
-        let run = try CLI.run([reference], in: directory, executable: "/usr/bin/sha256sum")
-        return String(run.stdout.prefix(64))
     }
 
     /// Waits until `condition` holds or `timeout` passes.

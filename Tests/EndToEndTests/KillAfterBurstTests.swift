@@ -178,17 +178,6 @@ final class KillAfterBurstTests: EndToEndTestCase {
     private func writtenPrefix(_ path: String, _ resource: Resource, from start: Int64) -> Range<Int64> {
         guard let handle = FileHandle(forReadingAtPath: path) else { return start..<start }
         defer { try? handle.close() }
-        var offset = start
-        while offset < resource.size {
-            let count = min(Int64(256 << 10), resource.size - offset)
-            try? handle.seek(toOffset: UInt64(offset))
-            let actual = [UInt8](handle.readData(ofLength: Int(count)))
-            let expected = resource.bytes(in: offset..<(offset + count))
-            if actual != expected {
-                return start..<(offset + Int64(zip(actual, expected).prefix { $0 == $1 }.count))
-            }
-            offset += count
-        }
-        return start..<resource.size
+        return start..<(handle.firstDifference(from: resource, in: start..<resource.size) ?? resource.size)
     }
 }

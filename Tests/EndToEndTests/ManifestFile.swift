@@ -90,17 +90,9 @@ extension EndToEndTestCase {
         for range in ranges {
             XCTAssertLessThanOrEqual(range.upperBound, resource.size, "manifest range \(range) past the end", file: file, line: line)
             listed += Int64(range.count)
-            var offset = range.lowerBound
-            while offset < min(range.upperBound, resource.size) {
-                let count = min(Int64(4 << 20), range.upperBound - offset)
-                try? handle.seek(toOffset: UInt64(offset))
-                let actual = [UInt8](handle.readData(ofLength: Int(count)))
-                if actual != resource.bytes(in: offset..<(offset + count)) {
-                    XCTFail("manifest lists \(range) but the data file differs in \(offset)..<\(offset + count)",
-                            file: file, line: line)
-                    return listed
-                }
-                offset += count
+            if let offset = handle.firstDifference(from: resource, in: range.clamped(to: 0..<resource.size)) {
+                XCTFail("manifest lists \(range) but the data file differs from byte \(offset) on", file: file, line: line)
+                return listed
             }
         }
         return listed

@@ -37,9 +37,7 @@ final class ReliabilityCrashTortureTests: EndToEndTestCase {
             }
             for start in starts {
                 let sample = start..<min(start + window, range.upperBound)
-                try? handle.seek(toOffset: UInt64(sample.lowerBound))
-                let actual = [UInt8](handle.readData(ofLength: sample.count))
-                if actual != resource.bytes(in: sample) {
+                if handle.firstDifference(from: resource, in: sample) != nil {
                     XCTFail("\(context): the manifest lists \(range) but bytes \(sample) on disk differ")
                     return listed
                 }
