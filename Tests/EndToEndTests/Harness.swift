@@ -17,6 +17,12 @@ struct Run {
         return try XCTUnwrap(object, stdout)
     }
 
+    /// stdout as the JSON array `status --json` prints.
+    func jsonArray() throws -> [[String: Any]] {
+        let array = try JSONSerialization.jsonObject(with: Data(stdout.utf8)) as? [[String: Any]]
+        return try XCTUnwrap(array, stdout)
+    }
+
     /// `--json` with a list: one object per file in the order they ended, then the summary.
     func jsonLines() throws -> (files: [[String: Any]], summary: [String: Any]) {
         let objects = try stdout.split(separator: "\n").map { line in

@@ -266,7 +266,7 @@ final class HostileInputTests: EndToEndTestCase {
         XCTAssertTrue(status.stdout.contains("damaged"), status.stdout)
         XCTAssertEqual(controlCharacters(status.stdout + status.stderr), [], status.stdout.debugDescription)
         let statusJSON = try CLI.run(["status", "--json", directory], in: directory)
-        let entries = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(statusJSON.stdout.utf8)) as? [[String: Any]])
+        let entries = try statusJSON.jsonArray()
         XCTAssertTrue(entries.contains { $0["manifest"] as? String == evil }, "JSON keeps the name as it is: \(statusJSON.stdout)")
     }
 

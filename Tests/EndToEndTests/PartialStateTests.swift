@@ -12,10 +12,8 @@ final class PartialStateTests: EndToEndTestCase {
     /// `rangeget status --json` in the test directory: its exit code and entries by output name.
     private func status() throws -> (code: Int32, entries: [String: [String: Any]]) {
         let run = try CLI.run(["status", "--json"], in: directory)
-        let array = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [[String: Any]],
-                                  run.stdout)
         var entries: [String: [String: Any]] = [:]
-        for entry in array { entries[entry["output"] as? String ?? "?"] = entry }
+        for entry in try run.jsonArray() { entries[entry["output"] as? String ?? "?"] = entry }
         return (run.status, entries)
     }
 
