@@ -114,10 +114,7 @@ final class LibraryTests: EndToEndTestCase {
         XCTAssertGreaterThanOrEqual(result.bytesFetched, size)
         XCTAssertEqual(download.state, .finished(result))
 
-        let requested = server.statistics.requests.compactMap { requestedRange($0.rangeHeader) }
-        for range in requested {
-            XCTAssertFalse(done.contains { $0.overlaps(range) }, "\(range) asks again for bytes saved at the pause")
-        }
+        assertNotAskedAgain(done, in: server.requestedRanges, saved: "at the pause")
         let events = await watch.events
         let resumed = events.compactMap { event -> Int64? in
             if case let .resuming(bytes) = event { return bytes }
@@ -180,11 +177,9 @@ final class LibraryTests: EndToEndTestCase {
         assertSameBytes(output, resource)
         XCTAssertFalse(exists(output + ".part.json"))
 
-        let requested = server.statistics.requests.compactMap { requestedRange($0.rangeHeader) }
+        let requested = server.requestedRanges
         XCTAssertFalse(requested.isEmpty)
-        for range in requested {
-            XCTAssertFalse(done.contains { $0.overlaps(range) }, "\(range) asks again for bytes the manifest had")
-        }
+        assertNotAskedAgain(done, in: requested, saved: "in the manifest")
         XCTAssertEqual(covered(requested + done), [0..<size], "the missing bytes were asked for")
         XCTAssertEqual(server.statistics.requests.filter { $0.method == "GET" && $0.rangeHeader == nil }.count, 0,
                        "no whole-file GET")

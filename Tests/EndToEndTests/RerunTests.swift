@@ -58,11 +58,8 @@ final class RerunTests: EndToEndTestCase {
 
     /// Nothing of `done` was asked for again, and the rest of c was.
     private func assertResumed(_ done: [Range<Int64>], file: StaticString = #filePath, line: UInt = #line) {
-        let requested = slow.statistics.requests.compactMap { requestedRange($0.rangeHeader) }
-        for range in requested {
-            XCTAssertFalse(done.contains { $0.overlaps(range) }, "\(range) asks again for bytes done before",
-                           file: file, line: line)
-        }
+        let requested = slow.requestedRanges
+        assertNotAskedAgain(done, in: requested, saved: "before", file: file, line: line)
         XCTAssertEqual(covered(requested + done), [0..<third.size], "the rest of c was asked for", file: file, line: line)
         assertSameBytes(path("c"), third, file: file, line: line)
     }

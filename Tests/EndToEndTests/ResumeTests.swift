@@ -64,10 +64,8 @@ final class ResumeTests: EndToEndTestCase {
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(output, resource)
         XCTAssertTrue(run.stderr.contains("resuming"), run.stderr)
-        let requested = server.statistics.requests.compactMap { requestedRange($0.rangeHeader) }
-        for range in requested {
-            XCTAssertFalse(done.contains { $0.overlaps(range) }, "\(range) asks again for bytes saved before Ctrl-C")
-        }
+        let requested = server.requestedRanges
+        assertNotAskedAgain(done, in: requested, saved: "before Ctrl-C")
         XCTAssertEqual(covered(requested + done), [0..<size], "the missing bytes were asked for")
         // Work stealing may waste what was already in flight on a cut connection.
         XCTAssertLessThanOrEqual(server.statistics.bodyBytesSent, (size - saved) + (size - saved) / 4)
@@ -155,8 +153,7 @@ final class ResumeTests: EndToEndTestCase {
         let run = try CLI.run(["-q", "--restart", "-n", "\(connections)", "-o", output, server.url("f")], in: directory)
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(output, resource)
-        let requested = server.statistics.requests.compactMap { requestedRange($0.rangeHeader) }
-        XCTAssertEqual(covered(requested), [0..<size], "every byte requested again")
+        XCTAssertEqual(covered(server.requestedRanges), [0..<size], "every byte requested again")
         XCTAssertGreaterThanOrEqual(server.statistics.bodyBytesSent, size)
     }
 }
