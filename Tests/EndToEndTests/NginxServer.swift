@@ -354,3 +354,12 @@ final class NginxServer {
         }
     }
 }
+
+extension EndToEndTestCase {
+    /// nginx as `NginxServer.init` starts it, stopped when the test ends.
+    func startNginx(rateLimit: Int? = nil, redirects: [String: String] = [:]) throws -> NginxServer {
+        let nginx = try NginxServer(rateLimit: rateLimit, redirects: redirects)
+        addTeardownBlock { nginx.stop() }
+        return nginx
+    }
+}

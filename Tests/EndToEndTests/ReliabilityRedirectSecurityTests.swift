@@ -9,13 +9,6 @@ import RangeServer
 import XCTest
 
 final class ReliabilityRedirectSecurityTests: EndToEndTestCase {
-    private var tlsServers: [NginxServer] = []
-
-    override func tearDownWithError() throws {
-        for server in tlsServers { server.stop() }
-        try super.tearDownWithError()
-    }
-
     private func rangedGETs(_ server: RangeServer) -> [RequestRecord] {
         server.statistics.requests.filter { $0.method == "GET" && $0.rangeHeader != nil && $0.rangeHeader != "bytes=0-0" }
     }
@@ -292,16 +285,9 @@ final class ReliabilityRedirectSecurityTests: EndToEndTestCase {
 
     // MARK: 18. TLS (and the https-to-http downgrade), with nginx
 
-    /// nginx over TLS with a self-signed certificate for 127.0.0.1, stopped in tearDown.
-    private func tlsServer(redirects: [String: String] = [:]) throws -> NginxServer {
-        let tls = try NginxServer(redirects: redirects)
-        tlsServers.append(tls)
-        return tls
-    }
-
     func test18TLSVerificationIsOnByDefaultAndInsecureIsExplicit() throws {
         let resource = Resource.generated(size: 100_000, seed: 164)
-        let tls = try tlsServer()
+        let tls = try startNginx()
         try tls.serve(resource, at: "f")
         let quick = ["-q", "--retries", "1", "--retry-wait", "0.01"]
         let refused = try CLI.run(quick + ["-o", path("out"), tls.url("f")], in: directory, timeout: 30)
@@ -325,8 +311,7 @@ final class ReliabilityRedirectSecurityTests: EndToEndTestCase {
     /// ranged requests without a probe, on the manifest's strong ETag).
     func testACertificateThatFailsVerificationIsNotRetried() throws {
         let resource = Resource.generated(size: 4 << 20, seed: 166)
-        let tls = try NginxServer(rateLimit: 256 << 10)
-        tlsServers.append(tls)
+        let tls = try startNginx(rateLimit: 256 << 10)
         try tls.serve(resource, at: "f")
         let output = path("f")
         // A backoff this long would show: one retry alone takes longer than the whole run may.
@@ -366,7 +351,7 @@ final class ReliabilityRedirectSecurityTests: EndToEndTestCase {
     /// An https URL redirecting to plain http is refused: the http server never hears a request.
     func test15HTTPSToHTTPDowngradeIsRefused() throws {
         server.setResource(Resource.generated(size: 1000, seed: 165), at: "f")
-        let tls = try tlsServer(redirects: ["r": server.url("f")])
+        let tls = try startNginx(redirects: ["r": server.url("f")])
         let run = try CLI.run(["-q", "--insecure", "--retries", "1", "--retry-wait", "0.01", "-o", path("out"), tls.url("r")],
                               in: directory, timeout: 30)
         XCTAssertEqual(run.status, 1, run.stderr)
