@@ -106,12 +106,13 @@ class EndToEndTestCase: XCTestCase {
         return other
     }
 
-    /// Waits until `condition` holds or `timeout` passes.
-    func wait(timeout: Double, until condition: () -> Bool) -> Bool {
+    /// Waits until `condition` holds or `timeout` passes, asking every
+    /// `interval` seconds; returns whether it holds.
+    func wait(timeout: Double, every interval: Double = 0.02, until condition: () -> Bool) -> Bool {
         let deadline = Date().addingTimeInterval(timeout)
         while Date() < deadline {
             if condition() { return true }
-            usleep(20_000)
+            usleep(UInt32(interval * 1_000_000))
         }
         return condition()
     }

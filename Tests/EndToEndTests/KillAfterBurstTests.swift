@@ -59,7 +59,8 @@ final class KillAfterBurstTests: EndToEndTestCase {
             let start = try XCTUnwrap(first)
             XCTAssertGreaterThanOrEqual(start, resumesFrom, "kill \(kill): the run asks again for bytes of the last burst")
             let end = start + 2 * burst
-            XCTAssertTrue(waitUntilWritten(output + ".part", resource, endingAt: end, timeout: 20),
+            // Asked every millisecond, so that the kill comes right after the write.
+            XCTAssertTrue(wait(timeout: 20, every: 0.001) { isWritten(output + ".part", resource, endingAt: end) },
                           "kill \(kill): the second burst reached the .part")
             child.kill9()
             watched.append(end)
@@ -104,16 +105,13 @@ final class KillAfterBurstTests: EndToEndTestCase {
         let output = path("f")
         let arguments = ["-n", "\(connections)", "-k", "2M", "-o", output, server.url("f")]
         let child = try launch(arguments)
-        let deadline = Date().addingTimeInterval(20)
-        var everythingWritten = false
-        while !everythingWritten && Date() < deadline {
+        let everythingWritten = wait(timeout: 20, every: 0.001) {
             let requests = server.statistics.requests
-            everythingWritten = requests.reduce(0) { $0 + $1.bodyBytesSent } >= 2 * Int64(connections) * burst
+            return requests.reduce(0) { $0 + $1.bodyBytesSent } >= 2 * Int64(connections) * burst
                 && requests.allSatisfy { request in
                     guard request.bodyBytesSent > 0, let range = requestedRange(request.rangeHeader) else { return true }
                     return isWritten(output + ".part", resource, endingAt: range.lowerBound + request.bodyBytesSent)
                 }
-            if !everythingWritten { usleep(1000) }
         }
         child.kill9()
         XCTAssertTrue(everythingWritten, "the second bursts of every connection reached the .part")
@@ -145,18 +143,6 @@ final class KillAfterBurstTests: EndToEndTestCase {
         let neverWritten = sent - onDisk.byteCount
         XCTAssertLessThanOrEqual(served, size + Int64(connections) * oneWrite + neverWritten,
                                  "served \(served) bytes for \(size), \(neverWritten) of them never reached the .part")
-    }
-
-    /// Waits until the `.part` at `path` holds `resource`'s bytes just
-    /// before `end`, polling every millisecond so that the kill comes right
-    /// after the write.
-    private func waitUntilWritten(_ path: String, _ resource: Resource, endingAt end: Int64, timeout: Double) -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
-            if isWritten(path, resource, endingAt: end) { return true }
-            usleep(1000)
-        }
-        return false
     }
 
     /// Whether the `.part` at `path` holds `resource`'s last 16 bytes before
