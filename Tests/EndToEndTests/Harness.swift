@@ -1,5 +1,8 @@
-// Shared helpers for end-to-end tests: run the built `rangeget` binary
-// against an in-process RangeServer on 127.0.0.1 and compare files.
+// The base of every end-to-end test: how a run ended (Run), where the built
+// executables are and how one runs to completion (CLI), and the test case
+// with its fresh directory and RangeServer on 127.0.0.1 (EndToEndTestCase).
+// The other helpers each have a file: Child, FileChecks, ManifestFile,
+// ByteRanges, DiskProbe, LibraryRun, ScriptedServer, NginxServer.
 import Foundation
 import RangeServer
 import XCTest
