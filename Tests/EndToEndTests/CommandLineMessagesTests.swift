@@ -59,9 +59,7 @@ final class CommandLineMessagesTests: EndToEndTestCase {
     func testADroppedMirrorsReasonIsNotNestedInParentheses() throws {
         let resource = Resource.generated(size: 4 << 20, seed: 1803)
         server.setResource(resource, at: "f")
-        let other = RangeServer()
-        try other.start()
-        defer { other.stop() }
+        let other = try anotherServer()
         other.setResource(resource, at: "f")
         other.setFaults([FaultRule(.ignoreRange, when: .always)])
         let run = try CLI.run(["-n", "4", "-o", path("f"), server.url("f"), other.url("f")], in: directory)
@@ -90,9 +88,7 @@ final class CommandLineMessagesTests: EndToEndTestCase {
     /// In a list, "the server does not serve byte ranges" did not say which file.
     func testAListsMessagesNameTheirFile() throws {
         server.setResource(Resource.generated(size: 64 << 10, seed: 1804), at: "ranged")
-        let plainServer = RangeServer()
-        try plainServer.start()
-        defer { plainServer.stop() }
+        let plainServer = try anotherServer()
         plainServer.setResource(Resource.generated(size: 4 << 20, seed: 1805), at: "plain")
         plainServer.setFaults([FaultRule(.acceptRangesNone)])
         try "\(server.url("ranged"))\n\(plainServer.url("plain"))\n".write(toFile: path("list"), atomically: true, encoding: .utf8)
@@ -247,15 +243,14 @@ final class CommandLineMessagesTests: EndToEndTestCase {
         let resource = Resource.generated(size: 4 << 20, seed: 1808)
         server.setResource(resource, at: "f")
         server.setRatePerConnection(1 << 20)
-        let example = URL(fileURLWithPath: CLI.binary).deletingLastPathComponent().appendingPathComponent("rangeget-example").path
-        let (process, out, _) = try CLI.start(["-n", "2", server.url("f"), path("f")], in: directory, executable: example)
-        func printed() -> String { (try? String(contentsOf: out, encoding: .utf8)) ?? "" }
+        let example = try launch(["-n", "2", server.url("f"), path("f")], executable: CLI.example)
+        func printed() -> String { (try? String(contentsOf: example.stdoutURL, encoding: .utf8)) ?? "" }
         XCTAssertTrue(wait(timeout: 20) { printed().contains("% at") }, printed())
-        kill(process.processIdentifier, SIGUSR1)
+        kill(example.pid, SIGUSR1)
         XCTAssertTrue(wait(timeout: 20) { printed().contains("paused: no connection open") }, printed())
-        kill(process.processIdentifier, SIGUSR1)
-        XCTAssertTrue(wait(timeout: 30) { !process.isRunning }, printed())
-        XCTAssertEqual(process.terminationStatus, 0, printed())
+        kill(example.pid, SIGUSR1)
+        XCTAssertTrue(wait(timeout: 30) { !example.isRunning }, printed())
+        XCTAssertEqual(example.process.terminationStatus, 0, printed())
         let lines = printed()
         for line in ["size: 4194304 bytes", "paused: no connection open, resume state saved", "resumed",
                      "finished: 4194304 bytes in \(path("f"))", "fetched 4194304 bytes"] {

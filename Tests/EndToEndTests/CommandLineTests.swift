@@ -40,7 +40,7 @@ final class CommandLineTests: EndToEndTestCase {
         server.setResource(resource, at: "f")
         let run = try CLI.run(["--json", "-n", "2", "-o", path("f"), server.url("f")], in: directory)
         XCTAssertEqual(run.status, 0, run.stderr)
-        let object = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any])
+        let object = try run.jsonObject()
         for key in ["outcome", "exitCode", "file", "size", "seconds", "averageBytesPerSecond", "bytesFetched",
                     "bytesReused", "retries", "connectionsUsed", "mirrors"] {
             XCTAssertNotNil(object[key], "field \(key) in \(run.stdout)")
@@ -50,7 +50,7 @@ final class CommandLineTests: EndToEndTestCase {
 
         let failed = try CLI.run(["--json", "--retries", "0", "-o", path("g"), server.url("missing")], in: directory)
         XCTAssertEqual(failed.status, 1)
-        let failure = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(failed.stdout.utf8)) as? [String: Any])
+        let failure = try failed.jsonObject()
         XCTAssertEqual(failure["outcome"] as? String, "failed")
         XCTAssertEqual(failure["exitCode"] as? Int, 1)
     }
@@ -88,14 +88,13 @@ final class CommandLineTests: EndToEndTestCase {
         server.setResource(resource, at: "f")
         server.setRatePerConnection(1 << 20)
         let output = path("f")
-        let (process, _, _) = try CLI.start(["-q", "-n", "2", "-o", output, server.url("f")], in: directory)
-        XCTAssertTrue(wait(timeout: 20) { durableBytes(output + ".part.json") > 0 })
-        kill(process.processIdentifier, SIGINT)
-        process.waitUntilExit()
+        _ = try interrupted(["-q", "-n", "2", "-o", output, server.url("f")]) {
+            ManifestFile.doneBytes(output + ".part.json") > 0
+        }
 
         let status = try CLI.run(["status", "--json", directory], in: directory)
         XCTAssertEqual(status.status, 0, status.stderr)
-        let entries = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [[String: Any]])
+        let entries = try status.jsonArray()
         XCTAssertEqual(entries.count, 1)
         XCTAssertEqual(entries[0]["url"] as? String, server.url("f"))
         XCTAssertEqual(entries[0]["healthy"] as? Bool, true)
@@ -114,12 +113,10 @@ final class CommandLineTests: EndToEndTestCase {
         server.setResource(Resource.generated(size: 4 << 20, seed: 84), at: "f")
         server.setRatePerConnection(1 << 20)
         let output = path("f")
-        let (process, _, _) = try CLI.start(["-q", "-n", "2", "-H", "Authorization: Bearer s3cret", "-o", output,
-                                             server.url("f")], in: directory)
-        XCTAssertTrue(wait(timeout: 20) { durableBytes(output + ".part.json") > 0 })
+        let child = try launch(["-q", "-n", "2", "-H", "Authorization: Bearer s3cret", "-o", output, server.url("f")])
+        XCTAssertTrue(wait(timeout: 20) { ManifestFile.doneBytes(output + ".part.json") > 0 })
         let manifest = try String(contentsOfFile: output + ".part.json", encoding: .utf8)
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
+        child.kill9()
         XCTAssertFalse(manifest.contains("s3cret"), manifest)
         let sent = server.statistics.requests.filter { $0.method == "GET" }
         XCTAssertFalse(sent.isEmpty)
@@ -163,9 +160,7 @@ final class CommandLineTests: EndToEndTestCase {
 
     func testBenchRanksMirrorsAndFlagsOneServingOtherBytes() throws {
         let good = Resource.generated(size: 4 << 20, seed: 86)
-        let other = RangeServer()
-        try other.start()
-        defer { other.stop() }
+        let other = try anotherServer()
         server.setResource(good, at: "f")
         server.setResource(Resource.generated(size: 4 << 20, seed: 87), at: "wrong")
         other.setResource(good, at: "f")
@@ -173,7 +168,7 @@ final class CommandLineTests: EndToEndTestCase {
         let run = try CLI.run(["bench", "--json", "--seconds", "0.5", "-n", "2",
                                server.url("f"), other.url("f"), server.url("wrong")], in: directory, timeout: 60)
         XCTAssertEqual(run.status, 0, run.stderr)
-        let report = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any])
+        let report = try run.jsonObject()
         let mirrors = try XCTUnwrap(report["mirrors"] as? [[String: Any]])
         XCTAssertEqual(mirrors.count, 3)
         XCTAssertEqual(mirrors[0]["sameBytes"] as? Bool, true)

@@ -20,16 +20,11 @@ final class HTTP2ConnectionTests: EndToEndTestCase {
     private var nginx: NginxServer?
     private let resource = Resource.generated(size: 8 << 20, seed: 1101)
 
-    override func tearDownWithError() throws {
-        nginx?.stop()
-        try super.tearDownWithError()
-    }
-
     /// nginx serving the file at /f. Each test starts it rather than setUp:
     /// XCTest reports an error thrown in setUp as a skip as well as a failure.
     private func startedNginx() throws -> NginxServer {
         if let nginx { return nginx }
-        let started = try NginxServer(rateLimit: 2 << 20)
+        let started = try startNginx(rateLimit: 2 << 20)
         nginx = started
         try started.serve(resource, at: "f")
         return started

@@ -1,11 +1,15 @@
-// Shared helpers for end-to-end tests: run the built `rangeget` binary
-// against an in-process RangeServer on 127.0.0.1 and compare files.
+// The base of every end-to-end test: how a run ended (Run), where the built
+// executables are and how one runs to completion (CLI), and the test case
+// with its fresh directory and RangeServer on 127.0.0.1 (EndToEndTestCase).
+// The other helpers each have a file: Child, FileChecks, ManifestFile,
+// ByteRanges, DiskProbe, LibraryRun, ScriptedServer, NginxServer.
 import Foundation
 import RangeServer
 import XCTest
 
 /// The result of running the binary to completion.
 struct Run {
+    /// The exit code, or 128 + the signal that ended it (as a shell reports it).
     var status: Int32
     var stdout: String
     var stderr: String
@@ -14,6 +18,12 @@ struct Run {
     func jsonObject() throws -> [String: Any] {
         let object = try JSONSerialization.jsonObject(with: Data(stdout.utf8)) as? [String: Any]
         return try XCTUnwrap(object, stdout)
+    }
+
+    /// stdout as the JSON array `status --json` prints.
+    func jsonArray() throws -> [[String: Any]] {
+        let array = try JSONSerialization.jsonObject(with: Data(stdout.utf8)) as? [[String: Any]]
+        return try XCTUnwrap(array, stdout)
     }
 
     /// `--json` with a list: one object per file in the order they ended, then the summary.
@@ -32,49 +42,25 @@ enum CLI {
         .deletingLastPathComponent().deletingLastPathComponent()
 
     /// The `rangeget` executable built next to this test bundle.
-    static let binary: String = {
-        let besideTests = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-            .appendingPathComponent("rangeget").path
-        if FileManager.default.isExecutableFile(atPath: besideTests) { return besideTests }
-        return repositoryRoot.appendingPathComponent(".build/debug/rangeget").path
-    }()
+    static let binary = builtProduct("rangeget")
 
-    /// Starts the binary; output goes to files so a killed child never blocks on a pipe.
-    static func start(_ arguments: [String], in directory: String, executable: String? = nil) throws -> (Process, URL, URL) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable ?? binary)
-        process.arguments = arguments
-        process.currentDirectoryURL = URL(fileURLWithPath: directory)
-        let out = URL(fileURLWithPath: directory).appendingPathComponent(".stdout-\(UUID().uuidString)")
-        let err = URL(fileURLWithPath: directory).appendingPathComponent(".stderr-\(UUID().uuidString)")
-        _ = FileManager.default.createFile(atPath: out.path, contents: nil)
-        _ = FileManager.default.createFile(atPath: err.path, contents: nil)
-        process.standardOutput = try FileHandle(forWritingTo: out)
-        process.standardError = try FileHandle(forWritingTo: err)
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        return (process, out, err)
+    /// The `rangeget-example` executable (Examples/fetch), built beside it.
+    static let example = builtProduct("rangeget-example")
+
+    /// The executable `name` that `swift build` made: next to this test
+    /// bundle, else in the package's .build/debug.
+    private static func builtProduct(_ name: String) -> String {
+        let besideTests = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+            .appendingPathComponent(name).path
+        if FileManager.default.isExecutableFile(atPath: besideTests) { return besideTests }
+        return repositoryRoot.appendingPathComponent(".build/debug/" + name).path
     }
 
-    /// Runs the binary to completion (killed after `timeout` seconds).
+    /// Runs the binary (or `executable`) to completion; after `timeout`
+    /// seconds it is killed and the test fails.
     static func run(_ arguments: [String], in directory: String, timeout: Double = 120,
                     executable: String? = nil) throws -> Run {
-        let (process, out, err) = try start(arguments, in: directory, executable: executable)
-        let deadline = Date().addingTimeInterval(timeout)
-        while process.isRunning && Date() < deadline { usleep(10_000) }
-        if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-            XCTFail("rangeget \(arguments) did not finish within \(timeout) s")
-        }
-        process.waitUntilExit()
-        defer {
-            try? FileManager.default.removeItem(at: out)
-            try? FileManager.default.removeItem(at: err)
-        }
-        return Run(status: process.terminationStatus,
-                   stdout: (try? String(contentsOf: out, encoding: .utf8)) ?? "",
-                   stderr: (try? String(contentsOf: err, encoding: .utf8)) ?? "")
+        try Child(executable: executable ?? binary, arguments: arguments, in: directory).finish(timeout: timeout)
     }
 }
 
@@ -111,74 +97,26 @@ class EndToEndTestCase: XCTestCase {
         try? FileManager.default.removeItem(atPath: directory)
     }
 
+    /// The file `name` in the test directory.
     func path(_ name: String) -> String { directory + "/" + name }
 
-    /// Asserts the file at `path` holds exactly `resource`'s bytes.
-    func assertSameBytes(_ path: String, _ resource: Resource, file: StaticString = #filePath, line: UInt = #line) {
-        guard let handle = FileHandle(forReadingAtPath: path) else {
-            return XCTFail("\(path) does not exist", file: file, line: line)
-        }
-        defer { try? handle.close() }
-        let size = resource.size
-        let actualSize = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int64) ?? -1
-        XCTAssertEqual(actualSize, size, "size of \(path)", file: file, line: line)
-        var offset: Int64 = 0
-        let block: Int64 = 4 << 20
-        while offset < size {
-            let count = min(block, size - offset)
-            let actual = [UInt8](handle.readData(ofLength: Int(count)))
-            if actual != resource.bytes(in: offset..<(offset + count)) {
-                return XCTFail("\(path) differs in bytes \(offset)..<\(offset + count)", file: file, line: line)
-            }
-            offset += count
-        }
+    /// One more RangeServer on 127.0.0.1 (another origin, mirror or rate),
+    /// stopped when the test ends.
+    func anotherServer() throws -> RangeServer {
+        let other = RangeServer()
+        try other.start()
+        addTeardownBlock { other.stop() }
+        return other
     }
 
-    /// The SHA-256 of `resource`, lowercase hex, as sha256sum computes it.
-    func sha256(of resource: Resource) throws -> String {
-        let reference = path("reference-\(UUID().uuidString)")
-        try resource.write(to: reference)
-        defer { try? FileManager.default.removeItem(atPath: reference) }
-        let run = try CLI.run([reference], in: directory, executable: "/usr/bin/sha256sum")
-        return String(run.stdout.prefix(64))
-    }
-
-    /// Waits until `condition` holds or `timeout` passes.
-    func wait(timeout: Double, until condition: () -> Bool) -> Bool {
+    /// Waits until `condition` holds or `timeout` passes, asking every
+    /// `interval` seconds; returns whether it holds.
+    func wait(timeout: Double, every interval: Double = 0.02, until condition: () -> Bool) -> Bool {
         let deadline = Date().addingTimeInterval(timeout)
         while Date() < deadline {
             if condition() { return true }
-            usleep(20_000)
+            usleep(UInt32(interval * 1_000_000))
         }
         return condition()
-    }
-
-    /// Bytes the manifest at `path` records as done, 0 if unreadable.
-    func durableBytes(_ manifestPath: String) -> Int64 {
-        guard let data = FileManager.default.contents(atPath: manifestPath),
-              let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
-              let done = object["done"] as? [[Int64]] else { return 0 }
-        return done.reduce(0) { $0 + ($1[1] - $1[0]) }
-    }
-
-    /// The done ranges a manifest lists.
-    func doneRanges(_ manifestPath: String) -> [Range<Int64>] {
-        guard let data = FileManager.default.contents(atPath: manifestPath),
-              let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
-              let done = object["done"] as? [[Int64]] else { return [] }
-        return done.map { $0[0]..<$0[1] }
-    }
-
-    /// The union of `ranges`, merged.
-    func covered(_ ranges: [Range<Int64>]) -> [Range<Int64>] {
-        var merged: [Range<Int64>] = []
-        for range in ranges.sorted(by: { $0.lowerBound < $1.lowerBound }) {
-            if let last = merged.last, range.lowerBound <= last.upperBound {
-                merged[merged.count - 1] = last.lowerBound..<max(last.upperBound, range.upperBound)
-            } else {
-                merged.append(range)
-            }
-        }
-        return merged
     }
 }

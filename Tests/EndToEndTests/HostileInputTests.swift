@@ -89,14 +89,13 @@ final class HostileInputTests: EndToEndTestCase {
     /// arithmetic at such sizes is covered by CommandLineFormattingTests.
     func testAContentLengthNearInt64MaxIsRefusedWithoutATrap() throws {
         let claimed: Int64 = 9_000_000_000_000_000_000
-        let scripted = try ScriptedServer { request in
+        let scripted = try scriptedServer { request in
             var response = ScriptedResponse(
                 head: ["HTTP/1.1 200 OK", "Content-Length: \(claimed)", "Connection: close"].joined(separator: "\r\n"),
                 body: request.method == "HEAD" ? [] : [UInt8](repeating: 0x61, count: 300_000))
             response.holdOpen = request.method == "HEAD" ? 0 : 2
             return response
         }
-        defer { scripted.stop() }
         let run = try runOnTerminal(["--retries", "0", "--stall-timeout", "1", "-o", path("huge"), scripted.url("huge")])
         XCTAssertFalse(run.stdout.contains("Fatal error"), run.stdout)
         XCTAssertEqual(run.status, 1, "refused, cleanly: \(run.stdout.suffix(400))")
@@ -218,11 +217,10 @@ final class HostileInputTests: EndToEndTestCase {
     /// them reached the terminal. `--json` stays valid JSON with the text intact.
     func testServerTextReachesTheTerminalWithoutControlCharacters() throws {
         let hostile = "\u{1B}]0;owned\u{07}\u{1B}[2J\u{9B}31m\u{202E}\u{7F}"
-        let garbage = try ScriptedServer { _ in
+        let garbage = try scriptedServer { _ in
             ScriptedResponse(head: ["HTTP/1.1 206 Partial Content", "Content-Range: bytes 0-0/\(hostile)",
                                     "Content-Length: 1", "Connection: close"].joined(separator: "\r\n"), body: [0x61])
         }
-        defer { garbage.stop() }
         let failed = try CLI.run(["--retries", "0", "-o", path("g"), garbage.url("g")], in: directory)
         XCTAssertEqual(failed.status, 1, failed.stderr)
         XCTAssertTrue(failed.stderr.contains("Content-Range"), failed.stderr)
@@ -241,20 +239,18 @@ final class HostileInputTests: EndToEndTestCase {
         // An ETag that differs on a mirror is quoted when the mirror is dropped.
         let resource = Resource.generated(size: 300_000, seed: 126)
         server.setResource(resource, at: "f")
-        let mirror = try ScriptedServer { request in
+        let mirror = try scriptedServer { request in
             ScriptedResponse.serving(resource, request, etag: "\"\(hostile)\"")
         }
-        defer { mirror.stop() }
         let dropped = try CLI.run(["-o", path("f"), server.url("f"), mirror.url("f")], in: directory)
         XCTAssertEqual(dropped.status, 0, dropped.stderr)
         XCTAssertTrue(dropped.stderr.contains("dropping mirror"), dropped.stderr)
         XCTAssertEqual(controlCharacters(dropped.stderr + dropped.stdout), [], (dropped.stderr + dropped.stdout).debugDescription)
 
         // bench prints the Server header in its table.
-        let benchMirror = try ScriptedServer { request in
+        let benchMirror = try scriptedServer { request in
             ScriptedResponse.serving(resource, request, extraFields: ["Server: \(hostile)"])
         }
-        defer { benchMirror.stop() }
         let benchTable = try CLI.run(["bench", "--seconds", "0.2", "-n", "2", "--samples", "1", benchMirror.url("f")],
                                      in: directory, timeout: 60)
         XCTAssertEqual(benchTable.status, 0, benchTable.stderr)
@@ -270,7 +266,7 @@ final class HostileInputTests: EndToEndTestCase {
         XCTAssertTrue(status.stdout.contains("damaged"), status.stdout)
         XCTAssertEqual(controlCharacters(status.stdout + status.stderr), [], status.stdout.debugDescription)
         let statusJSON = try CLI.run(["status", "--json", directory], in: directory)
-        let entries = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(statusJSON.stdout.utf8)) as? [[String: Any]])
+        let entries = try statusJSON.jsonArray()
         XCTAssertTrue(entries.contains { $0["manifest"] as? String == evil }, "JSON keeps the name as it is: \(statusJSON.stdout)")
     }
 

@@ -8,36 +8,6 @@ import RangeServer
 import Synchronization
 import XCTest
 
-/// The `rangeget-example` executable built next to this test bundle.
-private enum Example {
-    static let binary: String = {
-        let besideTests = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-            .appendingPathComponent("rangeget-example").path
-        if FileManager.default.isExecutableFile(atPath: besideTests) { return besideTests }
-        return CLI.repositoryRoot.appendingPathComponent(".build/debug/rangeget-example").path
-    }()
-
-    /// Runs the example to completion in a new process (killed after `timeout` seconds).
-    static func run(_ arguments: [String], timeout: Double = 60) throws -> Run {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: binary)
-        process.arguments = arguments
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        let deadline = Date().addingTimeInterval(timeout)
-        while process.isRunning && Date() < deadline { usleep(10_000) }
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
-        return Run(status: process.terminationStatus,
-                   stdout: String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self),
-                   stderr: String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))
-    }
-}
-
 final class LibraryTests: EndToEndTestCase {
     private let size: Int64 = 8 << 20
     private let rate = 1 << 20          // per connection: the whole file takes about 2 s
@@ -125,10 +95,10 @@ final class LibraryTests: EndToEndTestCase {
 
         download.pause()
         await waitUntil("paused") { download.state == .paused }
-        let saved = durableBytes(output + ".part.json")
+        let saved = ManifestFile.doneBytes(output + ".part.json")
         XCTAssertGreaterThanOrEqual(saved, 2 << 20, "the pause saved every byte that had arrived")
         XCTAssertLessThan(saved, size, "paused mid-download")
-        let done = doneRanges(output + ".part.json")
+        let done = ManifestFile.done(output + ".part.json")
         // Every connection is closed (the server sees none open), so nothing
         // more can arrive while paused. (Reading the server's connection count
         // twice around this check, as before, could never fail: it is gone.)
@@ -144,10 +114,7 @@ final class LibraryTests: EndToEndTestCase {
         XCTAssertGreaterThanOrEqual(result.bytesFetched, size)
         XCTAssertEqual(download.state, .finished(result))
 
-        let requested = server.statistics.requests.compactMap { requestedRange($0.rangeHeader) }
-        for range in requested {
-            XCTAssertFalse(done.contains { $0.overlaps(range) }, "\(range) asks again for bytes saved at the pause")
-        }
+        assertNotAskedAgain(done, in: server.requestedRanges, saved: "at the pause")
         let events = await watch.events
         let resumed = events.compactMap { event -> Int64? in
             if case let .resuming(bytes) = event { return bytes }
@@ -197,24 +164,22 @@ final class LibraryTests: EndToEndTestCase {
         await assertInterrupted(download)
         XCTAssertEqual(download.state, .cancelled(keptResumeState: true))
         XCTAssertTrue(exists(output + ".part"))
-        let saved = durableBytes(output + ".part.json")
+        let saved = ManifestFile.doneBytes(output + ".part.json")
         XCTAssertGreaterThanOrEqual(saved, 2 << 20, "the cancel saved every byte that had arrived")
         XCTAssertLessThan(saved, size)
-        let done = doneRanges(output + ".part.json")
+        let done = ManifestFile.done(output + ".part.json")
 
         server.setRatePerConnection(nil)
         server.resetStatistics()
-        let run = try Example.run(["-n", "4", server.url("f"), output])
+        let run = try CLI.run(["-n", "4", server.url("f"), output], in: directory, timeout: 60, executable: CLI.example)
         XCTAssertEqual(run.status, 0, run.stderr)
         XCTAssertTrue(run.stdout.contains("resuming: \(saved) bytes already done"), run.stdout)
         assertSameBytes(output, resource)
         XCTAssertFalse(exists(output + ".part.json"))
 
-        let requested = server.statistics.requests.compactMap { requestedRange($0.rangeHeader) }
+        let requested = server.requestedRanges
         XCTAssertFalse(requested.isEmpty)
-        for range in requested {
-            XCTAssertFalse(done.contains { $0.overlaps(range) }, "\(range) asks again for bytes the manifest had")
-        }
+        assertNotAskedAgain(done, in: requested, saved: "in the manifest")
         XCTAssertEqual(covered(requested + done), [0..<size], "the missing bytes were asked for")
         XCTAssertEqual(server.statistics.requests.filter { $0.method == "GET" && $0.rangeHeader == nil }.count, 0,
                        "no whole-file GET")
@@ -266,7 +231,7 @@ final class LibraryTests: EndToEndTestCase {
             XCTAssertEqual(error as? DownloadError, .interrupted)
         }
         XCTAssertEqual(download.state, .cancelled(keptResumeState: true))
-        XCTAssertGreaterThan(durableBytes(output + ".part.json"), 0)
+        XCTAssertGreaterThan(ManifestFile.doneBytes(output + ".part.json"), 0)
     }
 
     func testRunInAnAlreadyCancelledTaskFetchesNothing() async throws {

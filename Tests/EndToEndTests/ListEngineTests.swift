@@ -38,15 +38,6 @@ final class ListEngineTests: EndToEndTestCase {
         try FileManager.default.createDirectory(atPath: path("out"), withIntermediateDirectories: true)
     }
 
-    /// A second server, stopped when the test ends: it holds a list's slow
-    /// file, so a rate set on it slows that file and nothing else.
-    private func startSlowServer() throws -> RangeServer {
-        let slow = RangeServer()
-        try slow.start()
-        addTeardownBlock { slow.stop() }
-        return slow
-    }
-
     /// Writes the list file `list` in the test directory: one entry per
     /// line, `out=NAME` on an indented line below when a name is given.
     private func writeList(_ entries: [(url: String, out: String?)]) throws {
@@ -150,7 +141,8 @@ final class ListEngineTests: EndToEndTestCase {
     /// small files of another server: no `.part.json` for any of them, and
     /// the rerun of the list after a kill -9 completes all three.
     func testNoManifestForAListEntryFetchedWholeByItsFirstResponse() throws {
-        let slow = try startSlowServer()
+        // A server of its own for the slow file: a rate set on it slows that file and nothing else.
+        let slow = try anotherServer()
         let first = Resource.generated(size: 16 << 10, seed: 1710)
         let held = Resource.generated(size: 64 << 10, seed: 1711)
         let last = Resource.generated(size: 16 << 10, seed: 1712)
@@ -190,7 +182,7 @@ final class ListEngineTests: EndToEndTestCase {
     /// files (at most a HEAD each, no body byte) and not the whole large one
     /// again.
     func testAKillInTheMiddleOfAListKeepsCompleteFilesAndResumesThePartialOne() throws {
-        let slow = try startSlowServer()
+        let slow = try anotherServer()
         let smallCount = 10
         let small = (0..<smallCount).map { Resource.generated(size: (16 << 10) + Int64($0) * 4096, seed: 1800 + UInt64($0)) }
         for (index, resource) in small.enumerated() { server.setResource(resource, at: name(index)) }
@@ -239,7 +231,7 @@ final class ListEngineTests: EndToEndTestCase {
     /// the summary ends the output. Every line is one JSON object; a file's
     /// line is the entry today's summary lists for it in `files`.
     func testJSONReportsEachFileAsItFinishesThenTheSummary() throws {
-        let slow = try startSlowServer()
+        let slow = try anotherServer()
         let held = Resource.generated(size: 512 << 10, seed: 1900)
         slow.setResource(held, at: "held")
         slow.setRatePerConnection(32 << 10)

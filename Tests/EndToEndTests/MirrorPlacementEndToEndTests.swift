@@ -16,18 +16,9 @@ import XCTest
 final class MirrorPlacementEndToEndTests: EndToEndTestCase {
     private let mib = 1 << 20
     private let connections = 4
-    private var extraServers: [RangeServer] = []
-
-    override func tearDownWithError() throws {
-        for server in extraServers { server.stop() }
-        try super.tearDownWithError()
-    }
-
     /// The setup's `server` and one more, each serving `resource` at `/f`.
     private func twoMirrors(serving resource: Resource) throws -> (RangeServer, RangeServer) {
-        let other = RangeServer()
-        try other.start()
-        extraServers.append(other)
+        let other = try anotherServer()
         for mirror in [server!, other] { mirror.setResource(resource, at: "f") }
         return (server, other)
     }

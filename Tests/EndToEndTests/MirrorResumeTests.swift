@@ -8,19 +8,11 @@ import XCTest
 
 final class MirrorResumeTests: EndToEndTestCase {
     private let size: Int64 = 16 << 20
-    private var mirrors: [RangeServer] = []
-
-    override func tearDownWithError() throws {
-        for mirror in mirrors { mirror.stop() }
-        try super.tearDownWithError()
-    }
 
     /// Another server on 127.0.0.1 serving `resource` at `f`.
     private func mirror(serving resource: Resource) throws -> RangeServer {
-        let mirror = RangeServer()
+        let mirror = try anotherServer()
         mirror.setResource(resource, at: "f")
-        try mirror.start()
-        mirrors.append(mirror)
         return mirror
     }
 
@@ -28,26 +20,15 @@ final class MirrorResumeTests: EndToEndTestCase {
     /// durable; returns the ranges it had done.
     private func interrupted(_ urls: [String], _ servers: [RangeServer], output: String) throws -> [Range<Int64>] {
         for server in servers { server.setRatePerConnection(1 << 20) }
-        let (process, _, _) = try CLI.start(["-q", "-n", "4", "-o", output] + urls, in: directory)
-        XCTAssertTrue(wait(timeout: 20) { durableBytes(output + ".part.json") >= 2 << 20 }, "progress was saved")
-        kill(process.processIdentifier, SIGINT)
-        process.waitUntilExit()
-        XCTAssertEqual(process.terminationStatus, 130)
+        let stopped = try interrupted(["-q", "-n", "4", "-o", output] + urls, once: "progress was saved") {
+            ManifestFile.doneBytes(output + ".part.json") >= 2 << 20
+        }
+        XCTAssertEqual(stopped.status, 130)
         for server in servers {
             server.setRatePerConnection(nil)
             server.resetStatistics()
         }
-        return doneRanges(output + ".part.json")
-    }
-
-    /// No server was asked again for bytes the partial download had done.
-    private func assertNothingDoneAskedAgain(_ done: [Range<Int64>], _ servers: [RangeServer],
-                                             file: StaticString = #filePath, line: UInt = #line) {
-        for server in servers {
-            for range in server.statistics.requests.compactMap({ requestedRange($0.rangeHeader) }) {
-                XCTAssertFalse(done.contains { $0.overlaps(range) }, "\(range) asked again", file: file, line: line)
-            }
-        }
+        return ManifestFile.done(output + ".part.json")
     }
 
     func testTheMirrorsInAnotherOrderOrASubsetOfThemResume() throws {
@@ -62,7 +43,7 @@ final class MirrorResumeTests: EndToEndTestCase {
         XCTAssertTrue(reordered.stderr.contains("resuming"), reordered.stderr)
         XCTAssertFalse(reordered.stderr.contains("starting over"), reordered.stderr)
         assertSameBytes(output, resource)
-        assertNothingDoneAskedAgain(done, [server, other])
+        assertNotAskedAgain(done, in: server.requestedRanges + other.requestedRanges, saved: "by the partial download")
 
         try FileManager.default.removeItem(atPath: output)
         let first = try interrupted([server.url("f"), other.url("f")], [server, other], output: output)
@@ -70,7 +51,7 @@ final class MirrorResumeTests: EndToEndTestCase {
         XCTAssertEqual(subset.status, 0, subset.stderr)
         XCTAssertTrue(subset.stderr.contains("resuming"), subset.stderr)
         assertSameBytes(output, resource)
-        assertNothingDoneAskedAgain(first, [other])
+        assertNotAskedAgain(first, in: other.requestedRanges, saved: "by the partial download")
     }
 
     /// A URL the manifest does not record, with the same size and strong
@@ -89,14 +70,14 @@ final class MirrorResumeTests: EndToEndTestCase {
         XCTAssertEqual(refused.status, 4, refused.stderr)
         XCTAssertTrue(refused.stderr.contains("was started from \(server.url("f"))"), refused.stderr)
         XCTAssertTrue(refused.stderr.contains("--restart"), refused.stderr)
-        XCTAssertEqual(doneRanges(output + ".part.json"), done, "the partial download is kept for its own URL")
+        XCTAssertEqual(ManifestFile.done(output + ".part.json"), done, "the partial download is kept for its own URL")
 
         let same = try mirror(serving: resource)
         let resumed = try CLI.run(["-n", "4", "-o", output, same.url("f")], in: directory)
         XCTAssertEqual(resumed.status, 0, resumed.stderr)
         XCTAssertTrue(resumed.stderr.contains("resuming"), resumed.stderr)
         assertSameBytes(output, resource)
-        assertNothingDoneAskedAgain(done, [same])
+        assertNotAskedAgain(done, in: same.requestedRanges, saved: "by the partial download")
     }
 
     /// Without a strong ETag on either side, a URL the manifest does not
@@ -115,7 +96,7 @@ final class MirrorResumeTests: EndToEndTestCase {
         let refused = try CLI.run(["-q", "-n", "4", "-o", output, stranger.url("f")], in: directory)
         XCTAssertEqual(refused.status, 4, refused.stderr)
         XCTAssertTrue(refused.stderr.contains("serves other bytes"), refused.stderr)
-        XCTAssertEqual(doneRanges(output + ".part.json"), done)
+        XCTAssertEqual(ManifestFile.done(output + ".part.json"), done)
 
         let same = try mirror(serving: resource)
         let resumed = try CLI.run(["-n", "4", "-o", output, same.url("f")], in: directory)

@@ -236,18 +236,13 @@ final class NginxServer {
 
     /// A port on 127.0.0.1 that nothing listens on now.
     private static func freeLoopbackPort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw NginxServerError(description: "socket: \(String(cString: strerror(errno)))") }
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = in_addr_t(0x7F00_0001).bigEndian
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+        do {
+            let (fd, port) = try LoopbackSocket.bound()
+            close(fd)
+            return Int(port)
+        } catch let error as POSIXError {
+            throw NginxServerError(description: "no free port on 127.0.0.1: \(String(cString: strerror(error.code.rawValue)))")
         }
-        guard bound else { throw NginxServerError(description: "no free port on 127.0.0.1: \(String(cString: strerror(errno)))") }
-        return Int(UInt16(bigEndian: address.sin_port))
     }
 
     /// nginx.conf: one process in the foreground, everything inside the
@@ -357,5 +352,14 @@ final class NginxServer {
                            range: fields["http_range"].flatMap { $0.isEmpty ? nil : $0 },
                            ifRange: fields["http_if_range"].flatMap { $0.isEmpty ? nil : $0 })
         }
+    }
+}
+
+extension EndToEndTestCase {
+    /// nginx as `NginxServer.init` starts it, stopped when the test ends.
+    func startNginx(rateLimit: Int? = nil, redirects: [String: String] = [:]) throws -> NginxServer {
+        let nginx = try NginxServer(rateLimit: rateLimit, redirects: redirects)
+        addTeardownBlock { nginx.stop() }
+        return nginx
     }
 }

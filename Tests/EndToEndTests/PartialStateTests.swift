@@ -9,22 +9,11 @@ import RangeServer
 import XCTest
 
 final class PartialStateTests: EndToEndTestCase {
-    /// Starts rangeget with `arguments` (the server throttled), and stops it
-    /// with `signal` once `ready` holds; returns how it ended.
-    private func interrupted(_ arguments: [String], signal: Int32, when ready: () -> Bool) throws -> Run {
-        let child = try launch(arguments)
-        XCTAssertTrue(wait(timeout: 20, until: ready), "the download is under way: \(arguments)")
-        kill(child.pid, signal)
-        return child.finish(timeout: 20)
-    }
-
     /// `rangeget status --json` in the test directory: its exit code and entries by output name.
     private func status() throws -> (code: Int32, entries: [String: [String: Any]]) {
         let run = try CLI.run(["status", "--json"], in: directory)
-        let array = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [[String: Any]],
-                                  run.stdout)
         var entries: [String: [String: Any]] = [:]
-        for entry in array { entries[entry["output"] as? String ?? "?"] = entry }
+        for entry in try run.jsonArray() { entries[entry["output"] as? String ?? "?"] = entry }
         return (run.status, entries)
     }
 
@@ -39,7 +28,7 @@ final class PartialStateTests: EndToEndTestCase {
         // (a) One stream of unknown length, killed mid-way: no manifest.
         server.setFaults([FaultRule(.chunkedNoLength)])
         server.setRatePerConnection(2 << 20)
-        let killed = try interrupted(["-q", "-o", "stream", server.url("stream")], signal: SIGKILL) {
+        let killed = try interrupted(["-q", "-o", "stream", server.url("stream")], by: SIGKILL) {
             fileSize(path("stream.part")) >= 1 << 20
         }
         XCTAssertEqual(killed.status, 128 + SIGKILL)
@@ -48,11 +37,11 @@ final class PartialStateTests: EndToEndTestCase {
         server.resetStatistics()
 
         // (c) A healthy partial, stopped with Ctrl-C (which saves its progress).
-        let stopped = try interrupted(["-q", "-n", "2", "-o", "partial", server.url("partial")], signal: SIGINT) {
+        let stopped = try interrupted(["-q", "-n", "2", "-o", "partial", server.url("partial")]) {
             server.statistics.requests.reduce(0) { $0 + $1.bodyBytesSent } >= 1 << 20
         }
         XCTAssertEqual(stopped.status, 130)
-        XCTAssertGreaterThan(durableBytes(path("partial.part.json")), 0)
+        XCTAssertGreaterThan(ManifestFile.doneBytes(path("partial.part.json")), 0)
         server.setRatePerConnection(nil)
 
         // (b) Complete, but not what --checksum expected: exit 3, the data kept.
@@ -113,7 +102,7 @@ final class PartialStateTests: EndToEndTestCase {
         server.setResource(resource, at: "f")
         server.setFaults([FaultRule(.chunkedNoLength)])
         server.setRatePerConnection(2 << 20)
-        let run = try interrupted(["-o", "f", server.url("f")], signal: SIGINT) { fileSize(path("f.part")) >= 1 << 20 }
+        let run = try interrupted(["-o", "f", server.url("f")]) { fileSize(path("f.part")) >= 1 << 20 }
         XCTAssertEqual(run.status, 130, run.stderr)
         XCTAssertTrue(run.stderr.contains(
             "the server does not say how long the file is: downloading as one stream (not resumable)"), run.stderr)
@@ -145,17 +134,18 @@ final class PartialStateTests: EndToEndTestCase {
         server.setRatePerConnection(2 << 20)
         let interruptLine = "interrupted; the server does not serve byte ranges: a later run resumes it only if the server "
             + "then serves them, and otherwise starts over"
-        let run = try interrupted(["-o", "f", server.url("f")], signal: SIGINT) { fileSize(path("f.part")) >= 1 << 20 }
+        let run = try interrupted(["-o", "f", server.url("f")]) { fileSize(path("f.part")) >= 1 << 20 }
         XCTAssertEqual(run.status, 130, run.stderr)
         XCTAssertTrue(run.stderr.contains("the server does not serve byte ranges: downloading as one stream "
                                           + "(a later run resumes it only if the server then serves them)"), run.stderr)
         XCTAssertTrue(run.stderr.contains(interruptLine), run.stderr)
         XCTAssertFalse(run.stderr.contains("again to resume"), run.stderr)
-        XCTAssertGreaterThan(durableBytes(path("f.part.json")), 0, "the bytes from 0 are kept for a server with ranges")
+        XCTAssertGreaterThan(ManifestFile.doneBytes(path("f.part.json")), 0,
+                             "the bytes from 0 are kept for a server with ranges")
 
         // The server still serves no ranges: the next run starts from byte 0, and says so.
         server.resetStatistics()
-        let again = try interrupted(["-o", "f", server.url("f")], signal: SIGINT) {
+        let again = try interrupted(["-o", "f", server.url("f")]) {
             // The stream from byte 0, asked for without a Range, is under way.
             server.statistics.requests.contains { $0.method == "GET" && $0.rangeHeader == nil && $0.bodyBytesSent >= 256 << 10 }
         }
@@ -186,7 +176,7 @@ final class PartialStateTests: EndToEndTestCase {
         server.setRatePerConnection(1 << 20)
         try Data((server.url("unknown") + "\n" + unranged.url("unranged") + "\n").utf8)
             .write(to: URL(fileURLWithPath: path("list")))
-        let run = try interrupted(["-n", "2", "-i", "list"], signal: SIGINT) {
+        let run = try interrupted(["-n", "2", "-i", "list"]) {
             fileSize(path("unknown.part")) >= 256 << 10 && fileSize(path("unranged.part")) >= 256 << 10
         }
         XCTAssertEqual(run.status, 130, run.stderr)

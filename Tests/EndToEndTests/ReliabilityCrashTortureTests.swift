@@ -14,7 +14,7 @@ final class ReliabilityCrashTortureTests: EndToEndTestCase {
     /// Checks a sample of every range a resumed run would trust (first, last and
     /// one random 64 KiB of each) against the resource; returns the bytes listed.
     private func assertManifestSampleMatchesDisk(_ manifestPath: String, data dataPath: String, _ resource: Resource,
-                                                 random: inout SeededRandom, context: String) -> Int64 {
+                                                 random: inout SplitMix64, context: String) -> Int64 {
         let ranges: [Range<Int64>]
         do {
             ranges = try ManifestFile.trusted(manifestPath) ?? []
@@ -37,9 +37,7 @@ final class ReliabilityCrashTortureTests: EndToEndTestCase {
             }
             for start in starts {
                 let sample = start..<min(start + window, range.upperBound)
-                try? handle.seek(toOffset: UInt64(sample.lowerBound))
-                let actual = [UInt8](handle.readData(ofLength: sample.count))
-                if actual != resource.bytes(in: sample) {
+                if handle.firstDifference(from: resource, in: sample) != nil {
                     XCTFail("\(context): the manifest lists \(range) but bytes \(sample) on disk differ")
                     return listed
                 }
@@ -61,17 +59,17 @@ final class ReliabilityCrashTortureTests: EndToEndTestCase {
         server.setRatePerConnection(rate)
         let output = path("torture.bin")
         let arguments = ["-q", "-n", "\(connections)", "-o", output, server.url("torture.bin")]
-        var random = SeededRandom(seed: 0x19_19)
+        var random = SplitMix64(seed: 0x19_19)
         var durable: Int64 = 0
         var rounds: [String] = []
         let started = Date()
         for round in 1...kills {
             let sentBefore = server.statistics.bodyBytesSent
-            let child = try Child(executable: CLI.binary, arguments: arguments, in: directory)
+            let child = try launch(arguments)
             let afterProgress = round % 3 == 0 || round == kills
             if afterProgress {
-                let before = durableBytes(output + ".part.json")
-                XCTAssertTrue(wait(timeout: 15) { durableBytes(output + ".part.json") > before },
+                let before = ManifestFile.doneBytes(output + ".part.json")
+                XCTAssertTrue(wait(timeout: 15) { ManifestFile.doneBytes(output + ".part.json") > before },
                               "round \(round): a durable checkpoint recorded new progress")
             }
             let delay = afterProgress ? Double.random(in: 0...1.0, using: &random) : Double.random(in: 0...1.5, using: &random)

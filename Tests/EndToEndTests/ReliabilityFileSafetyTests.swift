@@ -198,11 +198,11 @@ final class ReliabilityFileSafetyTests: EndToEndTestCase {
         server.setResource(original, at: "f")
         server.setRatePerConnection(1 << 20)
         let output = path("f")
-        let child = try launch(["-q", "-n", "4", "-o", output, server.url("f")])
-        XCTAssertTrue(wait(timeout: 20) { durableBytes(output + ".part.json") >= 2 << 20 }, "a checkpoint recorded progress")
-        kill(child.pid, SIGINT)
-        XCTAssertEqual(child.finish(timeout: 20).status, 130)
-        let done = doneRanges(output + ".part.json")
+        let stopped = try interrupted(["-q", "-n", "4", "-o", output, server.url("f")], once: "a checkpoint recorded progress") {
+            ManifestFile.doneBytes(output + ".part.json") >= 2 << 20
+        }
+        XCTAssertEqual(stopped.status, 130)
+        let done = ManifestFile.done(output + ".part.json")
         server.setResource(replacement, at: "f")
         server.setRatePerConnection(nil)
         server.resetStatistics()
@@ -238,8 +238,7 @@ final class ReliabilityFileSafetyTests: EndToEndTestCase {
         XCTAssertTrue(run.stderr.contains("resuming"), run.stderr)
         XCTAssertFalse(run.stderr.contains("changed"), run.stderr)
         assertSameBytes(path("f"), resource)
-        let again = server.statistics.requests.compactMap { requestedRange($0.rangeHeader) }
-            .filter { range in done.contains { $0.overlaps(range) } }
+        let again = server.requestedRanges.filter { range in done.contains { $0.overlaps(range) } }
         XCTAssertGreaterThan(again.count, 0, "samples were fetched")
         XCTAssertLessThanOrEqual(again.count, 3, "\(again)")
         for range in again {
@@ -271,7 +270,7 @@ final class ReliabilityFileSafetyTests: EndToEndTestCase {
             guard case .progress = event, durableSaved.load(ordering: .relaxed),
                   let data = FileManager.default.contents(atPath: manifest) else { return false }
             let synced = probe.synced(manifest + ".tmp").contains(data)
-            let quick = RangeSet(ManifestFile.journalWritten(manifest).map { ByteRange($0.lowerBound, $0.upperBound) })
+            let quick = RangeSet(ManifestFile.journalWritten(manifest).map(ByteRange.init))
             seen.withLock { seen in
                 seen.samples += 1
                 if !synced { seen.unsynced.append(String(decoding: data.prefix(200), as: UTF8.self)) }
@@ -304,11 +303,11 @@ final class ReliabilityFileSafetyTests: EndToEndTestCase {
         let manifest = output + ".part.json"
         let child = try launch(["-q", "-n", "4", "-o", output, server.url("f")])
         XCTAssertTrue(wait(timeout: 20) {
-            let durable = durableBytes(manifest)
+            let durable = ManifestFile.doneBytes(manifest)
             return durable >= 2 << 20 && claimedBytes(manifest) > durable
         }, "durable progress, and the journal ahead of it")
         child.kill9()
-        let done = doneRanges(manifest)
+        let done = ManifestFile.done(manifest)
         try Data().write(to: URL(fileURLWithPath: ManifestFile.journalPath(manifest)))
 
         server.setRatePerConnection(nil)
@@ -317,8 +316,6 @@ final class ReliabilityFileSafetyTests: EndToEndTestCase {
         XCTAssertEqual(run.status, 0, run.stderr)
         XCTAssertTrue(run.stderr.contains("resuming"), run.stderr)
         assertSameBytes(output, resource)
-        for range in server.statistics.requests.compactMap({ requestedRange($0.rangeHeader) }) {
-            XCTAssertFalse(done.contains { $0.overlaps(range) }, "\(range) asks again for durable bytes")
-        }
+        assertNotAskedAgain(done, in: server.requestedRanges, saved: "durably")
     }
 }

@@ -253,9 +253,7 @@ final class ReliabilityHostileServerTests: EndToEndTestCase {
     /// With either probe.
     func testCredentialHeadersNeverFollowARedirectToAnotherOrigin() throws {
         let resource = Resource.generated(size: 2 << 20, seed: 1210)
-        let target = RangeServer()
-        try target.start()
-        defer { target.stop() }
+        let target = try anotherServer()
         target.setResource(resource, at: "data")
         server.setFaults([FaultRule(.redirect(to: target.url("data"), status: 302))])
         let secrets = ["PRIVATE-TOKEN: glpat-SECRET1", "X-Api-Key: SECRET2", "Proxy-Authorization: Basic SECRET3",

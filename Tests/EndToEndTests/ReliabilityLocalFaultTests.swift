@@ -9,19 +9,6 @@ import RangeServer
 import XCTest
 
 final class ReliabilityLocalFaultTests: EndToEndTestCase {
-    private var children: [Child] = []
-
-    override func tearDownWithError() throws {
-        for child in children { child.kill9() }
-        try super.tearDownWithError()
-    }
-
-    private func start(_ arguments: [String]) throws -> Child {
-        let child = try Child(executable: CLI.binary, arguments: arguments, in: directory)
-        children.append(child)
-        return child
-    }
-
     /// Every byte the manifest lists as done was made durable by an fdatasync
     /// that did not follow a failed one for the same bytes, and no byte that
     /// waited on a failed fdatasync is listed as written (trusted in this boot).
@@ -29,7 +16,7 @@ final class ReliabilityLocalFaultTests: EndToEndTestCase {
                                              file: StaticString = #filePath, line: UInt = #line) {
         let snapshot = probe.snapshot
         for range in ManifestFile.done(manifestPath) {
-            XCTAssertTrue(snapshot.durable.contains(ByteRange(range.lowerBound, range.upperBound)),
+            XCTAssertTrue(snapshot.durable.contains(ByteRange(range)),
                           "manifest lists \(range) as done but only \(snapshot.durable) was made durable "
                           + "(failed syncs: \(snapshot.failedSyncs))", file: file, line: line)
         }
@@ -77,10 +64,7 @@ final class ReliabilityLocalFaultTests: EndToEndTestCase {
             let resumed = runLibrary([server.url(name)], to: output) { $0.connections = 4 }
             XCTAssertNil(resumed.error)
             assertSameBytes(output, resource)
-            for request in server.statistics.requests {
-                guard let range = requestedRange(request.rangeHeader), range != 0..<1 else { continue }
-                XCTAssertFalse(saved.contains { $0.overlaps(range) }, "\(range) asks again for bytes the manifest kept")
-            }
+            assertNotAskedAgain(saved, in: server.requestedRanges.filter { $0 != 0..<1 }, saved: "in the manifest")
         }
     }
 
@@ -167,10 +151,8 @@ final class ReliabilityLocalFaultTests: EndToEndTestCase {
         server.setResource(resource, at: "f")
         server.setRatePerConnection(1 << 20)
         let output = path("f")
-        let first = try start(["-q", "-n", "1", "-o", output, server.url("f")])
-        XCTAssertTrue(wait(timeout: 20) { claimedBytes(output + ".part.json") > 0 })
-        kill(first.pid, SIGINT)
-        XCTAssertEqual(first.finish(timeout: 20).status, 130)
+        let stopped = try interrupted(["-q", "-n", "1", "-o", output, server.url("f")]) { claimedBytes(output + ".part.json") > 0 }
+        XCTAssertEqual(stopped.status, 130)
         server.setRatePerConnection(nil)
 
         // 8 MiB: the part beyond it cannot be written.
@@ -203,7 +185,7 @@ final class ReliabilityLocalFaultTests: EndToEndTestCase {
             return try! JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
         }
         let valid = json([:])
-        var garbage = SeededRandom(seed: 21)
+        var garbage = SplitMix64(seed: 21)
         let cases: [(name: String, data: Data, problem: String)] = [
             ("empty", Data(), "empty"),
             ("zero-filled", Data(repeating: 0, count: 4096), "zero"),
@@ -267,7 +249,7 @@ final class ReliabilityLocalFaultTests: EndToEndTestCase {
         server.setResource(resource, at: "f")
         server.setRatePerConnection(1 << 20)
         let output = path("f")
-        let first = try start(["-q", "-n", "4", "-o", output, server.url("f")])
+        let first = try launch(["-q", "-n", "4", "-o", output, server.url("f")])
         XCTAssertTrue(wait(timeout: 20) { claimedBytes(output + ".part.json") > 0 })
         var before = stat()
         XCTAssertEqual(stat(output + ".part", &before), 0)
@@ -336,7 +318,7 @@ final class ReliabilityLocalFaultTests: EndToEndTestCase {
             try handle.seek(toOffset: UInt64(range.lowerBound - 1))
             XCTAssertEqual([UInt8](handle.readData(ofLength: 1)), [0], "nothing written before \(range)")
         }
-        let requested = server.statistics.requests.compactMap { requestedRange($0.rangeHeader) }.filter { $0 != 0..<1 }
+        let requested = server.requestedRanges.filter { $0 != 0..<1 }
         XCTAssertEqual(Set(requested), Set(missing), "exactly the missing bytes were requested")
         XCTAssertEqual(server.statistics.bodyBytesSent, missing.reduce(0) { $0 + Int64($1.count) })
         XCTAssertTrue(server.statistics.requests.contains { $0.rangeHeader == "bytes=2147483647-2147553647" })

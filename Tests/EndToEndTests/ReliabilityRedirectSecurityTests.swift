@@ -9,24 +9,6 @@ import RangeServer
 import XCTest
 
 final class ReliabilityRedirectSecurityTests: EndToEndTestCase {
-    private var extraServers: [RangeServer] = []
-    private var tlsServers: [NginxServer] = []
-    private var children: [Child] = []
-
-    override func tearDownWithError() throws {
-        for server in extraServers { server.stop() }
-        for server in tlsServers { server.stop() }
-        for child in children { child.kill9() }
-        try super.tearDownWithError()
-    }
-
-    private func anotherServer() throws -> RangeServer {
-        let other = RangeServer()
-        try other.start()
-        extraServers.append(other)
-        return other
-    }
-
     private func rangedGETs(_ server: RangeServer) -> [RequestRecord] {
         server.statistics.requests.filter { $0.method == "GET" && $0.rangeHeader != nil && $0.rangeHeader != "bytes=0-0" }
     }
@@ -279,12 +261,9 @@ final class ReliabilityRedirectSecurityTests: EndToEndTestCase {
         let url = "http://alice:PASSWORD@127.0.0.1:\(server.port)/f?sig=abc123&expires=99"
         let arguments = ["-q", "-n", "4", "-H", "Authorization: Bearer TOPSECRET", "-H", "Cookie: id=COOKIESECRET",
                          "-H", "X-Api-Key: KEYSECRET", "-o", path("out"), url]
-        let child = try Child(executable: CLI.binary, arguments: arguments, in: directory)
-        children.append(child)
         let manifest = path("out.part.json")
-        XCTAssertTrue(wait(timeout: 20) { claimedBytes(manifest) > 0 }, "a checkpoint recorded progress")
-        kill(child.pid, SIGINT)
-        XCTAssertEqual(child.finish(timeout: 20).status, 130)
+        let stopped = try interrupted(arguments, once: "a checkpoint recorded progress") { claimedBytes(manifest) > 0 }
+        XCTAssertEqual(stopped.status, 130)
 
         let text = try String(contentsOfFile: manifest, encoding: .utf8)
         XCTAssertTrue(text.contains("sig=abc123"), "the query string stays: \(text)")
@@ -306,16 +285,9 @@ final class ReliabilityRedirectSecurityTests: EndToEndTestCase {
 
     // MARK: 18. TLS (and the https-to-http downgrade), with nginx
 
-    /// nginx over TLS with a self-signed certificate for 127.0.0.1, stopped in tearDown.
-    private func tlsServer(redirects: [String: String] = [:]) throws -> NginxServer {
-        let tls = try NginxServer(redirects: redirects)
-        tlsServers.append(tls)
-        return tls
-    }
-
     func test18TLSVerificationIsOnByDefaultAndInsecureIsExplicit() throws {
         let resource = Resource.generated(size: 100_000, seed: 164)
-        let tls = try tlsServer()
+        let tls = try startNginx()
         try tls.serve(resource, at: "f")
         let quick = ["-q", "--retries", "1", "--retry-wait", "0.01"]
         let refused = try CLI.run(quick + ["-o", path("out"), tls.url("f")], in: directory, timeout: 30)
@@ -339,8 +311,7 @@ final class ReliabilityRedirectSecurityTests: EndToEndTestCase {
     /// ranged requests without a probe, on the manifest's strong ETag).
     func testACertificateThatFailsVerificationIsNotRetried() throws {
         let resource = Resource.generated(size: 4 << 20, seed: 166)
-        let tls = try NginxServer(rateLimit: 256 << 10)
-        tlsServers.append(tls)
+        let tls = try startNginx(rateLimit: 256 << 10)
         try tls.serve(resource, at: "f")
         let output = path("f")
         // A backoff this long would show: one retry alone takes longer than the whole run may.
@@ -359,11 +330,10 @@ final class ReliabilityRedirectSecurityTests: EndToEndTestCase {
         XCTAssertLessThanOrEqual(refused.acceptedConnections, 3, refused.summary)
 
         // A partial download fetched with --insecure, interrupted, then resumed without it.
-        let (process, _, _) = try CLI.start(["--insecure"] + patient, in: directory)
-        XCTAssertTrue(wait(timeout: 20) { durableBytes(output + ".part.json") > 0 }, "a checkpoint recorded progress")
-        kill(process.processIdentifier, SIGINT)
-        process.waitUntilExit()
-        XCTAssertEqual(process.terminationStatus, 130)
+        let stopped = try interrupted(["--insecure"] + patient, once: "a checkpoint recorded progress") {
+            ManifestFile.doneBytes(output + ".part.json") > 0
+        }
+        XCTAssertEqual(stopped.status, 130)
         try tls.resetTraffic()
         started = Date()
         let resumed = try CLI.run(patient, in: directory, timeout: 30)
@@ -381,7 +351,7 @@ final class ReliabilityRedirectSecurityTests: EndToEndTestCase {
     /// An https URL redirecting to plain http is refused: the http server never hears a request.
     func test15HTTPSToHTTPDowngradeIsRefused() throws {
         server.setResource(Resource.generated(size: 1000, seed: 165), at: "f")
-        let tls = try tlsServer(redirects: ["r": server.url("f")])
+        let tls = try startNginx(redirects: ["r": server.url("f")])
         let run = try CLI.run(["-q", "--insecure", "--retries", "1", "--retry-wait", "0.01", "-o", path("out"), tls.url("r")],
                               in: directory, timeout: 30)
         XCTAssertEqual(run.status, 1, run.stderr)

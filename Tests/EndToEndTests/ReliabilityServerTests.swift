@@ -16,19 +16,6 @@ import Synchronization
 import XCTest
 
 final class ReliabilityServerTests: EndToEndTestCase {
-    private var scripted: [ScriptedServer] = []
-
-    override func tearDownWithError() throws {
-        for server in scripted { server.stop() }
-        try super.tearDownWithError()
-    }
-
-    private func scriptedServer(_ handler: @escaping @Sendable (ScriptedRequest) -> ScriptedResponse) throws -> ScriptedServer {
-        let server = try ScriptedServer(handler: handler)
-        scripted.append(server)
-        return server
-    }
-
     private var rangedGETs: [RequestRecord] {
         server.statistics.requests.filter { $0.method == "GET" && $0.rangeHeader != nil }
     }
@@ -447,12 +434,9 @@ final class ReliabilityServerTests: EndToEndTestCase {
     /// Starts a throttled CLI download and interrupts it once the manifest records progress.
     private func interruptedRun(_ output: String, url: String) throws {
         server.setRatePerConnection(1 << 20)
-        let child = try Child(executable: CLI.binary, arguments: ["-q", "-n", "4", "--min-split", "256K", "-o", output, url],
-                              in: directory)
-        defer { child.kill9() }
-        XCTAssertTrue(wait(timeout: 20) { claimedBytes(output + ".part.json") > 0 }, "a checkpoint recorded progress")
-        kill(child.pid, SIGINT)
-        XCTAssertEqual(child.finish(timeout: 20).status, 130)
+        let stopped = try interrupted(["-q", "-n", "4", "--min-split", "256K", "-o", output, url],
+                                      once: "a checkpoint recorded progress") { claimedBytes(output + ".part.json") > 0 }
+        XCTAssertEqual(stopped.status, 130)
         server.setRatePerConnection(nil)
     }
 

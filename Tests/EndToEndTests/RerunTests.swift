@@ -19,18 +19,12 @@ final class RerunTests: EndToEndTestCase {
 
     override func setUpWithError() throws {
         try super.setUpWithError()
-        slow = RangeServer()
-        try slow.start()
+        slow = try anotherServer()
         server.setResource(first, at: "a")
         server.setResource(second, at: "b")
         slow.setResource(third, at: "c")
         try Data([server.url("a"), server.url("b"), slow.url("c")].map { $0 + "\n" }.joined().utf8)
             .write(to: URL(fileURLWithPath: path("list")))
-    }
-
-    override func tearDownWithError() throws {
-        slow.stop()
-        try super.tearDownWithError()
     }
 
     private let list = ["-n", "3", "-i", "list"]
@@ -40,16 +34,14 @@ final class RerunTests: EndToEndTestCase {
     /// way; returns the ranges the third one's manifest lists as done.
     private func interruptedList() throws -> [Range<Int64>] {
         slow.setRatePerConnection(1 << 20)
-        let child = try launch(["-q"] + list)
-        XCTAssertTrue(wait(timeout: 20) {
+        let stopped = try interrupted(["-q"] + list, once: "a and b saved, c under way") {
             fileSize(path("a")) == first.size && fileSize(path("b")) == second.size
                 && slow.statistics.bodyBytesSent >= 1 << 20
-        }, "a and b saved, c under way")
-        kill(child.pid, SIGINT)
-        XCTAssertEqual(child.finish(timeout: 20).status, 130)
+        }
+        XCTAssertEqual(stopped.status, 130)
         assertSameBytes(path("a"), first)
         assertSameBytes(path("b"), second)
-        let done = doneRanges(path("c.part.json"))
+        let done = ManifestFile.done(path("c.part.json"))
         XCTAssertFalse(done.isEmpty, "c's progress was saved")
         slow.setRatePerConnection(nil)
         server.resetStatistics()
@@ -66,11 +58,8 @@ final class RerunTests: EndToEndTestCase {
 
     /// Nothing of `done` was asked for again, and the rest of c was.
     private func assertResumed(_ done: [Range<Int64>], file: StaticString = #filePath, line: UInt = #line) {
-        let requested = slow.statistics.requests.compactMap { requestedRange($0.rangeHeader) }
-        for range in requested {
-            XCTAssertFalse(done.contains { $0.overlaps(range) }, "\(range) asks again for bytes done before",
-                           file: file, line: line)
-        }
+        let requested = slow.requestedRanges
+        assertNotAskedAgain(done, in: requested, saved: "before", file: file, line: line)
         XCTAssertEqual(covered(requested + done), [0..<third.size], "the rest of c was asked for", file: file, line: line)
         assertSameBytes(path("c"), third, file: file, line: line)
     }

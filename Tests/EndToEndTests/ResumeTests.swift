@@ -10,21 +10,29 @@ final class ResumeTests: EndToEndTestCase {
     private let connections = 4
 
     /// Starts a throttled download and returns it once the manifest records progress.
-    private func startThrottled(_ output: String) throws -> Process {
+    private func startThrottled(_ output: String) throws -> Child {
         server.setRatePerConnection(rate)
-        let (process, _, _) = try CLI.start(["-q", "-n", "\(connections)", "-o", output, server.url("f")], in: directory)
-        XCTAssertTrue(wait(timeout: 20) { durableBytes(output + ".part.json") >= 4 << 20 }, "a checkpoint recorded progress")
-        return process
+        let child = try launch(["-q", "-n", "\(connections)", "-o", output, server.url("f")])
+        XCTAssertTrue(wait(timeout: 20) { ManifestFile.doneBytes(output + ".part.json") >= 4 << 20 },
+                      "a checkpoint recorded progress")
+        return child
+    }
+
+    /// A throttled download stopped with Ctrl-C once the manifest records progress: how it ended.
+    private func interruptedThrottled(_ output: String) throws -> Run {
+        let child = try startThrottled(output)
+        kill(child.pid, SIGINT)
+        return child.finish(timeout: 20)
     }
 
     func testResumeAfterSIGKILLFetchesOnlyWhatIsMissing() throws {
         let resource = Resource.generated(size: size, seed: 21)
         server.setResource(resource, at: "f")
         let output = path("f")
-        let process = try startThrottled(output)
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
-        XCTAssertEqual(process.terminationReason, .uncaughtSignal)
+        let child = try startThrottled(output)
+        kill(child.pid, SIGKILL)
+        child.process.waitUntilExit()
+        XCTAssertEqual(child.process.terminationReason, .uncaughtSignal)
         XCTAssertTrue(FileManager.default.fileExists(atPath: output + ".part.json"))
 
         server.setRatePerConnection(nil)
@@ -44,24 +52,20 @@ final class ResumeTests: EndToEndTestCase {
         let resource = Resource.generated(size: size, seed: 22)
         server.setResource(resource, at: "f")
         let output = path("f")
-        let process = try startThrottled(output)
-        kill(process.processIdentifier, SIGINT)
-        process.waitUntilExit()
-        XCTAssertEqual(process.terminationStatus, 130)
-        let saved = durableBytes(output + ".part.json")
+        let stopped = try interruptedThrottled(output)
+        XCTAssertEqual(stopped.status, 130)
+        let saved = ManifestFile.doneBytes(output + ".part.json")
         XCTAssertGreaterThan(saved, 0)
 
-        let done = doneRanges(output + ".part.json")
+        let done = ManifestFile.done(output + ".part.json")
         server.setRatePerConnection(nil)
         server.resetStatistics()
         let run = try CLI.run(["-n", "\(connections)", "-o", output, server.url("f")], in: directory)
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(output, resource)
         XCTAssertTrue(run.stderr.contains("resuming"), run.stderr)
-        let requested = server.statistics.requests.compactMap { requestedRange($0.rangeHeader) }
-        for range in requested {
-            XCTAssertFalse(done.contains { $0.overlaps(range) }, "\(range) asks again for bytes saved before Ctrl-C")
-        }
+        let requested = server.requestedRanges
+        assertNotAskedAgain(done, in: requested, saved: "before Ctrl-C")
         XCTAssertEqual(covered(requested + done), [0..<size], "the missing bytes were asked for")
         // Work stealing may waste what was already in flight on a cut connection.
         XCTAssertLessThanOrEqual(server.statistics.bodyBytesSent, (size - saved) + (size - saved) / 4)
@@ -71,10 +75,8 @@ final class ResumeTests: EndToEndTestCase {
         let original = Resource.generated(size: size, seed: 23)
         server.setResource(original, at: "f")
         let output = path("f")
-        let process = try startThrottled(output)
-        kill(process.processIdentifier, SIGINT)
-        process.waitUntilExit()
-        XCTAssertEqual(process.terminationStatus, 130)
+        let stopped = try interruptedThrottled(output)
+        XCTAssertEqual(stopped.status, 130)
 
         let replacement = Resource.generated(size: size, seed: 24)
         server.setResource(replacement, at: "f")
@@ -91,10 +93,8 @@ final class ResumeTests: EndToEndTestCase {
     private func interruptAndResume(_ resource: Resource) throws -> Run {
         server.setResource(resource, at: "f")
         let output = path("f")
-        let process = try startThrottled(output)
-        kill(process.processIdentifier, SIGINT)
-        process.waitUntilExit()
-        XCTAssertEqual(process.terminationStatus, 130)
+        let stopped = try interruptedThrottled(output)
+        XCTAssertEqual(stopped.status, 130)
         server.setRatePerConnection(nil)
         server.resetStatistics()
         let run = try CLI.run(["-n", "\(connections)", "-o", output, server.url("f")], in: directory)
@@ -146,17 +146,14 @@ final class ResumeTests: EndToEndTestCase {
         let resource = Resource.generated(size: size, seed: 25)
         server.setResource(resource, at: "f")
         let output = path("f")
-        let process = try startThrottled(output)
-        kill(process.processIdentifier, SIGINT)
-        process.waitUntilExit()
+        _ = try interruptedThrottled(output)
 
         server.setRatePerConnection(nil)
         server.resetStatistics()
         let run = try CLI.run(["-q", "--restart", "-n", "\(connections)", "-o", output, server.url("f")], in: directory)
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(output, resource)
-        let requested = server.statistics.requests.compactMap { requestedRange($0.rangeHeader) }
-        XCTAssertEqual(covered(requested), [0..<size], "every byte requested again")
+        XCTAssertEqual(covered(server.requestedRanges), [0..<size], "every byte requested again")
         XCTAssertGreaterThanOrEqual(server.statistics.bodyBytesSent, size)
     }
 }

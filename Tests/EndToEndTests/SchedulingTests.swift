@@ -8,24 +8,6 @@ import Synchronization
 import XCTest
 
 final class SchedulingTests: EndToEndTestCase {
-    private var extraServers: [RangeServer] = []
-
-    override func tearDownWithError() throws {
-        for server in extraServers { server.stop() }
-        try super.tearDownWithError()
-    }
-
-    private func anotherServer() throws -> RangeServer {
-        let server = RangeServer()
-        try server.start()
-        extraServers.append(server)
-        return server
-    }
-
-    private func json(_ run: Run) throws -> [String: Any] {
-        try run.jsonObject()
-    }
-
     /// axel and aria2 "stuck at 99%": one request stalls forever after 256 KiB.
     /// The stall timeout is far away (60 s); the range must be handed over long before.
     func testStalledConnectionIsOvertakenLongBeforeTheStallTimeout() throws {
@@ -53,7 +35,7 @@ final class SchedulingTests: EndToEndTestCase {
                               in: directory, timeout: 30)
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(output, resource)
-        XCTAssertGreaterThanOrEqual(try json(run)["retries"] as? Int ?? 0, 1)
+        XCTAssertGreaterThanOrEqual(try run.jsonObject()["retries"] as? Int ?? 0, 1)
     }
 
     func testMirrorThatFailsRepeatedlyIsDroppedAndTheRestComplete() throws {
@@ -70,7 +52,7 @@ final class SchedulingTests: EndToEndTestCase {
                                "-o", output, server.url("f"), healthy.url("f")], in: directory, timeout: 60)
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(output, resource)
-        let mirrors = try XCTUnwrap(try json(run)["mirrors"] as? [[String: Any]])
+        let mirrors = try XCTUnwrap(try run.jsonObject()["mirrors"] as? [[String: Any]])
         XCTAssertEqual(mirrors.count, 2)
         XCTAssertNotNil(mirrors[0]["dropped"], "the failing mirror was dropped: \(mirrors)")
         XCTAssertNil(mirrors[1]["dropped"])
@@ -87,7 +69,7 @@ final class SchedulingTests: EndToEndTestCase {
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(output, resource)
         XCTAssertTrue(run.stderr.contains("dropping mirror"), run.stderr)
-        let mirrors = try XCTUnwrap(try json(run)["mirrors"] as? [[String: Any]])
+        let mirrors = try XCTUnwrap(try run.jsonObject()["mirrors"] as? [[String: Any]])
         XCTAssertTrue((mirrors[1]["dropped"] as? String)?.contains("size") == true, "\(mirrors)")
         XCTAssertEqual(other.statistics.requests.filter { $0.method == "GET" && $0.rangeHeader != "bytes=0-0" }.count, 0,
                        "no data was taken from the disagreeing mirror")
@@ -112,7 +94,7 @@ final class SchedulingTests: EndToEndTestCase {
                                server.url("f"), medium.url("f"), fast.url("f")], in: directory, timeout: 60)
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(output, resource)
-        let bytes = try XCTUnwrap(try json(run)["mirrors"] as? [[String: Any]]).map { $0["bytes"] as? Int64 ?? 0 }
+        let bytes = try XCTUnwrap(try run.jsonObject()["mirrors"] as? [[String: Any]]).map { $0["bytes"] as? Int64 ?? 0 }
         XCTAssertEqual(bytes.reduce(0, +), 12 << 20, "\(bytes)")
         XCTAssertTrue(bytes.allSatisfy { $0 > 0 }, "every mirror contributed: \(bytes)")
         XCTAssertGreaterThan(bytes[2], bytes[0], "the fast mirror carried more than the slow one: \(bytes)")

@@ -44,7 +44,7 @@ final class ZeroRoundTripTests: EndToEndTestCase {
         XCTAssertFalse(requests.contains { $0.method == "HEAD" || $0.rangeHeader == "bytes=0-0" }, "\(requests)")
         var covered = RangeSet()
         for range in requests.compactMap({ requestedRange($0.rangeHeader) }) {
-            let bytes = ByteRange(range.lowerBound, range.upperBound)
+            let bytes = ByteRange(range)
             XCTAssertEqual(covered.byteCount + bytes.count, covered.union(RangeSet([bytes])).byteCount,
                            "\(bytes) asked twice: \(requests)")
             covered.insert(bytes)
@@ -89,9 +89,7 @@ final class ZeroRoundTripTests: EndToEndTestCase {
     /// rather than turning the whole download into one stream from it.
     func testFirstMirrorIgnoringRangesIsDroppedAndTheOthersStaySegmented() throws {
         let resource = Resource.generated(size: 4 << 20, seed: 311)
-        let healthy = RangeServer()
-        try healthy.start()
-        defer { healthy.stop() }
+        let healthy = try anotherServer()
         server.setResource(resource, at: "f")
         healthy.setResource(resource, at: "f")
         server.setFaults([FaultRule(.ignoreRange, when: .method("GET"))])
