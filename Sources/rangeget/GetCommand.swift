@@ -111,7 +111,8 @@ enum GetCommand {
         details: listSyntax + "\n\n" + """
         Exit codes: 0 done, 1 network or server failure, 2 usage error, 3 verification failed,
         4 local I/O error, 130 interrupted (the same command resumes it; a single stream only where
-        the server then serves byte ranges).
+        the server then serves byte ranges; -o - never). With -o -, a reader that closes the pipe
+        early ends the run with 0.
         """
     ) }
 

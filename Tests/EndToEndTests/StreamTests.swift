@@ -14,15 +14,13 @@ import XCTest
 final class StreamTests: EndToEndTestCase {
     /// Runs `rangeget ARGUMENTS` with stdout to a file; its status, the file's path and stderr.
     private func runToFile(_ arguments: [String], timeout: Double = 60) throws -> (status: Int32, stdout: String, stderr: String) {
-        let (process, out, err) = try CLI.start(arguments, in: directory)
-        let deadline = Date().addingTimeInterval(timeout)
-        while process.isRunning && Date() < deadline { usleep(10_000) }
-        if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
-            XCTFail("rangeget \(arguments) did not finish within \(timeout) s")
-        }
-        process.waitUntilExit()
-        return (process.terminationStatus, out.path, (try? String(contentsOf: err, encoding: .utf8)) ?? "")
+        let child = try Child(executable: CLI.binary, arguments: arguments, in: directory)
+        XCTAssertTrue(wait(timeout: timeout) { !child.isRunning }, "rangeget \(arguments) did not finish within \(timeout) s")
+        child.kill9()
+        let kept = path("stdout-\(UUID().uuidString)")
+        try FileManager.default.copyItem(atPath: child.stdoutURL.path, toPath: kept)
+        let run = child.finish(timeout: 1)
+        return (run.status, kept, run.stderr)
     }
 
     /// Starts `rangeget ARGUMENTS` with stdout on a pipe this test reads.
@@ -187,6 +185,38 @@ final class StreamTests: EndToEndTestCase {
         XCTAssertGreaterThan(stream.peakBytesHeld, 0)
         XCTAssertLessThanOrEqual(stream.peakBytesHeld, 2 << 20)
         guard case .finished = stream.download.state else { return XCTFail("\(stream.download.state)") }
+    }
+
+    /// `pause()` on a stream stops its transfers; `resume()` goes on from the
+    /// bytes the window holds, and the reader gets every byte once, in order.
+    func testPausedStreamResumesWhereItStopped() async throws {
+        let resource = Resource.generated(size: 32 << 20, seed: 1709)
+        server.setResource(resource, at: "f")
+        server.setRatePerConnection(8 << 20)
+        var options = DownloadOptions()
+        options.connections = 4
+        options.minimumSplit = 256 << 10
+        options.streamWindow = 4 << 20
+        let stream = Download.bytes(from: server.url("f"), options: options)
+        var offset: Int64 = 0
+        var paused = false
+        for try await chunk in stream {
+            XCTAssertEqual(chunk, resource.bytes(in: offset..<(offset + Int64(chunk.count))), "at \(offset)")
+            offset += Int64(chunk.count)
+            if !paused, offset >= 4 << 20 {
+                paused = true
+                stream.download.pause()
+                XCTAssertTrue(wait(timeout: 5) { stream.download.state == .paused }, "\(stream.download.state)")
+                let sent = server.statistics.bodyBytesSent
+                usleep(300_000)
+                // (What the server wrote before it saw the connections close may still be counted.)
+                XCTAssertLessThan(server.statistics.bodyBytesSent - sent, 1 << 20, "bytes kept coming while paused")
+                stream.download.resume()
+            }
+        }
+        XCTAssertTrue(paused)
+        XCTAssertEqual(offset, resource.size)
+        XCTAssertLessThan(server.statistics.bodyBytesSent, resource.size + (4 << 20), "fetched again after the resume")
     }
 
     /// Cancelling the task that iterates stops the transfers.

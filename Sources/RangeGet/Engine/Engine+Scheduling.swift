@@ -38,12 +38,16 @@ extension Engine {
 
     /// A stream's next pieces, in file order, while they fit in its window:
     /// the connections fetch just ahead of the reader, and when the reader
-    /// is behind, nothing more is planned until it makes room.
+    /// is behind, nothing more is planned until it makes room. Near the end
+    /// the pieces shrink (to the minimum split): the last ones, in flight
+    /// together, are small, so the reader is not left with the burst of all
+    /// of them at once after the last byte arrives.
     func planAhead() {
         guard let window, !unplanned.isEmpty else { return }
         let limit = window.limit
         while queue.count < connectionLimit, let next = unplanned.ranges.first {
-            let piece = ByteRange(next.start, next.start + min(next.count, streamPiece))
+            let tapered = max(settings.minimumSplit, unplanned.byteCount / Int64(2 * connectionLimit))
+            let piece = ByteRange(next.start, next.start + min(next.count, streamPiece, tapered))
             guard piece.end <= limit else {
                 window.wantRoom(wake: { [loop] in loop.wakeup() })
                 return
