@@ -6,11 +6,40 @@ import FoundationEssentials
 import Glibc
 import RangeGet
 
+/// The shells whose completion `help --completion` writes.
+enum Shell: String {
+    case bash, zsh
+}
+
+struct HelpSettings {
+    var man = false
+    var completion: Shell?
+    var help = false
+}
+
 enum HelpCommand {
+    static var command: Command<HelpSettings> { Command(
+        name: "help",
+        usage: [Usage("[OPTIONS] [COMMAND]", "help for a command (also COMMAND -h)")],
+        summary: """
+        Show the help of COMMAND, or of the download itself without one; or write the man page or a
+        shell's completion, generated from the same option tables.
+        """,
+        options: [
+            .flag(nil, "man", "print the man page, in roff (what man rangeget shows)") { $0.man = true },
+            .value(nil, "completion", "SHELL", "print the completion script for SHELL: bash or zsh") { settings, text throws(UsageError) in
+                guard let shell = Shell(rawValue: text) else { throw UsageError("--completion needs bash or zsh") }
+                settings.completion = shell
+            },
+            .flag("h", "help", "show this help") { $0.help = true },
+        ],
+        details: ""
+    ) }
+
     /// Every command's name, summary, option table and closing text.
     private static var tables: [(name: String, summary: String, options: [(String, String)], details: String)] {
         func table<Settings>(_ name: String, _ command: Command<Settings>) -> (String, String, [(String, String)], String) {
-            (name, command.summary, command.options.map { ($0.synopsis, $0.help) }, command.details)
+            (name, command.summary, command.options.map { ($0.text.synopsis, $0.text.help) }, command.details)
         }
         return [table("rangeget", GetCommand.command), table("serve", ServeCommand.command),
                 table("status", StatusCommand.command), table("bench", BenchCommand.command)]
@@ -41,32 +70,39 @@ enum HelpCommand {
     ]
 
     static func run(_ arguments: [String]) -> Int32 {
-        switch arguments.first {
-        case nil, "rangeget", "get":
-            print(GetCommand.command.help)
-        case "serve":
-            print(ServeCommand.command.help)
-        case "status":
-            print(StatusCommand.command.help)
-        case "bench":
-            print(BenchCommand.command.help)
-        case "--man":
+        var settings = HelpSettings()
+        let words: [String]
+        do {
+            words = try command.parse(arguments, into: &settings)
+            guard words.count <= 1 else { throw UsageError("help takes one COMMAND") }
+        } catch {
+            return fail("\(error)", .usage)
+        }
+        if settings.help {
+            print(command.help)
+        } else if settings.man {
             print(manPage(), terminator: "")
-        case "--completion":
-            switch arguments.dropFirst().first {
-            case "bash": print(bashCompletion(), terminator: "")
-            case "zsh": print(zshCompletion(), terminator: "")
-            default: return fail("--completion needs bash or zsh", .usage)
-            }
-        case let other?:
-            return fail("no help for '\(other)'; commands: serve, status, bench (and the download itself: rangeget help)", .usage)
+        } else if let shell = settings.completion {
+            print(shell == .bash ? bashCompletion() : zshCompletion(), terminator: "")
+        } else if let page = page(of: words.first) {
+            print(page.help)
+        } else {
+            let names = Subcommand.named.compactMap(\.name).joined(separator: ", ")
+            return fail("no help for '\(words[0])'; commands: \(names) (and the download itself: rangeget help)", .usage)
         }
         return ExitCode.success.rawValue
     }
 
+    /// The page of the command `word` names; the download's when there is no
+    /// word, or it is `rangeget` or `get`, as people guess.
+    private static func page(of word: String?) -> CommandPage? {
+        guard let word, word != "rangeget", word != "get" else { return Subcommand.download.page }
+        return Subcommand.named.first { $0.name == word }?.page
+    }
+
     /// Long option names of a command, with `=` for those that take a value.
     private static func longOptions<Settings>(_ command: Command<Settings>) -> [String] {
-        command.options.map { "--" + $0.long }
+        command.options.map { "--" + $0.text.long }
     }
 
     static func manPage() -> String {
@@ -158,7 +194,7 @@ enum HelpCommand {
 
     static func zshCompletion() -> String {
         func specs<Settings>(_ command: Command<Settings>) -> String {
-            command.options.map { option in
+            command.options.map(\.text).map { option in
                 let help = option.help.replacing("'", with: "").replacing("[", with: "(")
                     .replacing("]", with: ")").replacing(":", with: "")
                 let value = option.value.map { ":\($0.lowercased()):_files" } ?? ""
