@@ -185,11 +185,14 @@ enum HelpCommand {
     /// The zsh completion: after a command's name, its options with their
     /// help; as the first word, and after help, the commands' names too.
     static func zshCompletion() -> String {
+        // Text inside a single-quoted spec: no quote to end it, no colon to
+        // end a field, no bracket to end the help.
+        func quotable(_ text: String) -> String {
+            text.replacing("'", with: "").replacing("[", with: "(").replacing("]", with: ")").replacing(":", with: "")
+        }
         func spec(_ option: OptionText) -> String {
-            let help = option.help.replacing("'", with: "").replacing("[", with: "(")
-                .replacing("]", with: ")").replacing(":", with: "")
-            let value = option.value.map { ":\($0.lowercased()):_files" } ?? ""
-            return "'--\(option.long)[\(help)]\(value)'"
+            let value = option.value.map { ":\(quotable($0.lowercased())):_files" } ?? ""
+            return "'--\(option.long)[\(quotable(option.help))]\(value)'"
         }
         let cases = caseOrder.map { subcommand in
             var specs = subcommand.page.options.map(spec)

@@ -154,6 +154,12 @@ final class CommandLineTests: EndToEndTestCase {
                 XCTAssertTrue(committed.contains(spelled), "\(file) lists \(option)")
             }
         }
+        // Each zsh spec is one single-quoted word: the quotes and colon of
+        // --header's placeholder 'NAME: VALUE' used to split its spec in two.
+        let zsh = try CLI.run(["help", "--completion", "zsh"], in: directory).stdout
+        for line in zsh.split(separator: "\n") where line.hasPrefix("        '") {
+            XCTAssertNotNil(line.wholeMatch(of: /\s+'[^']*'( \\| ;;)?/), String(line))
+        }
         let serveHelp = try CLI.run(["help", "serve"], in: directory)
         XCTAssertEqual(serveHelp.status, 0)
         XCTAssertTrue(serveHelp.stdout.contains("--rate-per-connection"))
