@@ -148,7 +148,7 @@ final class CommandLineTests: EndToEndTestCase {
                                   ("docs/completion/_rangeget", ["help", "--completion", "zsh"])] {
             let committed = try String(contentsOf: CLI.repositoryRoot.appendingPathComponent(file), encoding: .utf8)
             let generated = try CLI.run(arguments, in: directory).stdout
-            XCTAssertEqual(committed, generated, "\(file) is stale: regenerate with rangeget \(arguments.joined(separator: " "))")
+            XCTAssertEqual(committed, generated, "\(file) is stale: regenerate with make docs")
             for option in options {
                 let spelled = file.hasSuffix(".1") ? option.replacingOccurrences(of: "-", with: "\\-") : option
                 XCTAssertTrue(committed.contains(spelled), "\(file) lists \(option)")
