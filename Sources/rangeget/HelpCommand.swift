@@ -79,7 +79,7 @@ enum HelpCommand {
         } else if let page = page(of: words.first) {
             print(page.help)
         } else {
-            let names = Subcommand.named.compactMap(\.name).joined(separator: ", ")
+            let names = Subcommand.names.joined(separator: ", ")
             return fail("no help for '\(words[0])'; commands: \(names) (and the download itself: rangeget help)", .usage)
         }
         return ExitCode.success.rawValue
@@ -89,7 +89,7 @@ enum HelpCommand {
     /// word, or it is `rangeget` or `get`, as people guess.
     private static func page(of word: String?) -> CommandPage? {
         guard let word, word != "rangeget", word != "get" else { return Subcommand.download.page }
-        return Subcommand.named.first { $0.name == word }?.page
+        return Subcommand.called(word)?.page
     }
 
     static func manPage() -> String {
@@ -153,7 +153,7 @@ enum HelpCommand {
     /// The names a command's operand may be besides a file: a command's, for
     /// the download (whose first word may name one) and for help.
     private static func commandNames(for subcommand: Subcommand) -> [String] {
-        subcommand.name == nil || subcommand.name == "help" ? Subcommand.named.compactMap(\.name) : []
+        subcommand.name == nil || subcommand.name == "help" ? Subcommand.names : []
     }
 
     /// The bash completion: after a command's name, its long options; as the

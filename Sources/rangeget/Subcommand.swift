@@ -34,10 +34,18 @@ struct Subcommand {
     /// Every command, the download first.
     static var all: [Subcommand] { [download] + named }
 
+    /// The words that select a command.
+    static var names: [String] { named.compactMap(\.name) }
+
+    /// The command `word` selects, if any.
+    static func called(_ word: String) -> Subcommand? {
+        named.first { $0.name == word }
+    }
+
     /// The command `arguments` select and the arguments it runs with: the
     /// download, with all of them, when the first names no other command.
     static func selected(by arguments: [String]) -> (subcommand: Subcommand, arguments: [String]) {
-        if let word = arguments.first, let subcommand = named.first(where: { $0.name == word }) {
+        if let word = arguments.first, let subcommand = called(word) {
             return (subcommand, Array(arguments.dropFirst()))
         }
         return (download, arguments)

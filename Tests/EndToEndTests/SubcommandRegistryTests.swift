@@ -8,12 +8,12 @@
 import XCTest
 
 final class SubcommandRegistryTests: EndToEndTestCase {
-    /// The commands a word selects, as the registry lists them.
-    private let names = Subcommand.named.compactMap(\.name)
+    /// The words that select a command, as the registry lists them.
+    private let names = Subcommand.names
 
     func testTheRegistryHasOneDownloadAndNamesEveryOtherCommandOnce() {
         XCTAssertEqual(Subcommand.all.filter { $0.name == nil }.count, 1, "the download, and only it, has no name")
-        XCTAssertEqual(names.count, Subcommand.named.count)
+        XCTAssertEqual(names.count, Subcommand.named.count, "every other command has a name")
         XCTAssertEqual(Set(names).count, names.count, "no name twice: \(names)")
         for name in names {
             let selected = Subcommand.selected(by: [name, "x"])
