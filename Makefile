@@ -1,5 +1,5 @@
 # rangeget: `make demo` shows it working, `make test` proves it.
-.PHONY: deps build demo test bench install uninstall deb clean
+.PHONY: deps build docs demo test bench install uninstall deb clean
 
 deps:
 	@scripts/install-deps
@@ -11,6 +11,16 @@ deps:
 build: deps
 	scripts/build-info
 	swift build -c release --product rangeget --static-swift-stdlib --disable-local-rpath
+
+# The man page and the completions, as the binary writes them from its
+# registry of commands and their option tables; a test fails when the
+# committed files differ from these.
+docs:
+	swift build --product rangeget
+	bin="$$(swift build --show-bin-path)/rangeget" && \
+		"$$bin" help --man >docs/rangeget.1 && \
+		"$$bin" help --completion bash >docs/completion/rangeget.bash && \
+		"$$bin" help --completion zsh >docs/completion/_rangeget
 
 # make install: where to, by the GNU conventions. DESTDIR stages the tree elsewhere
 # (a package, the tests); zsh's directory has a variable of its own because

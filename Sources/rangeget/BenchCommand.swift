@@ -15,7 +15,7 @@ struct BenchSettings {
 enum BenchCommand {
     static var command: Command<BenchSettings> { Command(
         name: "bench",
-        usage: "rangeget bench [OPTIONS] URL [URL...]",
+        usage: [Usage("[OPTIONS] URL [URL...]", "which mirrors to use, and how many connections")],
         summary: """
         Benchmark mirrors of one file: probe time, time to first byte, HTTP version and server,
         throughput on one and on N connections (so whether its rate is per connection or shared),

@@ -9,26 +9,13 @@ struct UsageError: Error, CustomStringConvertible {
     var description: String { message }
 }
 
-/// One option of a command: its names, its value's placeholder (nil for a
-/// flag), its help, and how it changes the command's settings.
-struct Option<Settings> {
+/// An option as people read of it: its names, its value's placeholder (nil
+/// for a flag) and its help. `--help`, the man page and the completions show this.
+struct OptionText {
     let short: Character?
     let long: String
     let value: String?
     let help: String
-    let apply: (inout Settings, String) throws(UsageError) -> Void
-
-    /// A flag: `-q`, `--restart`.
-    static func flag(_ short: Character? = nil, _ long: String, _ help: String,
-                     _ apply: @escaping (inout Settings) -> Void) -> Option {
-        Option(short: short, long: long, value: nil, help: help) { settings, _ in apply(&settings) }
-    }
-
-    /// An option with a value: `-n 8`, `--output=FILE`.
-    static func value(_ short: Character? = nil, _ long: String, _ placeholder: String, _ help: String,
-                      _ apply: @escaping (inout Settings, String) throws(UsageError) -> Void) -> Option {
-        Option(short: short, long: long, value: placeholder, help: help, apply: apply)
-    }
 
     /// `-n, --connections N`
     var synopsis: String {
@@ -37,10 +24,45 @@ struct Option<Settings> {
     }
 }
 
-/// A command: its name, summary, positional arguments and option table.
+/// One option of a command: what is shown of it, and how it changes the
+/// command's settings.
+struct Option<Settings> {
+    let text: OptionText
+    let apply: (inout Settings, String) throws(UsageError) -> Void
+
+    /// A flag: `-q`, `--restart`.
+    static func flag(_ short: Character? = nil, _ long: String, _ help: String,
+                     _ apply: @escaping (inout Settings) -> Void) -> Option {
+        Option(text: OptionText(short: short, long: long, value: nil, help: help)) { settings, _ in apply(&settings) }
+    }
+
+    /// An option with a value: `-n 8`, `--output=FILE`.
+    static func value(_ short: Character? = nil, _ long: String, _ placeholder: String, _ help: String,
+                      _ apply: @escaping (inout Settings, String) throws(UsageError) -> Void) -> Option {
+        Option(text: OptionText(short: short, long: long, value: placeholder, help: help), apply: apply)
+    }
+}
+
+/// One way to run a command: the arguments after `rangeget` and its name, and
+/// what that form does in a few words (the overview at the top of `rangeget --help`).
+struct Usage {
+    let arguments: String
+    let purpose: String
+
+    init(_ arguments: String, _ purpose: String) {
+        self.arguments = arguments
+        self.purpose = purpose
+    }
+}
+
+/// A command: its name, usage lines, summary, option table and closing text.
+/// Subcommand.all lists every command; dispatch, help, the man page and the
+/// completions read them there.
 struct Command<Settings> {
-    let name: String
-    let usage: String
+    /// The word after `rangeget` that selects it (`status`); nil for the
+    /// download, which runs when no word does.
+    let name: String?
+    let usage: [Usage]
     let summary: String
     let options: [Option<Settings>]
     let details: String
@@ -52,7 +74,7 @@ struct Command<Settings> {
         func nextValue(for option: Option<Settings>, inline: String?) throws(UsageError) -> String {
             if let inline { return inline }
             index += 1
-            guard index < arguments.count else { throw UsageError("option --\(option.long) needs a value") }
+            guard index < arguments.count else { throw UsageError("option --\(option.text.long) needs a value") }
             return arguments[index]
         }
         while index < arguments.count {
@@ -65,10 +87,10 @@ struct Command<Settings> {
                 let body = argument.dropFirst(2)
                 let name = body.split(separator: "=", maxSplits: 1).first.map(String.init) ?? ""
                 let inline = body.contains("=") ? String(body.drop(while: { $0 != "=" }).dropFirst()) : nil
-                guard let option = options.first(where: { $0.long == name }) else {
+                guard let option = options.first(where: { $0.text.long == name }) else {
                     throw UsageError("unknown option --\(name) (see '\(helpCommand)')")
                 }
-                if option.value == nil {
+                if option.text.value == nil {
                     if inline != nil { throw UsageError("option --\(name) takes no value") }
                     try option.apply(&settings, "")
                 } else {
@@ -78,10 +100,10 @@ struct Command<Settings> {
                 var letters = Array(argument.dropFirst())
                 while !letters.isEmpty {
                     let letter = letters.removeFirst()
-                    guard let option = options.first(where: { $0.short == letter }) else {
+                    guard let option = options.first(where: { $0.text.short == letter }) else {
                         throw UsageError("unknown option -\(letter) (see '\(helpCommand)')")
                     }
-                    if option.value == nil {
+                    if option.text.value == nil {
                         try option.apply(&settings, "")
                     } else {
                         let inline = letters.isEmpty ? nil : String(letters)
@@ -98,12 +120,36 @@ struct Command<Settings> {
     }
 
     /// `rangeget --help`, `rangeget serve --help`: where a usage error points.
-    private var helpCommand: String { name == "rangeget" ? "rangeget --help" : "rangeget \(name) --help" }
+    private var helpCommand: String { page.invocation + " --help" }
+
+    /// What help, the man page and the completions show of this command.
+    var page: CommandPage {
+        CommandPage(name: name, usage: usage, summary: summary, options: options.map(\.text), details: details)
+    }
 
     /// The `--help` text, generated from the option table.
+    var help: String { page.help }
+}
+
+/// What `--help`, the man page and the completions show of a command,
+/// whatever the type of its settings.
+struct CommandPage {
+    let name: String?
+    let usage: [Usage]
+    let summary: String
+    let options: [OptionText]
+    let details: String
+
+    /// `rangeget status`; `rangeget` for the download.
+    var invocation: String { name.map { "rangeget " + $0 } ?? "rangeget" }
+
+    /// The `--help` text. The download's page is the program's: its usage
+    /// lines are every command's, each with what it does.
     var help: String {
+        let usageLines = name == nil ? Subcommand.overview : usage.map { invocation + " " + $0.arguments }
         let width = min(34, (options.map(\.synopsis.count).max() ?? 0) + 2)
-        var lines = ["Usage: \(usage)", "", summary, "", "Options:"]
+        var lines = usageLines.enumerated().map { ($0.offset == 0 ? "Usage: " : "       ") + $0.element }
+        lines += ["", summary, "", "Options:"]
         for option in options {
             let synopsis = "  " + option.synopsis
             if synopsis.count + 1 >= width + 2 {

@@ -23,15 +23,9 @@ struct GetSettings {
 
 enum GetCommand {
     static var command: Command<GetSettings> { Command(
-        name: "rangeget",
-        usage: """
-        rangeget [OPTIONS] URL [MIRROR-URL...]   download one file (several URLs: mirrors of it)
-               rangeget [OPTIONS] -i LIST                download every file in LIST
-               rangeget status [PATH...]                 partial downloads here (or there) and their health
-               rangeget bench URL...                     which mirrors to use, and how many connections
-               rangeget serve DIR [OPTIONS]              a range-capable test server on 127.0.0.1
-               rangeget help [COMMAND]                   help for a command (also COMMAND -h)
-        """,
+        name: nil,
+        usage: [Usage("[OPTIONS] URL [MIRROR-URL...]", "download one file (several URLs: mirrors of it)"),
+                Usage("[OPTIONS] -i LIST", "download every file in LIST")],
         summary: """
         Download a file over many connections at once, resumably: run the same command again after
         Ctrl-C, a crash or a reboot and only the missing bytes are fetched. Several URLs are mirrors

@@ -1,20 +1,41 @@
 // `rangeget help [COMMAND]`, and the man page and shell completions, all
-// generated from the commands' option tables so they cannot drift apart.
-// `rangeget help --man` prints docs/rangeget.1; `--completion bash|zsh`
-// prints docs/completion/*; a test checks the committed files match.
+// generated from the registry of commands (Subcommand.all) and their option
+// tables so they cannot drift apart. `rangeget help --man` prints
+// docs/rangeget.1; `--completion bash|zsh` prints docs/completion/*; a test
+// checks the committed files match.
 import FoundationEssentials
 import Glibc
 import RangeGet
 
+/// The shells whose completion `help --completion` writes.
+enum Shell: String {
+    case bash, zsh
+}
+
+struct HelpSettings {
+    var man = false
+    var completion: Shell?
+    var help = false
+}
+
 enum HelpCommand {
-    /// Every command's name, summary, option table and closing text.
-    private static var tables: [(name: String, summary: String, options: [(String, String)], details: String)] {
-        func table<Settings>(_ name: String, _ command: Command<Settings>) -> (String, String, [(String, String)], String) {
-            (name, command.summary, command.options.map { ($0.synopsis, $0.help) }, command.details)
-        }
-        return [table("rangeget", GetCommand.command), table("serve", ServeCommand.command),
-                table("status", StatusCommand.command), table("bench", BenchCommand.command)]
-    }
+    static var command: Command<HelpSettings> { Command(
+        name: "help",
+        usage: [Usage("[OPTIONS] [COMMAND]", "help for a command (also COMMAND -h)")],
+        summary: """
+        Show the help of COMMAND, or of the download itself without one; or write the man page or a
+        shell's completion, generated from the same option tables.
+        """,
+        options: [
+            .flag(nil, "man", "print the man page, in roff (what man rangeget shows)") { $0.man = true },
+            .value(nil, "completion", "SHELL", "print the completion script for SHELL: bash or zsh") { settings, text throws(UsageError) in
+                guard let shell = Shell(rawValue: text) else { throw UsageError("--completion needs bash or zsh") }
+                settings.completion = shell
+            },
+            .flag("h", "help", "show this help") { $0.help = true },
+        ],
+        details: ""
+    ) }
 
     /// The man page's EXAMPLES: the README's examples (a test keeps them the same), each with what it does.
     static let examples: [(command: String, meaning: String)] = [
@@ -43,32 +64,34 @@ enum HelpCommand {
     ]
 
     static func run(_ arguments: [String]) -> Int32 {
-        switch arguments.first {
-        case nil, "rangeget", "get":
-            print(GetCommand.command.help)
-        case "serve":
-            print(ServeCommand.command.help)
-        case "status":
-            print(StatusCommand.command.help)
-        case "bench":
-            print(BenchCommand.command.help)
-        case "--man":
+        var settings = HelpSettings()
+        let words: [String]
+        do {
+            words = try command.parse(arguments, into: &settings)
+            guard words.count <= 1 else { throw UsageError("help takes one COMMAND") }
+        } catch {
+            return fail("\(error)", .usage)
+        }
+        if settings.help {
+            print(command.help)
+        } else if settings.man {
             print(manPage(), terminator: "")
-        case "--completion":
-            switch arguments.dropFirst().first {
-            case "bash": print(bashCompletion(), terminator: "")
-            case "zsh": print(zshCompletion(), terminator: "")
-            default: return fail("--completion needs bash or zsh", .usage)
-            }
-        case let other?:
-            return fail("no help for '\(other)'; commands: serve, status, bench (and the download itself: rangeget help)", .usage)
+        } else if let shell = settings.completion {
+            print(shell == .bash ? bashCompletion() : zshCompletion(), terminator: "")
+        } else if let page = page(of: words.first) {
+            print(page.help)
+        } else {
+            let names = Subcommand.names.joined(separator: ", ")
+            return fail("no help for '\(words[0])'; commands: \(names) (and the download itself: rangeget help)", .usage)
         }
         return ExitCode.success.rawValue
     }
 
-    /// Long option names of a command, with `=` for those that take a value.
-    private static func longOptions<Settings>(_ command: Command<Settings>) -> [String] {
-        command.options.map { "--" + $0.long }
+    /// The page of the command `word` names; the download's when there is no
+    /// word, or it is `rangeget` or `get`, as people guess.
+    private static func page(of word: String?) -> CommandPage? {
+        guard let word, word != "rangeget", word != "get" else { return Subcommand.download.page }
+        return Subcommand.called(word)?.page
     }
 
     static func manPage() -> String {
@@ -82,25 +105,15 @@ enum HelpCommand {
         .SH NAME
         rangeget \\- segmented, resumable downloads over many connections
         .SH SYNOPSIS
-        .B rangeget
-        [\\fIOPTIONS\\fR] \\fIURL\\fR [\\fIMIRROR\\-URL\\fR...]
-        .br
-        .B rangeget
-        \\-i \\fILIST\\fR [\\fIOPTIONS\\fR]
-        .br
-        .B rangeget serve
-        \\fIDIR\\fR [\\fIOPTIONS\\fR]
-        .br
-        .B rangeget status
-        [\\fIPATH\\fR...]
-        .br
-        .B rangeget bench
-        \\fIURL\\fR...
-        .br
-        .B rangeget help
-        [\\fICOMMAND\\fR]
 
         """
+        // `.B rangeget status` and its arguments, the words to replace (`PATH`, `MIRROR-URL`) in italics.
+        roff += Subcommand.all.flatMap { subcommand in
+            subcommand.page.usage.map { usage in
+                let arguments = escape(usage.arguments).replacing(/[A-Z]+(?:\\-[A-Z]+)*/) { "\\fI\($0.output)\\fR" }
+                return ".B \(subcommand.page.invocation)\n\(arguments)\n"
+            }
+        }.joined(separator: ".br\n")
         // Text as written in --help: each line as it is, indented lines kept apart (.nf), a line starting with . or ' escaped.
         func block(_ text: String) -> String {
             ".nf\n" + text.split(separator: "\n", omittingEmptySubsequences: false).map { line in
@@ -108,15 +121,15 @@ enum HelpCommand {
                 return escaped.hasPrefix(".") || escaped.hasPrefix("'") ? "\\&" + escaped : escaped
             }.joined(separator: "\n") + "\n.fi\n"
         }
-        for table in tables {
-            roff += table.name == "rangeget" ? ".SH DESCRIPTION\n" : ".SH \(table.name.uppercased())\n"
-            roff += escape(table.summary.replacing("\n", with: " ")) + "\n"
-            roff += table.name == "rangeget" ? ".SH OPTIONS\n" : ".SS Options\n"
-            for (synopsis, help) in table.options {
-                roff += ".TP\n.B \(escape(synopsis.trimmingLeadingSpaces()))\n\(escape(help))\n"
+        for page in Subcommand.all.map(\.page) {
+            roff += page.name.map { ".SH \($0.uppercased())\n" } ?? ".SH DESCRIPTION\n"
+            roff += escape(page.summary.replacing("\n", with: " ")) + "\n"
+            roff += page.name == nil ? ".SH OPTIONS\n" : ".SS Options\n"
+            for option in page.options {
+                roff += ".TP\n.B \(escape(option.synopsis.trimmingLeadingSpaces()))\n\(escape(option.help))\n"
             }
-            // The main command's closing text is the LISTS and EXIT STATUS sections below.
-            if table.name != "rangeget", !table.details.isEmpty { roff += ".PP\n" + block(table.details) }
+            // The download's closing text is the LISTS and EXIT STATUS sections below.
+            if page.name != nil, !page.details.isEmpty { roff += ".PP\n" + block(page.details) }
         }
         roff += ".SH LISTS\n" + block(GetCommand.listSyntax)
         roff += ".SH EXAMPLES\n"
@@ -135,19 +148,32 @@ enum HelpCommand {
         return roff
     }
 
+    /// The commands in the order a shell's `case` tries them: the download,
+    /// whose branch is `*`, last.
+    private static var caseOrder: [Subcommand] { Subcommand.named + [Subcommand.download] }
+
+    /// The names a command's operand may be besides a file: a command's, for
+    /// the download (whose first word may name one) and for help.
+    private static func commandNames(for subcommand: Subcommand) -> [String] {
+        subcommand.name == nil || subcommand.name == "help" ? Subcommand.names : []
+    }
+
+    /// The bash completion: after a command's name, its long options; as the
+    /// first word, and after help, the commands' names too.
     static func bashCompletion() -> String {
-        """
+        let cases = caseOrder.map { subcommand in
+            let words = commandNames(for: subcommand) + subcommand.page.options.map { "--" + $0.long }
+            return "        \(subcommand.name ?? "*")) words=\"\(words.joined(separator: " "))\" ;;"
+        }
+        return """
         # bash completion for rangeget (generated by `rangeget help --completion bash`)
         _rangeget() {
             local cur=${COMP_WORDS[COMP_CWORD]} sub=${COMP_WORDS[1]}
             local words
             case "$sub" in
-                serve) words="\(longOptions(ServeCommand.command).joined(separator: " "))" ;;
-                status) words="\(longOptions(StatusCommand.command).joined(separator: " "))" ;;
-                bench) words="\(longOptions(BenchCommand.command).joined(separator: " "))" ;;
-                *) words="serve status bench help \(longOptions(GetCommand.command).joined(separator: " "))" ;;
+        \(cases.joined(separator: "\n"))
             esac
-            if [[ $cur == -* || $COMP_CWORD -eq 1 ]]; then
+            if [[ $cur == -* || $COMP_CWORD -eq 1 || $sub == help ]]; then
                 COMPREPLY=($(compgen -W "$words" -- "$cur"))
             else
                 COMPREPLY=($(compgen -f -- "$cur"))
@@ -158,29 +184,30 @@ enum HelpCommand {
         """
     }
 
+    /// The zsh completion: after a command's name, its options with their
+    /// help; as the first word, and after help, the commands' names too.
     static func zshCompletion() -> String {
-        func specs<Settings>(_ command: Command<Settings>) -> String {
-            command.options.map { option in
-                let help = option.help.replacing("'", with: "").replacing("[", with: "(")
-                    .replacing("]", with: ")").replacing(":", with: "")
-                let value = option.value.map { ":\($0.lowercased()):_files" } ?? ""
-                return "        '--\(option.long)[\(help)]\(value)'"
-            }.joined(separator: " \\\n")
+        // Text inside a single-quoted spec: no quote to end it, no colon to
+        // end a field, no bracket to end the help.
+        func quotable(_ text: String) -> String {
+            text.replacing("'", with: "").replacing("[", with: "(").replacing("]", with: ")").replacing(":", with: "")
+        }
+        func spec(_ option: OptionText) -> String {
+            let value = option.value.map { ":\(quotable($0.lowercased())):_files" } ?? ""
+            return "'--\(option.long)[\(quotable(option.help))]\(value)'"
+        }
+        let cases = caseOrder.map { subcommand in
+            var specs = subcommand.page.options.map(spec)
+            let names = commandNames(for: subcommand).joined(separator: " ")
+            if !names.isEmpty { specs.append("'*:\(subcommand.name == nil ? "url or subcommand" : "command"):(\(names))'") }
+            return "    \(subcommand.name ?? "*")) _arguments \\\n" + specs.map { "        " + $0 }.joined(separator: " \\\n") + " ;;"
         }
         return """
         #compdef rangeget
         # zsh completion for rangeget (generated by `rangeget help --completion zsh`)
         _rangeget() {
             case $words[2] in
-            serve) _arguments \\
-        \(specs(ServeCommand.command)) ;;
-            status) _arguments \\
-        \(specs(StatusCommand.command)) ;;
-            bench) _arguments \\
-        \(specs(BenchCommand.command)) ;;
-            *) _arguments \\
-        \(specs(GetCommand.command)) \\
-                '*:url or subcommand:(serve status bench help)' ;;
+        \(cases.joined(separator: "\n"))
             esac
         }
         _rangeget "$@"

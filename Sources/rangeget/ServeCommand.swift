@@ -14,7 +14,7 @@ struct ServeSettings {
 enum ServeCommand {
     static var command: Command<ServeSettings> { Command(
         name: "serve",
-        usage: "rangeget serve DIR [OPTIONS]",
+        usage: [Usage("DIR [OPTIONS]", "a range-capable test server on 127.0.0.1")],
         summary: "Serve the files below DIR on 127.0.0.1 with correct Range, HEAD and keep-alive handling.",
         options: [
             .value("p", "port", "PORT", "listen on PORT (default: any free port)") { settings, text throws(UsageError) in

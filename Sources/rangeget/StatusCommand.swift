@@ -13,7 +13,7 @@ struct StatusSettings {
 enum StatusCommand {
     static var command: Command<StatusSettings> { Command(
         name: "status",
-        usage: "rangeget status [OPTIONS] [PATH...]",
+        usage: [Usage("[OPTIONS] [PATH...]", "partial downloads here (or there) and their health")],
         summary: "Show the partial downloads in the current directory, or in the given directories and files\n(an output name, its .part or its .part.json).",
         options: [
             .flag(nil, "json", "print a JSON array instead of a table") { $0.json = true },

@@ -207,8 +207,8 @@ final class CommandLineMessagesTests: EndToEndTestCase {
     /// file an installed user does not have.
     func testHelpAndTheManPageShowEveryFormTheListSyntaxAndExamples() throws {
         let help = try CLI.run(["--help"], in: directory).stdout
-        for form in ["rangeget [OPTIONS] URL [MIRROR-URL...]", "rangeget [OPTIONS] -i LIST", "rangeget status [PATH...]",
-                     "rangeget bench URL...", "rangeget serve DIR [OPTIONS]", "rangeget help [COMMAND]"] {
+        for form in ["rangeget [OPTIONS] URL [MIRROR-URL...]", "rangeget [OPTIONS] -i LIST", "rangeget status [OPTIONS] [PATH...]",
+                     "rangeget bench [OPTIONS] URL [URL...]", "rangeget serve DIR [OPTIONS]", "rangeget help [OPTIONS] [COMMAND]"] {
             XCTAssertTrue(help.contains("       " + form) || help.contains("Usage: " + form), "\(form) in\n\(help)")
         }
         let man = try String(contentsOf: CLI.repositoryRoot.appendingPathComponent("docs/rangeget.1"), encoding: .utf8)

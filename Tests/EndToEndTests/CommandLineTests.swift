@@ -145,11 +145,17 @@ final class CommandLineTests: EndToEndTestCase {
                                   ("docs/completion/_rangeget", ["help", "--completion", "zsh"])] {
             let committed = try String(contentsOf: CLI.repositoryRoot.appendingPathComponent(file), encoding: .utf8)
             let generated = try CLI.run(arguments, in: directory).stdout
-            XCTAssertEqual(committed, generated, "\(file) is stale: regenerate with rangeget \(arguments.joined(separator: " "))")
+            XCTAssertEqual(committed, generated, "\(file) is stale: regenerate with make docs")
             for option in options {
                 let spelled = file.hasSuffix(".1") ? option.replacingOccurrences(of: "-", with: "\\-") : option
                 XCTAssertTrue(committed.contains(spelled), "\(file) lists \(option)")
             }
+        }
+        // Each zsh spec is one single-quoted word: the quotes and colon of
+        // --header's placeholder 'NAME: VALUE' used to split its spec in two.
+        let zsh = try CLI.run(["help", "--completion", "zsh"], in: directory).stdout
+        for line in zsh.split(separator: "\n") where line.hasPrefix("        '") {
+            XCTAssertNotNil(line.wholeMatch(of: /\s+'[^']*'( \\| ;;)?/), String(line))
         }
         let serveHelp = try CLI.run(["help", "serve"], in: directory)
         XCTAssertEqual(serveHelp.status, 0)

@@ -3,12 +3,13 @@ _rangeget() {
     local cur=${COMP_WORDS[COMP_CWORD]} sub=${COMP_WORDS[1]}
     local words
     case "$sub" in
-        serve) words="--port --rate-per-connection --rate-total --burst --latency --fault --help" ;;
         status) words="--json --help" ;;
         bench) words="--connections --seconds --samples --header --insecure --json --help" ;;
-        *) words="serve status bench help --output --window --dir --input-file --jobs --connections --min-split --max-per-host --use-head --quiet --json --restart --checksum --checksum-file --force --retries --retry-wait --stall-timeout --connect-timeout --max-speed --netrc --header --user-agent --proxy --http2 --multiplex --insecure --cacert --help --version" ;;
+        serve) words="--port --rate-per-connection --rate-total --burst --latency --fault --help" ;;
+        help) words="status bench serve help --man --completion --help" ;;
+        *) words="status bench serve help --output --window --dir --input-file --jobs --connections --min-split --max-per-host --use-head --quiet --json --restart --checksum --checksum-file --force --retries --retry-wait --stall-timeout --connect-timeout --max-speed --netrc --header --user-agent --proxy --http2 --multiplex --insecure --cacert --help --version" ;;
     esac
-    if [[ $cur == -* || $COMP_CWORD -eq 1 ]]; then
+    if [[ $cur == -* || $COMP_CWORD -eq 1 || $sub == help ]]; then
         COMPREPLY=($(compgen -W "$words" -- "$cur"))
     else
         COMPREPLY=($(compgen -f -- "$cur"))
