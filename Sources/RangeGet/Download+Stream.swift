@@ -121,8 +121,7 @@ extension Download {
                                 + "cannot take them back")
         }
         onEvent(.probed(remote))
-        var restarts = 0
-        var resolves = 0
+        var policy = OutcomePolicy()
         while true {
             if controller.isStopRequested { throw .interrupted }
             let plain = !remote.acceptsRanges || remote.size == nil
@@ -131,26 +130,21 @@ extension Download {
                 mirrors: sources, sink: .stream(window), manifest: nil, manifestPath: nil, settings: options,
                 plain: plain, loop: loop, opening: opening, onEvent: onEvent)
             opening = nil
-            switch run(engine, tally: &tally) {
-            case let .complete(size):
+            let outcome = run(engine, tally: &tally)
+            switch policy.next(after: outcome, url: url, mirrors: sources.map(\.url), unprobed: false) {
+            case let .finish(size):
                 try window.finishWriting(size: size)
                 if let checksum = options.checksum, let actual = window.finishDigest(), actual != checksum.hex {
                     throw .verification("\(checksum.algorithm.rawValue) of the stream is \(actual), expected "
                                         + "\(checksum.hex); every byte was passed on already")
                 }
-                let result = result(path: "-", size: size, tally: tally, since: started, probed: probeReports,
-                                    prober: prober)
-                onEvent(.finished(result))
-                return result
-            case .stopped:
-                throw .interrupted
-            case let .failed(error):
+                return finished(path: "-", size: size, tally: tally, since: started, probed: probeReports,
+                                prober: prober, onEvent: onEvent)
+            case let .fail(error):
                 throw error
-            case let .remoteChanged(reason):
-                restarts += 1
-                guard restarts <= 2 else {
-                    throw .verification("\(url) keeps changing during the download (\(reason))")
-                }
+            case .probe:
+                preconditionFailure("a stream always probes first")
+            case let .startOver(reason):
                 guard window.restart() else {
                     throw .verification("the remote file changed (\(reason)) after \(window.bytesRead) bytes were "
                                         + "passed on; a stream cannot take them back")
@@ -158,11 +152,10 @@ extension Download {
                 onEvent(.restarting(reason: "the remote file changed (\(reason)); starting over"))
                 (sources, probeReports, _) = try probeMirrors(prober, skipHead: true, onEvent: onEvent)
                 remote = window.record(sources[0])
-            case let .expired(index, reason):
-                resolves += 1
-                try resolveAnew(&sources, index: index, reason: reason, attempt: resolves, prober: prober)
+            case let .resolve(index):
+                try resolveAnew(&sources, index: index, prober: prober)
                 if index == 0 { remote = sources[0] }
-            case let .rangesUnsupported(reason):
+            case let .singleStream(reason):
                 // One stream from byte 0: the bytes the reader has are skipped as they come again.
                 onEvent(.restarting(reason: "\(reason); downloading as one stream from the start"))
                 remote.acceptsRanges = false

@@ -73,7 +73,7 @@ final class DownloadController: Sendable {
     }
 
     /// What the driving thread does next.
-    enum Step {
+    private enum Step {
         case attempt
         /// Block this thread until `resume()` or `cancel()` signals.
         case park(DispatchSemaphore)
@@ -168,10 +168,9 @@ final class DownloadController: Sendable {
         state.withLock { $0.partPath = path }
     }
 
-    /// The figures of earlier attempts.
-    var tally: Tally {
-        get { state.withLock { $0.tally } }
-        set { state.withLock { $0.tally = newValue } }
+    /// TCP connections the attempts so far opened, probes included (a stopped download has no result to say it).
+    var tcpConnectionsOpened: Int {
+        state.withLock(\.tally.tcpConnections)
     }
 
     // MARK: - Control
@@ -247,10 +246,43 @@ final class DownloadController: Sendable {
 
     // MARK: - Driving
 
+    // MARK: - The drive loop
+
+    /// Runs `attempt` (given the figures of earlier attempts, and where to
+    /// send events) until the download ends, then `end` (given the outcome
+    /// and the partial download to remove, if any), and returns what `end`
+    /// returns; nil when a `start()`ed download is paused and this thread leaves.
+    func drive(
+        attempt: (inout Tally, @escaping @Sendable (DownloadEvent) -> Void) throws(DownloadError) -> DownloadResult,
+        end: (DownloadOutcome, String?) -> DownloadOutcome
+    ) -> DownloadOutcome? {
+        var step = Step.attempt
+        while true {
+            switch step {
+            case .attempt:
+                if announcesResume() { emit(.resumed) }
+                var tally = state.withLock(\.tally)
+                let outcome = DownloadOutcome { () throws(DownloadError) in
+                    try attempt(&tally, { [self] event in emit(event) })
+                }
+                state.withLock { $0.tally = tally }
+                if announcesPause(after: outcome) { emit(.paused) }
+                step = settle(outcome)
+            case let .park(signal):
+                signal.wait()
+                step = unpark()
+            case .leave:
+                return nil
+            case let .end(outcome, discarding):
+                return end(outcome, discarding)
+            }
+        }
+    }
+
     /// True when an attempt that ended with `outcome` stopped for a pause,
     /// which the caller then announces (before `settle` lets `resume()` in,
     /// so `paused` always comes before `resumed`).
-    func announcesPause(after outcome: DownloadOutcome) -> Bool {
+    private func announcesPause(after outcome: DownloadOutcome) -> Bool {
         guard case .failure(.interrupted) = outcome else { return false }
         return state.withLock { state in
             guard state.request == .pause else { return false }
@@ -260,7 +292,7 @@ final class DownloadController: Sendable {
     }
 
     /// True, once, when the attempt about to start continues an announced pause.
-    func announcesResume() -> Bool {
+    private func announcesResume() -> Bool {
         state.withLock { state in
             defer { state.pauseAnnounced = false }
             return state.pauseAnnounced
@@ -268,7 +300,7 @@ final class DownloadController: Sendable {
     }
 
     /// Decides what follows an attempt that ended with `outcome`.
-    func settle(_ outcome: DownloadOutcome) -> Step {
+    private func settle(_ outcome: DownloadOutcome) -> Step {
         state.withLock { state in
             switch outcome {
             case .success:
@@ -297,7 +329,7 @@ final class DownloadController: Sendable {
     }
 
     /// Decides what follows a wake-up of a parked thread.
-    func unpark() -> Step {
+    private func unpark() -> Step {
         state.withLock { state in
             state.parked = nil
             switch state.request {

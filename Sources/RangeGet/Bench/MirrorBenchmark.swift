@@ -175,9 +175,9 @@ public struct MirrorBenchmark: Sendable {
             if now - first >= limit { download.stop() }
         }
         unlink(path)
-        try? Download.discardPartial(at: PartialFiles(output: path).data)
+        try? PartialFile.discard(at: PartialFiles(output: path).data)
         // A stopped download returns no result; its tally has the figure, probe included.
-        let opened = download.controller.tally.tcpConnections
+        let opened = download.controller.tcpConnectionsOpened
         let points = samples.withLock { $0 }.filter { $0.bytes > 0 }
         // Finished within the measurement: the whole file over the whole run.
         if let result { return (result.seconds > 0 ? Double(result.size) / result.seconds : nil, opened) }

@@ -1,0 +1,188 @@
+// One attempt of a download to a file: probe (or trust the manifest of a
+// resume), claim the `.part` (PartialFile), run the engine, and carry out
+// what OutcomePolicy decides after each run, until the file is in place, the
+// download fails, or a pause or cancel stops it. A download read in order
+// takes the same steps in Download+Stream.swift.
+import Glibc
+
+extension Download {
+    /// One attempt: probe, then transfer until the file is complete, the
+    /// download fails or a pause or cancel stops it (`.interrupted`).
+    /// `tally` carries the figures of earlier attempts and gains this one's.
+    func attempt(
+        tally: inout Tally, onEvent: @escaping @Sendable (DownloadEvent) -> Void
+    ) throws(DownloadError) -> DownloadResult {
+        if let window { return try stream(into: window, tally: &tally, onEvent: onEvent) }
+        for mirror in mirrors { try RemoteURL.check(mirror) }
+        let started = MonotonicClock.now()
+        defer { tally.seconds += MonotonicClock.now() - started }
+        tally.attempts += 1
+        // A restart discards what was there before this download, not what its own earlier attempts fetched.
+        let restart = options.restart && tally.attempts == 1
+        // An output that exists already: done when it is still the server's file.
+        var existing = false
+        if case let .file(path) = destination { existing = try PartialFile.checkOutput(path, overwrite: options.overwrite) }
+        let prober = Prober(options: options.transfer)
+        defer { tally.tcpConnections += prober.connectionsOpened.total }
+        let loop = try transferLoop()
+        var sources: [RemoteFile]
+        var probeReports: [MirrorReport]
+        var opening: Opening?
+        // True while the file is known only from the manifest (a resume that sent no probe).
+        var unprobed = false
+        // Where the file goes unless Content-Disposition names it, and whether a partial download is there.
+        let guessed = outputPath(url: url, contentDisposition: nil)
+        let partial = PartialFile.exists(beside: guessed)
+        // With several mirrors the others must be probed to be compared; `probeWithHead` asks for a probe.
+        if !restart, partial, mirrors.count == 1, !options.probeWithHead,
+           let known = PartialFile.resumable(url: url, beside: guessed) {
+            (sources, probeReports, opening) = ([known], [MirrorReport(url: url, bytes: 0, seconds: 0, errors: 0)], nil)
+            unprobed = true
+        } else {
+            // A partial download's first bytes are usually on disk already (the
+            // opening request, from byte 0, would fetch them again), or another
+            // run holds it and this one is about to be refused.
+            // An output that exists is probed with HEAD: no byte of it is needed.
+            let opens = !options.probeWithHead && !partial && !existing && access(guessed, F_OK) != 0
+            (sources, probeReports, opening) = try probeMirrors(prober, opening: opens ? loop : nil, onEvent: onEvent)
+        }
+        var remote = sources[0]
+        onEvent(.probed(remote))
+        // Named as guessed unless the server named it (choosing a name parses the URL).
+        let output = remote.contentDisposition == nil && remote.url == url
+            ? guessed : outputPath(url: remote.url, contentDisposition: remote.contentDisposition)
+        if case .directory = destination { existing = try PartialFile.checkOutput(output, overwrite: options.overwrite) }
+        if existing {
+            opening?.cancel()
+            let result = try alreadyComplete(output, remote: remote, reports: probeReports,
+                                             seconds: tally.seconds + MonotonicClock.now() - started,
+                                             tcpConnections: tally.tcpConnections + prober.connectionsOpened.total)
+            onEvent(.finished(result))
+            return result
+        }
+
+        let part = try PartialFile.claim(output: output, replacingOthers: restart, options: options)
+        controller.setPartPath(part.files.data)
+        try part.resume(from: sources, restart: restart, onEvent: onEvent)
+        if tally.reused == nil { tally.reused = part.manifest?.done.byteCount ?? 0 }
+        var policy = OutcomePolicy()
+        while true {
+            if controller.isStopRequested { throw .interrupted }
+            let plain = !remote.acceptsRanges || remote.size == nil
+            if plain { sources = [remote] }
+            // A file the opening request fetches whole (one of at most the
+            // minimum split) needs no plan: no manifest, no journal, no
+            // preallocation. A run killed in the middle of it finds
+            // rangeget's marked .part without a manifest, and starts it over.
+            let whole = !plain && part.manifest == nil && opening?.isUsable == true
+                && opening?.served == remote.size.map { ByteRange(0, $0) }
+            if part.manifest == nil, !whole, let size = remote.size {
+                try part.prepare(for: remote, size: size, plain: plain, sources: sources)
+            }
+            let engine = Engine(
+                mirrors: sources, sink: .file(part.file), manifest: part.manifest, manifestPath: part.files.manifest,
+                settings: options, plain: plain, loop: loop, opening: opening, onEvent: onEvent)
+            opening = nil
+            let outcome = run(engine, tally: &tally)
+            switch policy.next(after: outcome, url: url, mirrors: sources.map(\.url), unprobed: unprobed) {
+            case let .finish(size):
+                try part.commit(size: size, remote: remote, onEvent: onEvent)
+                return finished(path: output, size: size, tally: tally, since: started, probed: probeReports,
+                                prober: prober, onEvent: onEvent)
+            case let .fail(error):
+                throw error
+            case .probe:
+                unprobed = false
+                (sources, probeReports, _) = try probeMirrors(prober, onEvent: onEvent)
+                remote = sources[0]
+                try part.resume(from: sources, restart: false, onEvent: onEvent)
+            case let .startOver(reason):
+                onEvent(.restarting(reason: "the remote file changed (\(reason)); starting over"))
+                (sources, probeReports, _) = try probeMirrors(prober, skipHead: true, onEvent: onEvent)
+                remote = sources[0]
+                try part.discard()
+            case let .resolve(index):
+                // Go on from the manifest with where the original URL leads now.
+                try resolveAnew(&sources, index: index, prober: prober)
+                if index == 0 { remote = sources[0] }
+                try part.reload()
+            case let .singleStream(reason):
+                onEvent(.restarting(reason: "\(reason); downloading as one stream from the start"))
+                remote.acceptsRanges = false
+                try part.discard()
+            }
+        }
+    }
+
+    /// The loop to run the transfers on: the shared one of the options, else one of this download's own.
+    func transferLoop() throws(DownloadError) -> TransferLoop {
+        if let shared = options.transferLoop { return shared }
+        do {
+            return try TransferLoop(threaded: false, multiplex: options.transfer.multiplex, connections: options.connections)
+        } catch {
+            throw .network(url: url, message: "cannot set up libcurl: \(error.message)")
+        }
+    }
+
+    /// Runs `engine` until it ends, stoppable through the controller, and adds its figures to `tally`.
+    func run(_ engine: Engine, tally: inout Tally) -> EngineOutcome {
+        if controller.register(engine.stop) { engine.stop.request() }
+        let outcome = engine.run()
+        _ = controller.register(nil)
+        tally.fetched += engine.bytesFetched
+        tally.retries += engine.retries
+        tally.connectionsUsed = max(tally.connectionsUsed, engine.connectionsUsed)
+        tally.add(engine.mirrorReports)
+        return outcome
+    }
+
+    /// What a download that completed did (`tally` of its earlier attempts,
+    /// this one's since `started`, with the figures of the probes), also
+    /// sent as the `finished` event.
+    func finished(path: String, size: Int64, tally: Tally, since started: Double, probed: [MirrorReport],
+                  prober: Prober, onEvent: @Sendable (DownloadEvent) -> Void) -> DownloadResult {
+        let result = DownloadResult(
+            path: path, size: size, seconds: tally.seconds + MonotonicClock.now() - started,
+            bytesFetched: tally.fetched, bytesReused: tally.reused ?? 0, retries: tally.retries,
+            mirrors: merge(probed, tally.mirrors), connectionsUsed: tally.connectionsUsed,
+            tcpConnections: tally.tcpConnections + prober.connectionsOpened.total)
+        onEvent(.finished(result))
+        return result
+    }
+
+    /// A signed URL mirror `index` was redirected to has expired: asks its
+    /// original URL again, which must still lead to the same file.
+    func resolveAnew(_ sources: inout [RemoteFile], index: Int, prober: Prober) throws(DownloadError) {
+        let fresh = try prober.probe(sources[index].url)
+        if let problem = Self.disagreement(fresh, with: sources[0]) ?? sources[index].differs(from: fresh) {
+            throw .server(url: fresh.url, message: "resolved anew, it now \(problem)")
+        }
+        sources[index] = fresh
+    }
+
+    /// The output path, named (for a directory) from `contentDisposition` or `url`.
+    private func outputPath(url: String, contentDisposition: String?) -> String {
+        switch destination {
+        case let .file(path):
+            return path
+        case let .directory(directory):
+            let name = FileName.choose(url: url, contentDisposition: contentDisposition)
+            return directory.hasSuffix("/") ? directory + name : directory + "/" + name
+        }
+    }
+
+    /// The result for a finished file already at `output` that is still what
+    /// `remote` serves (same size, and the same validators where its origin
+    /// recorded them); a usage error naming the difference when it is not.
+    private func alreadyComplete(_ output: String, remote: RemoteFile, reports: [MirrorReport], seconds: Double,
+                                 tcpConnections: Int) throws(DownloadError) -> DownloadResult {
+        var info = stat()
+        guard lstat(output, &info) == 0 else { throw .io(IOError("examine", output)) }
+        if let why = FileOrigin.difference(size: Int64(info.st_size), origin: FileOrigin(path: output), remote: remote) {
+            throw .usage("\(output) already exists and is not the server's file now (\(why)); use --force to replace it")
+        }
+        return DownloadResult(path: output, size: Int64(info.st_size), seconds: seconds, bytesFetched: 0,
+                              bytesReused: Int64(info.st_size), retries: 0, mirrors: reports, connectionsUsed: 0,
+                              tcpConnections: tcpConnections, alreadyComplete: true)
+    }
+}

@@ -1,0 +1,71 @@
+// The settings of a download (DownloadOptions) and where it is saved
+// (Destination): plain values the library's user fills in.
+import FoundationEssentials
+
+/// Where a download is saved.
+public enum Destination: Sendable, Equatable {
+    /// Exactly this path.
+    case file(String)
+    /// A file in this directory, named from Content-Disposition or the URL.
+    case directory(String)
+}
+
+/// Settings of a download.
+public struct DownloadOptions: Sendable {
+    /// Connections to use at once.
+    public var connections = 8
+    /// No piece is split below this many bytes.
+    public var minimumSplit: Int64 = 1 << 20
+    /// Attempts at one piece that end with no byte written before giving up.
+    public var retries = 5
+    /// First retry delay in seconds; it doubles per failure.
+    public var retryWait = 0.5
+    /// The longest retry delay in seconds.
+    public var retryWaitLimit = 30.0
+    /// Seconds between manifest checkpoints.
+    public var checkpointInterval = 1.0
+    /// Discard any partial download and start over.
+    public var restart = false
+    /// Replace an existing complete file at the destination.
+    public var overwrite = false
+    /// A digest the finished file must have; checked before it is renamed into place.
+    public var checksum: Checksum?
+    /// Digests by file name (a SHA256SUMS list), when `checksum` is nil: the
+    /// file is checked against the entry for the name it is saved under, and
+    /// one the list has no entry for fails verification, so nothing a list
+    /// was meant to cover gets its final name unchecked.
+    public var checksumList: [String: Checksum]?
+    /// The most connections to one `scheme://host:port` (mirrors on one host share it).
+    public var maxPerHost = 16
+    /// Probe with HEAD (then `GET Range: bytes=0-0` where HEAD fails) before
+    /// any data moves: one round trip more. By default the first request is
+    /// for the first `minimumSplit` bytes, and its head is the probe and its
+    /// body the start of the first piece (the zero-round-trip start); the
+    /// classic probe runs only when that answer is not a usable 206, and when
+    /// resuming.
+    public var probeWithHead = false
+    /// The loop, with its multi handle, that runs the transfers: one shared
+    /// by several downloads (the files of a list) lets each reuse the
+    /// connections the others opened, and bounds their connections together
+    /// (`TransferLoop(connections:)`; each still keeps to `connections`).
+    /// Nil: the download makes its own, driven on the thread that runs it.
+    public var transferLoop: TransferLoop?
+    /// Downloads that finish together (the files of a list) make their data
+    /// and their directory durable together, one sync for a batch instead
+    /// of two per file (a group commit). Nil: this download syncs alone.
+    public var syncGroup: SyncGroup?
+    /// A download read in order (`Download.bytes(from:)`, `-o -`): the most
+    /// bytes kept in memory, written ahead of the reader and not yet read
+    /// (at least 1 MiB). The connections fetch inside this window, in file
+    /// order, and wait while the reader is behind.
+    public var streamWindow: Int64 = 64 << 20
+    /// The most bytes the opening request asks for (it asks for `minimumSplit`).
+    var openingLimit: Int64 = .max
+    /// How requests are made.
+    public var transfer = TransferOptions()
+    /// The disk calls used; tests inject faults here.
+    package var systemCalls = SystemCalls.live
+
+    /// The defaults.
+    public init() {}
+}

@@ -1,0 +1,93 @@
+// Probing the mirrors of a download: all at once, the first through the
+// opening request of the zero-round-trip start when there is one; a mirror
+// that disagrees about the file (its size, a strong ETag) is left out.
+import Dispatch
+import Synchronization
+
+extension Download {
+    /// Probes every mirror at once. The first that answers (in the order
+    /// given) sets size and validators; a mirror that disagrees on the size,
+    /// or on a strong ETag where both give one, is left out with a message.
+    /// With `opening`, the first mirror is probed by the opening request of
+    /// the zero-round-trip start, sent on that loop and returned running when
+    /// its answer was usable.
+    func probeMirrors(
+        _ prober: Prober, skipHead: Bool = false, opening loop: TransferLoop? = nil,
+        onEvent: @Sendable (DownloadEvent) -> Void
+    ) throws(DownloadError) -> ([RemoteFile], [MirrorReport], Opening?) {
+        let results = Mutex<[Int: Result<RemoteFile, DownloadError>]>([:])
+        let finished = DispatchGroup()
+        for (index, url) in mirrors.enumerated() where !(loop != nil && index == 0) {
+            finished.enter()
+            startThread {
+                let result = Result { () throws(DownloadError) in try prober.probe(url, skipHead: skipHead) }
+                results.withLock { $0[index] = result }
+                finished.leave()
+            }
+        }
+        var opened: Opening?
+        if let loop {
+            let transfer = options.transfer
+            let request = try? Opening(url: url, length: min(options.minimumSplit, options.openingLimit), options: transfer,
+                                       loop: loop)
+            // With other mirrors, one that ignores ranges is dropped rather than
+            // making the whole download one stream (the classic probe and the
+            // engine see to that).
+            let timeout = transfer.connectTimeout + transfer.stallTimeout
+            if let request, let remote = request.probe(url: url, timeout: timeout, wholeFile: mirrors.count == 1) {
+                opened = request
+                results.withLock { $0[0] = .success(remote) }
+            } else {
+                prober.connectionsOpened.add(request?.connectionsOpened ?? 0)
+                let result = Result { () throws(DownloadError) in try prober.probe(url) }
+                results.withLock { $0[0] = result }
+            }
+        }
+        finished.wait()
+        let outcomes = results.withLock { $0 }
+        var usable: [RemoteFile] = []
+        var reports: [MirrorReport] = []
+        var firstError: DownloadError?
+        for index in mirrors.indices {
+            var report = MirrorReport(url: mirrors[index], bytes: 0, seconds: 0, errors: 0, dropped: nil)
+            switch outcomes[index]! {
+            case let .failure(error):
+                firstError = firstError ?? error
+                report.errors = 1
+                report.dropped = "probe failed: \(error)"
+            case let .success(remote):
+                if let reference = usable.first, let problem = Self.disagreement(remote, with: reference) {
+                    report.dropped = problem
+                } else {
+                    usable.append(remote)
+                }
+            }
+            if let dropped = report.dropped, mirrors.count > 1 {
+                onEvent(.mirrorDropped(url: mirrors[index], reason: dropped))
+            }
+            reports.append(report)
+        }
+        guard !usable.isEmpty else { throw firstError! }
+        return (usable, reports, opened)
+    }
+
+    /// Why `remote` cannot be a mirror of `reference`, or nil.
+    static func disagreement(_ remote: RemoteFile, with reference: RemoteFile) -> String? {
+        if remote.size != reference.size {
+            return "its size (\(remote.size.map(String.init) ?? "unknown")) differs from \(reference.url) (\(reference.size.map(String.init) ?? "unknown"))"
+        }
+        if let mine = remote.strongETag, let theirs = reference.strongETag, mine != theirs {
+            return "its ETag \(mine) differs from \(reference.url)'s \(theirs)"
+        }
+        return nil
+    }
+
+    /// Probe-time reports, each used mirror's replaced by its engine figures
+    /// (summed over engine runs), cleaned for the result (`OutgoingText`).
+    func merge(_ probed: [MirrorReport], _ engine: [String: MirrorReport]) -> [MirrorReport] {
+        probed.map { report in
+            guard report.dropped == nil, let used = engine[report.url] else { return report.cleaned }
+            return used.cleaned
+        }
+    }
+}

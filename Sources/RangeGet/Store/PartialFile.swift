@@ -1,0 +1,326 @@
+// PartialFile: a download's `.part` file and its manifest, from the claim to
+// the commit. It claims the data file (a new one created and marked as
+// rangeget's, or an earlier run's, locked), decides what an earlier run left
+// is worth (resume it, or start over and say why), gives a new plan its
+// manifest and its space, and at the end verifies the data, makes it
+// durable and moves it to its final name. Download drives it; the engine
+// writes into `file` and checkpoints `manifest` at `files.manifest`.
+import Glibc
+
+final class PartialFile {
+    /// The final name.
+    let output: String
+    let files: PartialFiles
+    let file: OutputFile
+    /// What is done and durable; nil until a plan needs one (a file fetched
+    /// whole by its first response never gets one) or after a discard.
+    private(set) var manifest: Manifest?
+    private let options: DownloadOptions
+
+    private init(output: String, file: OutputFile, options: DownloadOptions) {
+        self.output = output
+        files = PartialFiles(output: output)
+        self.file = file
+        self.options = options
+    }
+
+    /// Claims the data file of a download to `output`: creates it, or takes
+    /// an earlier run's (any other `.part` too when `replacingOthers`).
+    static func claim(output: String, replacingOthers: Bool, options: DownloadOptions) throws(DownloadError) -> PartialFile {
+        let files = PartialFiles(output: output)
+        do {
+            let file = try OutputFile.claim(files, replacingOthers: replacingOthers, calls: options.systemCalls)
+            return PartialFile(output: output, file: file, options: options)
+        } catch {
+            switch error {
+            case .busy: throw .busy("another rangeget is downloading to \(files.data)")
+            case let .notOurs(problem):
+                throw .usage("\(files.data) \(problem); move it away, or run again with --restart to discard it")
+            case let .io(error): throw .io(error)
+            }
+        }
+    }
+
+    // MARK: - Before the transfers
+
+    /// True when a manifest or a data file lies beside `output`: a partial
+    /// download to resume (or a file of another program's, to refuse).
+    static func exists(beside output: String) -> Bool {
+        let files = PartialFiles(output: output)
+        var info = stat()
+        return lstat(files.manifest, &info) == 0 || lstat(files.data, &info) == 0
+    }
+
+    /// The file of `url` as the manifest beside `output` describes it, when
+    /// that manifest records `url` and holds a validator `If-Range` can carry
+    /// (a strong ETag, else Last-Modified when there is no ETag): the resume
+    /// then sends its first ranged requests at once, each with `If-Range`,
+    /// instead of probing first, and a changed file is still caught (its
+    /// server answers 200, with the new validator).
+    static func resumable(url: String, beside output: String) -> RemoteFile? {
+        guard let stored = try? Manifest.load(from: PartialFiles(output: output).manifest),
+              stored.knownURLs.contains(Manifest.redacting(url)) else { return nil }
+        let remote = RemoteFile(url: url, effectiveURL: url, size: stored.size, etag: stored.etag,
+                                lastModified: stored.lastModified, acceptsRanges: true, contentDisposition: nil)
+        return remote.ifRange == nil ? nil : remote
+    }
+
+    /// Refuses to overwrite a finished file at `output` without `overwrite`,
+    /// and fails early on an unusable directory. True when a finished file is
+    /// there already (and `overwrite` is off): the download then only checks
+    /// that it is still the server's.
+    static func checkOutput(_ output: String, overwrite: Bool) throws(DownloadError) -> Bool {
+        var info = stat()
+        var exists = false
+        if lstat(output, &info) == 0 {
+            if (info.st_mode & S_IFMT) == S_IFDIR { throw .usage("\(output) is a directory") }
+            if !overwrite {
+                guard (info.st_mode & S_IFMT) == S_IFREG else {
+                    throw .usage("\(output) already exists and is not a regular file; use --force to replace it")
+                }
+                exists = true
+            }
+        }
+        let folder = StateFile.directory(of: output)
+        var folderInfo = stat()
+        guard stat(folder, &folderInfo) == 0, (folderInfo.st_mode & S_IFMT) == S_IFDIR else {
+            throw .usage("\(folder) is not a directory")
+        }
+        guard access(folder, W_OK) == 0 else {
+            throw .usage("cannot write to directory \(folder): \(String(cString: strerror(errno)))")
+        }
+        return exists
+    }
+
+    /// Takes up what an earlier run left, for the file `sources` serve now:
+    /// its manifest when it still describes that file, else (or with
+    /// `restart`) nothing, the data file emptied.
+    func resume(from sources: [RemoteFile], restart: Bool, onEvent: @Sendable (DownloadEvent) -> Void) throws(DownloadError) {
+        if restart {
+            try discard()
+            return
+        }
+        let loaded: Manifest?
+        do {
+            loaded = try Manifest.load(from: files.manifest)
+        } catch {
+            throw .manifest(error)
+        }
+        guard var stored = loaded else {
+            // Rangeget's own data file without a manifest (a single stream):
+            // empty it, and drop any journal a lost manifest left behind (a
+            // file just created is empty already, and no manifest is there).
+            if file.isNew {
+                do { try StateFile.remove(files.journal) } catch { throw .io(error) }
+            } else {
+                try discard()
+            }
+            return
+        }
+        // The manifest belongs to the file, not to one URL: a URL it records
+        // is compared as usual; any other must prove it serves the same file.
+        let known = stored.knownURLs
+        guard let remote = sources.first(where: { known.contains(Manifest.redacting($0.url)) }) else {
+            try checkSameFile(stored, served: sources[0])
+            stored.record(sources.map(\.url))
+            onEvent(.resuming(bytesDone: stored.done.byteCount))
+            manifest = stored
+            return
+        }
+        stored.record(sources.map(\.url))
+        if let etag = stored.etag, etag == remote.etag, let size = remote.size, size != stored.size {
+            // Same version of the file, other size: the manifest cannot describe it.
+            throw .manifest(ManifestError(
+                path: files.manifest, problem: "records a size of \(stored.size) bytes, but the file (same ETag) has \(size)"))
+        }
+        var reason = stored.mismatch(with: remote).map { "the remote file changed since the last run: \($0)" }
+        if reason == nil, !remote.acceptsRanges { reason = "the server does not serve the byte ranges a resume needs" }
+        if reason == nil, file.currentSize() < (stored.done.ranges.last?.end ?? 0) {
+            reason = "\(file.path) is shorter than its manifest says"
+        }
+        if reason == nil, stored.etag == nil, stored.lastModified == nil,
+           let differing = try spotCheck(stored, against: remote) {
+            // Nothing to send as If-Range: a few stored bytes were compared with the server's.
+            reason = "the remote file changed since the last run: its bytes \(differing) differ from the partial "
+                + "download (the server sends no ETag or Last-Modified to tell)"
+        }
+        if let reason {
+            onEvent(.restarting(reason: reason + "; starting over"))
+            try discard()
+            return
+        }
+        onEvent(.resuming(bytesDone: stored.done.byteCount))
+        manifest = stored
+    }
+
+    /// Reads the manifest again (the engine checkpointed it), to go on with other sources.
+    func reload() throws(DownloadError) {
+        do {
+            manifest = try Manifest.load(from: files.manifest)
+        } catch {
+            throw .manifest(error)
+        }
+    }
+
+    /// Accepts a URL the manifest does not record as a source of its file
+    /// only when it serves that file: the same size and strong ETag, or (with
+    /// no strong ETag on either side) the same bytes at a few random places
+    /// of those on disk. Anything else is someone else's file: refused (exit
+    /// 4), never spliced, and the partial download is kept for its own URLs.
+    private func checkSameFile(_ stored: Manifest, served remote: RemoteFile) throws(DownloadError) {
+        let known = stored.knownURLs.joined(separator: ", ")
+        func refuse(_ why: String) -> DownloadError {
+            .manifest(ManifestError(path: files.manifest, problem: "was started from \(known), and "
+                + "\(Manifest.redacting(remote.url)) \(why); give one of those URLs, or run again with --restart to start over"))
+        }
+        guard remote.size == stored.size else {
+            throw refuse("serves \(remote.size.map { "\($0) bytes" } ?? "a file of unknown length"), not \(stored.size)")
+        }
+        let storedTag = stored.etag.flatMap { $0.hasPrefix("W/") ? nil : $0 }
+        if let storedTag, let theirs = remote.strongETag {
+            guard storedTag == theirs else { throw refuse("serves ETag \(theirs), not \(storedTag)") }
+            return
+        }
+        if let differing = try spotCheck(stored, against: remote) { throw refuse("serves other bytes at \(differing)") }
+    }
+
+    /// Compares a few random samples of the bytes `stored` lists as done with
+    /// what `remote` serves there; the first range that differs, if any.
+    private func spotCheck(_ stored: Manifest, against remote: RemoteFile) throws(DownloadError) -> ByteRange? {
+        var random = SystemRandomNumberGenerator()
+        let samples = SpotCheck.samples(of: stored.done, count: SpotCheck.sampleCount, length: SpotCheck.sampleLength,
+                                        using: &random)
+        return try SpotCheck.firstDifference(in: file, url: remote.effectiveURL, size: stored.size, samples: samples,
+                                             options: options.transfer)
+    }
+
+    /// Gives a new plan for `remote`, a `size`-byte file fetched from
+    /// `sources`, its space (the whole file, reserved; for a `plain` stream,
+    /// a check that it fits) and its manifest, which lists nothing done yet.
+    func prepare(for remote: RemoteFile, size: Int64, plain: Bool, sources: [RemoteFile]) throws(DownloadError) {
+        do {
+            // A size the server chose must fit before a byte is written.
+            if plain { try file.checkFreeSpace(for: size) } else { try file.preallocate(size: size) }
+        } catch {
+            // The data file is empty here: nothing of it is worth keeping.
+            file.unmark()
+            for path in [files.data, files.manifest] { try? StateFile.remove(path) }
+            throw .io(error)
+        }
+        // A single stream of known length keeps a manifest too: the bytes
+        // from 0 it has, which a later run resumes if the server then
+        // serves ranges (and starts over, saying why, if it still does not).
+        var fresh = Manifest(remote: remote, size: size)
+        fresh.record(sources.map(\.url))
+        do {
+            // Not fsynced: it lists nothing done yet, and a manifest lost
+            // to a power cut only means the empty .part is started afresh.
+            try fresh.save(to: files.manifest, calls: options.systemCalls, durable: false)
+        } catch {
+            throw .io(error)
+        }
+        manifest = fresh
+    }
+
+    /// Empties the data file and removes the manifest and the write journal
+    /// (first: its bytes must never be added to a new manifest).
+    func discard() throws(DownloadError) {
+        do {
+            try StateFile.remove(files.journal)
+            try file.truncate(to: 0)
+            try StateFile.remove(files.manifest)
+        } catch {
+            throw .io(error)
+        }
+        manifest = nil
+    }
+
+    /// Removes the `.part` file at `partPath`, its manifest, journal and
+    /// mark, unless another download holds the lock on it (then it is theirs
+    /// to keep) or it is not rangeget's (a link, another program's file).
+    static func discard(at partPath: String) throws(DownloadError) {
+        let files = PartialFiles(data: partPath)
+        let file: OutputFile
+        do {
+            file = try OutputFile(existing: partPath)
+            guard try file.lockExclusively(), file.ownershipProblem(manifest: files.manifest) == nil else { return }
+        } catch {
+            if error.code == ENOENT || error.code == ELOOP { return }
+            throw .io(error)
+        }
+        do {
+            file.unmark()
+            for path in [files.journal, partPath, files.manifest] { try StateFile.remove(path) }
+        } catch {
+            throw .io(error)
+        }
+    }
+
+    // MARK: - After the transfers
+
+    /// Verifies the length (and checksum), makes the data durable and moves
+    /// it to `output`: never over a file that appeared there since the
+    /// start, unless `overwrite`; then the data stays, recorded as complete.
+    func commit(size: Int64, remote: RemoteFile, onEvent: @Sendable (DownloadEvent) -> Void) throws(DownloadError) {
+        do {
+            if file.currentSize() > size { try file.truncate(to: size) }
+            let actual = file.currentSize()
+            guard actual == size else {
+                throw DownloadError.verification("\(file.path) has \(actual) bytes, expected \(size)")
+            }
+            if let checksum = try options.expectedChecksum(savingAs: output, data: file.path) {
+                let actual = try Checksum.digest(of: file.path, algorithm: checksum.algorithm)
+                guard actual == checksum.hex else {
+                    let problem = "\(checksum.algorithm.rawValue) is \(actual), expected \(checksum.hex)"
+                    // Complete, but not what was expected: `status` says so, and
+                    // a rerun checks again without fetching a byte.
+                    try keepAsComplete(remote: remote, size: size, problem: problem)
+                    throw DownloadError.verification(
+                        "\(checksum.algorithm.rawValue) of the download is \(actual), expected \(checksum.hex); "
+                            + "the data stays in \(file.path) (--restart fetches it again)")
+                }
+            }
+            let origin = FileOrigin(url: Manifest.redacting(remote.url), etag: remote.etag,
+                                    lastModified: remote.lastModified)
+            if try !origin.record(on: file.descriptor) {
+                onEvent(.notice("the file system of \(output) keeps no extended attributes: a later run can compare "
+                                + "only its size with the server's, not its ETag"))
+            }
+            // Once the data is durable: the final name, then the directory made durable.
+            let commit = SyncGroup.Commit(file: file, directory: StateFile.directory(of: output)) { [self] in
+                do {
+                    try file.move(to: output, replacing: options.overwrite)
+                } catch let error as IOError where error.code == EEXIST {
+                    try keepAsComplete(remote: remote, size: size)
+                    throw DownloadError.usage("\(output) appeared during the download; the data stays in \(file.path) "
+                                              + "(run again with --force to overwrite it)")
+                }
+                file.unmark()
+                // Without a manifest there is no journal either (the engine keeps one only beside a manifest).
+                if manifest != nil {
+                    for path in [files.journal, files.manifest] { try StateFile.remove(path) }
+                }
+            }
+            if let group = options.syncGroup {
+                try group.commit(commit, calls: options.systemCalls)
+            } else {
+                SyncGroup.run([commit], calls: options.systemCalls)
+                if let failure = commit.failure { throw failure }
+            }
+        } catch let error as IOError {
+            throw .io(error)
+        } catch {
+            throw error as! DownloadError
+        }
+    }
+
+    /// Saves the manifest as complete, durably (a new one for a file fetched
+    /// in one response: `status` and the next run need one now).
+    private func keepAsComplete(remote: RemoteFile, size: Int64, problem: String? = nil) throws(IOError) {
+        var complete = manifest ?? Manifest(remote: remote, size: size)
+        if manifest == nil { complete.record([remote.url]) }
+        complete.done = RangeSet([ByteRange(0, size)])
+        complete.problem = problem
+        try complete.save(to: files.manifest, calls: options.systemCalls)
+    }
+}
