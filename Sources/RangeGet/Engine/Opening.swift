@@ -96,6 +96,7 @@ final class Opening: LoopClient {
         let request = UncheckedBox((loop, connection))
         loop.execute {
             let (loop, connection) = request.value
+            loop.assertOnLoopThread()
             if running { loop.multi.remove(connection.easy) }
             if slot { loop.giveSlots(1) }
         }
