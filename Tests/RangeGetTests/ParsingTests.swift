@@ -1,3 +1,4 @@
+import Foundation
 import XCTest
 @testable import RangeGet
 
@@ -61,6 +62,26 @@ final class FileNameTests: XCTestCase {
         ]
         for (url, disposition, expected) in cases {
             XCTAssertEqual(FileName.choose(url: url, contentDisposition: disposition), expected, "\(url) \(disposition ?? "")")
+        }
+    }
+}
+
+extension FileNameTests {
+    /// The URL's last segment, read by hand, is URLComponents' reading for
+    /// every URL a download accepts: queries and fragments with slashes,
+    /// credentials, ports, IPv6 hosts, no path at all.
+    func testTheURLsLastSegmentIsURLComponentsReading() throws {
+        let urls = [
+            "http://h/dir/file.iso", "http://h/dir/file.iso?x=1#frag", "http://h", "http://h/", "http://h?q=/a/b",
+            "http://h#frag/x", "https://user:pa%2Fss@h:8443/a/b/c.tar.gz", "http://[::1]:8080/x%20y",
+            "http://h/a/b/", "http://h//double//slash", "HTTPS://H/UPPER.ISO", "http://h/a;param/b;v=1",
+            "http://h/%E2%82%AC.txt?download=1", "http://h/a?b=c/d.iso", "http://127.0.0.1:1/?x#y",
+        ]
+        for url in urls {
+            let components = try XCTUnwrap(URLComponents(string: url), url)
+            let reference = components.percentEncodedPath.split(separator: "/").last
+                .map { FileName.percentDecoded($0) ?? String($0) }
+            XCTAssertEqual(FileName.fromURL(url), reference, url)
         }
     }
 }

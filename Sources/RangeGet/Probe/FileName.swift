@@ -39,10 +39,17 @@ package enum FileName {
         return extended ?? plain
     }
 
-    /// The last path segment of `url`, percent-decoded.
+    /// The last path segment of `url` (an absolute URL, as `RemoteURL`
+    /// accepts), percent-decoded. Read by hand rather than with
+    /// URLComponents: a list names every file by its URL, and this runs once
+    /// per file. The path starts at the first `/` after `scheme://` (the
+    /// authority holds none) and ends at `?` or `#`.
     package static func fromURL(_ url: String) -> String? {
-        guard let components = URLComponents(string: url) else { return nil }
-        let path = components.percentEncodedPath
+        guard let scheme = url.firstRange(of: "://") else { return nil }
+        let afterScheme = url[scheme.upperBound...]
+        guard let slash = afterScheme.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }),
+              afterScheme[slash] == "/" else { return nil }
+        let path = afterScheme[slash...].prefix { $0 != "?" && $0 != "#" }
         guard let last = path.split(separator: "/").last else { return nil }
         return percentDecoded(last) ?? String(last)
     }
