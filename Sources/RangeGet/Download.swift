@@ -161,7 +161,7 @@ public final class Download: Sendable {
         var outcome = outcome
         if let partPath {
             do {
-                try Self.discardPartial(at: partPath)
+                try Self.discardPartial(at: partPath, calls: options.systemCalls)
             } catch {
                 outcome = .failure(error)
             }
@@ -269,7 +269,7 @@ public final class Download: Sendable {
                 } catch {
                     // The data file is empty here: nothing of it is worth keeping.
                     file.unmark()
-                    for path in [files.data, manifestPath] { try? StateFile.remove(path) }
+                    for path in [files.data, manifestPath] { try? StateFile.remove(path, calls: options.systemCalls) }
                     throw .io(error)
                 }
             }
@@ -551,7 +551,7 @@ public final class Download: Sendable {
             // empty it, and drop any journal a lost manifest left behind (a
             // file just created is empty already, and no manifest is there).
             if file.isNew {
-                do { try StateFile.remove(PartialFiles(data: file.path).journal) } catch { throw .io(error) }
+                do { try StateFile.remove(PartialFiles(data: file.path).journal, calls: options.systemCalls) } catch { throw .io(error) }
             } else {
                 try discard(file: file, manifestPath: manifestPath)
             }
@@ -630,9 +630,9 @@ public final class Download: Sendable {
     /// (first: its bytes must never be added to a new manifest).
     private func discard(file: OutputFile, manifestPath: String) throws(DownloadError) {
         do {
-            try StateFile.remove(PartialFiles(data: file.path).journal)
+            try StateFile.remove(PartialFiles(data: file.path).journal, calls: options.systemCalls)
             try file.truncate(to: 0)
-            try StateFile.remove(manifestPath)
+            try StateFile.remove(manifestPath, calls: options.systemCalls)
         } catch {
             throw .io(error)
         }
@@ -641,11 +641,11 @@ public final class Download: Sendable {
     /// Removes the `.part` file at `partPath`, its manifest, journal and
     /// mark, unless another download holds the lock on it (then it is theirs
     /// to keep) or it is not rangeget's (a link, another program's file).
-    static func discardPartial(at partPath: String) throws(DownloadError) {
+    static func discardPartial(at partPath: String, calls: SystemCalls) throws(DownloadError) {
         let files = PartialFiles(data: partPath)
         let file: OutputFile
         do {
-            file = try OutputFile(existing: partPath)
+            file = try OutputFile(existing: partPath, calls: calls)
             guard try file.lockExclusively(), file.ownershipProblem(manifest: files.manifest) == nil else { return }
         } catch {
             if error.code == ENOENT || error.code == ELOOP { return }
@@ -653,7 +653,7 @@ public final class Download: Sendable {
         }
         do {
             file.unmark()
-            for path in [files.journal, partPath, files.manifest] { try StateFile.remove(path) }
+            for path in [files.journal, partPath, files.manifest] { try StateFile.remove(path, calls: calls) }
         } catch {
             throw .io(error)
         }
@@ -695,7 +695,7 @@ public final class Download: Sendable {
             }
             let origin = FileOrigin(url: Manifest.redacting(remote.url), etag: remote.etag,
                                     lastModified: remote.lastModified)
-            if try !origin.record(on: file.descriptor) {
+            if try !origin.record(on: file) {
                 onEvent(.notice("the file system of \(output) keeps no extended attributes: a later run can compare "
                                 + "only its size with the server's, not its ETag"))
             }
@@ -711,7 +711,7 @@ public final class Download: Sendable {
                 file.unmark()
                 // Without a manifest there is no journal either (the engine keeps one only beside a manifest).
                 if manifest != nil {
-                    for path in [files.journal, files.manifest] { try StateFile.remove(path) }
+                    for path in [files.journal, files.manifest] { try StateFile.remove(path, calls: options.systemCalls) }
                 }
             }
             if let group = options.syncGroup {

@@ -175,7 +175,7 @@ public struct MirrorBenchmark: Sendable {
             if now - first >= limit { download.stop() }
         }
         unlink(path)
-        try? Download.discardPartial(at: PartialFiles(output: path).data)
+        try? Download.discardPartial(at: PartialFiles(output: path).data, calls: options.systemCalls)
         // A stopped download returns no result; its tally has the figure, probe included.
         let opened = download.controller.tally.tcpConnections
         let points = samples.withLock { $0 }.filter { $0.bytes > 0 }
