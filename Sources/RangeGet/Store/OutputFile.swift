@@ -53,7 +53,8 @@ final class OutputFile: Sendable {
     }
 
     /// Opens the data file of `files`, locked, for a download. A missing one
-    /// is created exclusively and marked as rangeget's. An existing one is
+    /// is created exclusively and marked as rangeget's (and removed again if
+    /// the disk refuses the lock or the mark). An existing one is
     /// taken only when it is a regular file with no other hard link, and
     /// rangeget's: marked, or with a manifest beside it. Anything else (a
     /// browser's `name.part`, a link someone planted) is never truncated or
@@ -65,8 +66,17 @@ final class OutputFile: Sendable {
         for _ in 0..<4 {
             do {
                 let file = try OutputFile(creating: files.data, calls: calls)
-                guard try file.lockExclusively() else { throw ClaimError.busy }
-                try file.mark()
+                let locked: Bool
+                do {
+                    locked = try file.lockExclusively()
+                    if locked { try file.mark() }
+                } catch {
+                    // Empty and unmarked, it would look like another program's
+                    // file to the next run, which would then refuse it.
+                    try? StateFile.remove(files.data, calls: calls)
+                    throw error
+                }
+                guard locked else { throw ClaimError.busy }
                 return file
             } catch let error as IOError where error.code == EEXIST {
             } catch let error as IOError {
