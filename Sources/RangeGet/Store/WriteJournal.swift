@@ -21,6 +21,10 @@
 // - a durable checkpoint covers some ranges: the survivors are written to
 //   the inactive log, which then becomes the active one (a single store).
 //
+// The journal's blocks are allocated when it is created (posix_fallocate):
+// a store into a hole of a mapped file on a full disk kills the process
+// with SIGBUS, where an allocation that fails only means no journal.
+//
 // After a reboot (another boot ID) the journal counts for nothing: only the
 // manifest's durable `done` does, and a power cut can cost only the bytes
 // since the last durable save. The journal is never renamed over the
@@ -71,8 +75,8 @@ final class WriteJournal {
             _ = calls.unlink(temporary)
             return error
         }
-        guard retryingOnInterrupt({ calls.ftruncate(descriptor, Int64(bytes)) }) == 0 else {
-            throw abandon("truncate")
+        guard retryingOnInterrupt({ calls.posixFallocate(descriptor, 0, Int64(bytes)) }) == 0 else {
+            throw abandon("allocate space for")
         }
         guard let mapped = mmap(nil, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, descriptor, 0),
               mapped != MAP_FAILED else { throw abandon("map") }
