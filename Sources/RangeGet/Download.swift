@@ -626,13 +626,14 @@ public final class Download: Sendable {
         }
     }
 
-    /// Empties the data file and removes the manifest and the write journal
-    /// (first: its bytes must never be added to a new manifest).
+    /// Removes the write journal (first: its bytes must never be added to a
+    /// new manifest) and the manifest, then empties the data file: a manifest
+    /// never outlives the bytes it lists.
     private func discard(file: OutputFile, manifestPath: String) throws(DownloadError) {
         do {
             try StateFile.remove(PartialFiles(data: file.path).journal, calls: options.systemCalls)
-            try file.truncate(to: 0)
             try StateFile.remove(manifestPath, calls: options.systemCalls)
+            try file.truncate(to: 0)
         } catch {
             throw .io(error)
         }
