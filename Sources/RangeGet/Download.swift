@@ -93,7 +93,7 @@ public final class Download: Sendable {
         var outcome = outcome
         if let partPath {
             do {
-                try PartialFile.discard(at: partPath)
+                try PartialFile.discard(at: partPath, calls: options.systemCalls)
             } catch {
                 outcome = .failure(error)
             }

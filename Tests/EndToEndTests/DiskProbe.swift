@@ -7,12 +7,12 @@ import RangeGet
 import RangeServer
 import Synchronization
 
-/// A `SystemCalls` seam that checks every pwrite against the expected
-/// resource (no unvalidated byte may reach the disk), records what was
-/// written and what each fdatasync made durable, and injects failures.
+/// A `SystemCalls` seam that checks every pwrite to the data file against
+/// the expected resource (no unvalidated byte may reach the disk), records
+/// what was written and what each fdatasync made durable, and injects failures.
 final class DiskProbe: Sendable {
     struct State {
-        /// Bytes pwrite'd so far.
+        /// Bytes pwrite'd to the data file so far.
         var written = RangeSet()
         /// Bytes written before the last successful fdatasync and after no failed one.
         var durable = RangeSet()
@@ -30,7 +30,7 @@ final class DiskProbe: Sendable {
 
     let resource: Resource?
     let state = Mutex(State())
-    /// errno for the n-th pwrite (0-based) given the bytes written before it; nil to pass.
+    /// errno for the n-th pwrite to the data file (0-based) given the bytes written before it; nil to pass.
     private let pwriteFault: @Sendable (_ call: Int, _ offset: Int64, _ writtenBefore: Int64) -> Int32?
     /// errno for the n-th fdatasync (0-based); nil to pass.
     private let fdatasyncFault: @Sendable (_ call: Int) -> Int32?
@@ -50,70 +50,75 @@ final class DiskProbe: Sendable {
     var snapshot: State { state.withLock { $0 } }
 
     var calls: SystemCalls {
-        SystemCalls(
-            pwrite: { [self] descriptor, bytes, count, offset in
-                let (call, before) = state.withLock { state -> (Int, Int64) in
-                    defer { state.pwriteCalls += 1 }
-                    return (state.pwriteCalls, state.written.byteCount)
+        var calls = SystemCalls.live
+        calls.pwrite = { [self] descriptor, bytes, count, offset in
+            // The manifest and the mark are written with pwrite too.
+            guard openPath(descriptor)?.hasSuffix(".part") == true else {
+                return Glibc.pwrite(descriptor, bytes, count, off_t(offset))
+            }
+            let (call, before) = state.withLock { state -> (Int, Int64) in
+                defer { state.pwriteCalls += 1 }
+                return (state.pwriteCalls, state.written.byteCount)
+            }
+            if let code = pwriteFault(call, offset, before) {
+                errno = code
+                return -1
+            }
+            if let resource, count > 0 {
+                let end = offset + Int64(count)
+                let expected = end <= resource.size ? resource.bytes(in: offset..<end) : nil
+                let actual = [UInt8](UnsafeRawBufferPointer(start: bytes, count: count))
+                if expected != actual {
+                    state.withLock { $0.wrongWrites.append("\(count) bytes at \(offset)") }
                 }
-                if let code = pwriteFault(call, offset, before) {
-                    errno = code
-                    return -1
+            }
+            let result = Glibc.pwrite(descriptor, bytes, count, off_t(offset))
+            if result > 0 {
+                state.withLock { $0.written.insert(ByteRange(offset, offset + Int64(result))) }
+            }
+            return result
+        }
+        calls.fdatasync = { [self] descriptor in
+            let (call, writtenNow) = state.withLock { state -> (Int, RangeSet) in
+                defer { state.fdatasyncCalls += 1 }
+                return (state.fdatasyncCalls, state.written)
+            }
+            if let code = fdatasyncFault(call) {
+                state.withLock { state in
+                    state.failedSyncs += 1
+                    for range in writtenNow.ranges { state.pendingAtFailedSync.insert(range) }
+                    for range in state.durable.ranges { state.pendingAtFailedSync.remove(range) }
                 }
-                if let resource, count > 0 {
-                    let end = offset + Int64(count)
-                    let expected = end <= resource.size ? resource.bytes(in: offset..<end) : nil
-                    let actual = [UInt8](UnsafeRawBufferPointer(start: bytes, count: count))
-                    if expected != actual {
-                        state.withLock { $0.wrongWrites.append("\(count) bytes at \(offset)") }
-                    }
+                errno = code
+                return -1
+            }
+            let result = Glibc.fdatasync(descriptor)
+            if result == 0 {
+                state.withLock { state in
+                    // Bytes pending at a failed sync may be lost (fsyncgate): never durable.
+                    var durable = writtenNow
+                    for range in state.pendingAtFailedSync.ranges { durable.remove(range) }
+                    state.durable = durable
                 }
-                let result = Glibc.pwrite(descriptor, bytes, count, off_t(offset))
-                if result > 0 {
-                    state.withLock { $0.written.insert(ByteRange(offset, offset + Int64(result))) }
-                }
-                return result
-            },
-            fdatasync: { [self] descriptor in
-                let (call, writtenNow) = state.withLock { state -> (Int, RangeSet) in
-                    defer { state.fdatasyncCalls += 1 }
-                    return (state.fdatasyncCalls, state.written)
-                }
-                if let code = fdatasyncFault(call) {
-                    state.withLock { state in
-                        state.failedSyncs += 1
-                        for range in writtenNow.ranges { state.pendingAtFailedSync.insert(range) }
-                        for range in state.durable.ranges { state.pendingAtFailedSync.remove(range) }
-                    }
-                    errno = code
-                    return -1
-                }
-                let result = Glibc.fdatasync(descriptor)
-                if result == 0 {
-                    state.withLock { state in
-                        // Bytes pending at a failed sync may be lost (fsyncgate): never durable.
-                        var durable = writtenNow
-                        for range in state.pendingAtFailedSync.ranges { durable.remove(range) }
-                        state.durable = durable
-                    }
-                }
-                return result
-            },
-            fsync: { [self] descriptor in
-                let call = state.withLock { state -> Int in
-                    defer { state.fsyncCalls += 1 }
-                    return state.fsyncCalls
-                }
-                if let code = fsyncFault(call) {
-                    errno = code
-                    return -1
-                }
-                let result = Glibc.fsync(descriptor)
-                if result == 0, let (path, contents) = Self.regularFile(descriptor) {
-                    state.withLock { _ = $0.synced[path, default: []].insert(contents) }
-                }
-                return result
-            })
+            }
+            return result
+        }
+        calls.fsync = { [self] descriptor in
+            let call = state.withLock { state -> Int in
+                defer { state.fsyncCalls += 1 }
+                return state.fsyncCalls
+            }
+            if let code = fsyncFault(call) {
+                errno = code
+                return -1
+            }
+            let result = Glibc.fsync(descriptor)
+            if result == 0, let (path, contents) = Self.regularFile(descriptor) {
+                state.withLock { _ = $0.synced[path, default: []].insert(contents) }
+            }
+            return result
+        }
+        return calls
     }
 
     /// The contents the file at `path` had at each of its successful fsyncs.
@@ -124,10 +129,15 @@ final class DiskProbe: Sendable {
     /// The path and contents of the regular file open as `descriptor`; nil for a directory.
     private static func regularFile(_ descriptor: Int32) -> (String, Data)? {
         let link = "/proc/self/fd/\(descriptor)"
-        guard let path = try? FileManager.default.destinationOfSymbolicLink(atPath: link) else { return nil }
+        guard let path = openPath(descriptor) else { return nil }
         var info = stat()
         guard fstat(descriptor, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG,
               let contents = FileManager.default.contents(atPath: link) else { return nil }
         return (path, contents)
     }
+}
+
+/// The path of the file open as `descriptor` now (after any rename), nil if unknown.
+func openPath(_ descriptor: Int32) -> String? {
+    try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(descriptor)")
 }

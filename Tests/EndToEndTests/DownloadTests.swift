@@ -134,12 +134,11 @@ final class CheckpointRaceTests: EndToEndTestCase {
         var options = DownloadOptions()
         options.connections = 2
         options.checkpointInterval = 0.02
-        let live = SystemCalls.live
         // Slow manifest saves: one is nearly always in flight.
-        options.systemCalls = SystemCalls(pwrite: live.pwrite, fdatasync: live.fdatasync, fsync: { descriptor in
+        options.systemCalls.fsync = { descriptor in
             usleep(200_000)
-            return live.fsync(descriptor)
-        })
+            return SystemCalls.live.fsync(descriptor)
+        }
         let output = path("f")
         let result = try Download(url: server.url("f"), destination: .file(output), options: options).run(onEvent: { _ in })
         XCTAssertEqual(result.path, output)

@@ -85,7 +85,7 @@ final class WriteJournalTests: XCTestCase {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         files = PartialFiles(output: directory + "/f")
         _ = FileManager.default.createFile(atPath: files.data, contents: Data(count: 100))
-        data = try OutputFile(existing: files.data)
+        data = try OutputFile(existing: files.data, calls: .live)
         let remote = RemoteFile(url: "http://h/f", effectiveURL: "http://h/f", size: 100, etag: "\"e\"",
                                 lastModified: nil, acceptsRanges: true, contentDisposition: nil)
         var manifest = Manifest(remote: remote, size: 100)
@@ -224,14 +224,14 @@ final class StateFileTests: XCTestCase {
     /// beside the data naming it; a mark left by another file does not count.
     func testTheMarkBesideTheFileNamesThatFile() throws {
         let files = PartialFiles(output: directory + "/f")
-        let file = try OutputFile(creating: files.data)
+        let file = try OutputFile(creating: files.data, calls: .live)
         XCTAssertFalse(file.isMarked)
         try file.markBeside()
         XCTAssertTrue(file.isMarked)
         XCTAssertTrue(FileManager.default.fileExists(atPath: files.mark))
         // Another file under the same name (the first stays open, so its inode is not reused).
         try FileManager.default.removeItem(atPath: files.data)
-        XCTAssertFalse(try OutputFile(creating: files.data).isMarked, "a mark left by a deleted file")
+        XCTAssertFalse(try OutputFile(creating: files.data, calls: .live).isMarked, "a mark left by a deleted file")
         file.unmark()
         XCTAssertFalse(FileManager.default.fileExists(atPath: files.mark))
     }

@@ -175,7 +175,7 @@ public struct MirrorBenchmark: Sendable {
             if now - first >= limit { download.stop() }
         }
         unlink(path)
-        try? PartialFile.discard(at: PartialFiles(output: path).data)
+        try? PartialFile.discard(at: PartialFiles(output: path).data, calls: options.systemCalls)
         // A stopped download returns no result; its tally has the figure, probe included.
         let opened = download.controller.tcpConnectionsOpened
         let points = samples.withLock { $0 }.filter { $0.bytes > 0 }

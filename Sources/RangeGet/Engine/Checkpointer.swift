@@ -88,7 +88,7 @@ final class Checkpointer: Sendable {
             } catch {
                 // The kernel may have dropped what it could not write: bytes the
                 // journal lists are no longer good, even in this boot.
-                try? StateFile.remove(journalPath)
+                try? StateFile.remove(journalPath, calls: calls)
                 throw error
             }
             var manifest = base

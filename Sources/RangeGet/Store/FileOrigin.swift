@@ -19,19 +19,18 @@ struct FileOrigin: Equatable, Sendable {
     private static let etagAttribute = "user.rangeget.etag"
     private static let lastModifiedAttribute = "user.rangeget.last_modified"
 
-    /// Stores the origin on the open file; false where the file system keeps
-    /// no user extended attributes (then a later run only compares sizes).
-    func record(on descriptor: Int32) throws(IOError) -> Bool {
+    /// Stores the origin on `file`; false where the file system keeps no
+    /// user extended attributes (then a later run only compares sizes).
+    func record(on file: OutputFile) throws(IOError) -> Bool {
         let values = [(Self.urlAttribute, url), (Self.etagAttribute, etag), (Self.lastModifiedAttribute, lastModified)]
         for (name, value) in values {
             guard let value else {
-                _ = rg_remove_attribute(descriptor, name)
+                _ = retryingOnInterrupt { file.calls.fremovexattr(file.descriptor, name) }
                 continue
             }
-            let bytes = Array(value.utf8)
-            if rg_set_attribute(descriptor, name, bytes, bytes.count) == 0 { continue }
+            if retryingOnInterrupt({ file.calls.fsetxattr(file.descriptor, name, Array(value.utf8)) }) == 0 { continue }
             if errno == ENOTSUP || errno == EPERM { return false }
-            throw IOError("record the origin of", "the file", code: errno)
+            throw IOError("record the origin of", file.path)
         }
         return true
     }

@@ -1,6 +1,7 @@
 // OutputFile: the `.part` file bytes are written into, at their offsets,
 // straight from libcurl's buffer. The descriptor never changes after open, and
 // pwrite/fdatasync are safe from several threads, so the file is Sendable.
+// Every call that changes the disk goes through the file's `SystemCalls`.
 // rangeget creates its data files exclusively and marks them as its own, so
 // a `.part` some other program is writing (a browser's) is never taken over.
 import CCurlShim
@@ -13,22 +14,23 @@ final class OutputFile: Sendable {
     let descriptor: Int32
     /// True when this open created the file (it is empty, and nothing was beside it to discard).
     let isNew: Bool
-    private let calls: SystemCalls
+    /// The disk calls used on this file and the state files beside it.
+    let calls: SystemCalls
 
     /// Creates the file at `path` for reading and writing; fails with EEXIST
     /// when anything is there, a link included (`O_CREAT | O_EXCL`).
-    convenience init(creating path: String, calls: SystemCalls = .live) throws(IOError) {
+    convenience init(creating path: String, calls: SystemCalls) throws(IOError) {
         try self.init(path: path, flags: O_CREAT | O_EXCL, calls: calls)
     }
 
     /// Opens the existing file at `path` for reading and writing. A symbolic
     /// link there is refused (ELOOP), never followed: it could point anywhere.
-    convenience init(existing path: String, calls: SystemCalls = .live) throws(IOError) {
+    convenience init(existing path: String, calls: SystemCalls) throws(IOError) {
         try self.init(path: path, flags: 0, calls: calls)
     }
 
     private init(path: String, flags: Int32, calls: SystemCalls) throws(IOError) {
-        let descriptor = retryingOnInterrupt { open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | flags, 0o644) }
+        let descriptor = retryingOnInterrupt { calls.open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | flags, 0o644) }
         guard descriptor >= 0 else { throw IOError("open", path) }
         self.path = path
         self.descriptor = descriptor
@@ -51,7 +53,8 @@ final class OutputFile: Sendable {
     }
 
     /// Opens the data file of `files`, locked, for a download. A missing one
-    /// is created exclusively and marked as rangeget's. An existing one is
+    /// is created exclusively and marked as rangeget's (and removed again if
+    /// the disk refuses the lock or the mark). An existing one is
     /// taken only when it is a regular file with no other hard link, and
     /// rangeget's: marked, or with a manifest beside it. Anything else (a
     /// browser's `name.part`, a link someone planted) is never truncated or
@@ -63,8 +66,17 @@ final class OutputFile: Sendable {
         for _ in 0..<4 {
             do {
                 let file = try OutputFile(creating: files.data, calls: calls)
-                guard try file.lockExclusively() else { throw ClaimError.busy }
-                try file.mark()
+                let locked: Bool
+                do {
+                    locked = try file.lockExclusively()
+                    if locked { try file.mark() }
+                } catch {
+                    // Empty and unmarked, it would look like another program's
+                    // file to the next run, which would then refuse it.
+                    try? StateFile.remove(files.data, calls: calls)
+                    throw error
+                }
+                guard locked else { throw ClaimError.busy }
                 return file
             } catch let error as IOError where error.code == EEXIST {
             } catch let error as IOError {
@@ -91,7 +103,7 @@ final class OutputFile: Sendable {
                 throw error as! ClaimError
             }
             guard replacingOthers else { throw .notOurs(problem) }
-            do { try StateFile.remove(files.data) } catch { throw .io(error) }
+            do { try StateFile.remove(files.data, calls: calls) } catch { throw .io(error) }
         }
         throw .io(IOError("create", files.data, code: EEXIST))
     }
@@ -115,8 +127,7 @@ final class OutputFile: Sendable {
     /// the file system has none, a small file beside it (`OUTPUT.part.mark`)
     /// that names this file's device and inode.
     func mark() throws(IOError) {
-        let value = Array("1".utf8)
-        if rg_set_attribute(descriptor, Self.markAttribute, value, value.count) == 0 { return }
+        if retryingOnInterrupt({ calls.fsetxattr(descriptor, Self.markAttribute, Array("1".utf8)) }) == 0 { return }
         guard errno == ENOTSUP || errno == EPERM else { throw IOError("mark", path) }
         try markBeside()
     }
@@ -140,28 +151,21 @@ final class OutputFile: Sendable {
     /// Removes the mark (from a finished file, or one about to be deleted).
     func unmark() {
         // The mark is the attribute, or (where there are none) a file beside it.
-        if rg_remove_attribute(descriptor, Self.markAttribute) == 0 { return }
-        try? StateFile.remove(PartialFiles(data: path).mark)
+        if retryingOnInterrupt({ calls.fremovexattr(descriptor, Self.markAttribute) }) == 0 { return }
+        try? StateFile.remove(PartialFiles(data: path).mark, calls: calls)
     }
 
     /// Takes an exclusive advisory lock without waiting; false if another
     /// process holds it (a second rangeget on the same output).
     func lockExclusively() throws(IOError) -> Bool {
-        if retryingOnInterrupt({ flock(descriptor, LOCK_EX | LOCK_NB) }) == 0 { return true }
+        if retryingOnInterrupt({ calls.flock(descriptor, LOCK_EX | LOCK_NB) }) == 0 { return true }
         if errno == EWOULDBLOCK { return false }
         throw IOError("lock", path)
     }
 
     /// Writes all of `count` bytes at `offset`, looping over short writes.
     func write(_ bytes: UnsafeRawPointer, count: Int, at offset: Int64) throws(IOError) {
-        var done = 0
-        while done < count {
-            let written = retryingOnInterrupt {
-                calls.pwrite(descriptor, bytes + done, count - done, offset + Int64(done))
-            }
-            guard written > 0 else { throw IOError("write", path, code: written == 0 ? EIO : errno) }
-            done += written
-        }
+        try calls.writeAll(descriptor, path: path, bytes, count: count, at: offset)
     }
 
     /// Makes every byte written so far durable (`fdatasync`).
@@ -174,7 +178,7 @@ final class OutputFile: Sendable {
     /// would wait for each in turn. Errors are left to `synchronize`, which
     /// reports this file's own (and then finds little left to write).
     func synchronizeFileSystem() {
-        _ = rg_sync_file_system(descriptor)
+        _ = retryingOnInterrupt { calls.syncfs(descriptor) }
     }
 
     /// Starts writeback of the file's dirty pages without waiting for it
@@ -184,12 +188,12 @@ final class OutputFile: Sendable {
     /// walks and drops the file's whole page cache on every call, which
     /// cost a fifth of loopback's wall time; README, "Performance".)
     func startWriteback() {
-        _ = rg_start_writeback(descriptor)
+        _ = retryingOnInterrupt { calls.syncFileRange(descriptor) }
     }
 
     /// Sets the length, dropping or zero-extending the end.
     func truncate(to size: Int64) throws(IOError) {
-        guard retryingOnInterrupt({ ftruncate(descriptor, off_t(size)) }) == 0 else { throw IOError("truncate", path) }
+        guard retryingOnInterrupt({ calls.ftruncate(descriptor, size) }) == 0 else { throw IOError("truncate", path) }
     }
 
     /// Fails with ENOSPC, before any byte is written, when the file system
@@ -214,13 +218,12 @@ final class OutputFile: Sendable {
     func preallocate(size: Int64) throws(IOError) {
         guard size > 0 else { return }
         try checkFreeSpace(for: size)
-        let result = posix_fallocate(descriptor, 0, off_t(size))
-        if result == 0 { return }
-        if result == EOPNOTSUPP || result == EINVAL {
+        if retryingOnInterrupt({ calls.posixFallocate(descriptor, 0, size) }) == 0 { return }
+        if errno == EOPNOTSUPP || errno == EINVAL {
             if currentSize() < size { try truncate(to: size) }
             return
         }
-        throw IOError("allocate space for", path, code: result)
+        throw IOError("allocate space for", path)
     }
 
     /// The file's current length.
@@ -250,13 +253,13 @@ final class OutputFile: Sendable {
     /// file system lacks it, a hard link and an unlink).
     func move(to destination: String, replacing: Bool) throws(IOError) {
         if replacing {
-            guard rename(path, destination) == 0 else { throw IOError("rename", path) }
+            guard retryingOnInterrupt({ calls.rename(path, destination) }) == 0 else { throw IOError("rename", path) }
             return
         }
-        if rg_rename_noreplace(path, destination) == 0 { return }
+        if retryingOnInterrupt({ calls.renameNoReplace(path, destination) }) == 0 { return }
         guard errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP else { throw IOError("rename", path) }
-        guard link(path, destination) == 0 else { throw IOError("rename", path) }
-        guard unlink(path) == 0 else { throw IOError("remove", path) }
+        guard retryingOnInterrupt({ calls.link(path, destination) }) == 0 else { throw IOError("rename", path) }
+        guard retryingOnInterrupt({ calls.unlink(path) }) == 0 else { throw IOError("remove", path) }
     }
 }
 
@@ -264,6 +267,6 @@ extension Manifest {
     /// True when the file at `dataFile` is a partial download rangeget made
     /// (it carries rangeget's mark), with or without a manifest beside it.
     public static func isPartialDownload(dataFile: String) -> Bool {
-        (try? OutputFile(existing: dataFile))?.isMarked ?? false
+        (try? OutputFile(existing: dataFile, calls: .live))?.isMarked ?? false
     }
 }

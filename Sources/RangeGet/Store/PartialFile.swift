@@ -111,7 +111,7 @@ final class PartialFile {
             // empty it, and drop any journal a lost manifest left behind (a
             // file just created is empty already, and no manifest is there).
             if file.isNew {
-                do { try StateFile.remove(files.journal) } catch { throw .io(error) }
+                do { try StateFile.remove(files.journal, calls: options.systemCalls) } catch { throw .io(error) }
             } else {
                 try discard()
             }
@@ -204,7 +204,7 @@ final class PartialFile {
         } catch {
             // The data file is empty here: nothing of it is worth keeping.
             file.unmark()
-            for path in [files.data, files.manifest] { try? StateFile.remove(path) }
+            for path in [files.data, files.manifest] { try? StateFile.remove(path, calls: options.systemCalls) }
             throw .io(error)
         }
         // A single stream of known length keeps a manifest too: the bytes
@@ -222,13 +222,14 @@ final class PartialFile {
         manifest = fresh
     }
 
-    /// Empties the data file and removes the manifest and the write journal
-    /// (first: its bytes must never be added to a new manifest).
+    /// Removes the write journal (first: its bytes must never be added to a
+    /// new manifest) and the manifest, then empties the data file: a manifest
+    /// never outlives the bytes it lists.
     func discard() throws(DownloadError) {
         do {
-            try StateFile.remove(files.journal)
+            try StateFile.remove(files.journal, calls: options.systemCalls)
+            try StateFile.remove(files.manifest, calls: options.systemCalls)
             try file.truncate(to: 0)
-            try StateFile.remove(files.manifest)
         } catch {
             throw .io(error)
         }
@@ -238,11 +239,11 @@ final class PartialFile {
     /// Removes the `.part` file at `partPath`, its manifest, journal and
     /// mark, unless another download holds the lock on it (then it is theirs
     /// to keep) or it is not rangeget's (a link, another program's file).
-    static func discard(at partPath: String) throws(DownloadError) {
+    static func discard(at partPath: String, calls: SystemCalls) throws(DownloadError) {
         let files = PartialFiles(data: partPath)
         let file: OutputFile
         do {
-            file = try OutputFile(existing: partPath)
+            file = try OutputFile(existing: partPath, calls: calls)
             guard try file.lockExclusively(), file.ownershipProblem(manifest: files.manifest) == nil else { return }
         } catch {
             if error.code == ENOENT || error.code == ELOOP { return }
@@ -250,7 +251,7 @@ final class PartialFile {
         }
         do {
             file.unmark()
-            for path in [files.journal, partPath, files.manifest] { try StateFile.remove(path) }
+            for path in [files.journal, partPath, files.manifest] { try StateFile.remove(path, calls: calls) }
         } catch {
             throw .io(error)
         }
@@ -282,7 +283,7 @@ final class PartialFile {
             }
             let origin = FileOrigin(url: Manifest.redacting(remote.url), etag: remote.etag,
                                     lastModified: remote.lastModified)
-            if try !origin.record(on: file.descriptor) {
+            if try !origin.record(on: file) {
                 onEvent(.notice("the file system of \(output) keeps no extended attributes: a later run can compare "
                                 + "only its size with the server's, not its ETag"))
             }
@@ -298,7 +299,7 @@ final class PartialFile {
                 file.unmark()
                 // Without a manifest there is no journal either (the engine keeps one only beside a manifest).
                 if manifest != nil {
-                    for path in [files.journal, files.manifest] { try StateFile.remove(path) }
+                    for path in [files.journal, files.manifest] { try StateFile.remove(path, calls: options.systemCalls) }
                 }
             }
             if let group = options.syncGroup {

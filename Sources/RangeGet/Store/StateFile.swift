@@ -58,39 +58,35 @@ enum StateFile {
     static func replace(_ path: String, with data: Data, durable: Bool, calls: SystemCalls) throws(IOError) {
         let temporary = path + ".tmp"
         // A leftover of a killed run, or a link someone planted: only its name goes.
-        if unlink(temporary) != 0 && errno != ENOENT { throw IOError("remove", temporary) }
+        if retryingOnInterrupt({ calls.unlink(temporary) }) != 0 && errno != ENOENT {
+            throw IOError("remove", temporary)
+        }
         let descriptor = retryingOnInterrupt {
-            open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
+            calls.open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
         }
         guard descriptor >= 0 else { throw IOError("create", temporary) }
         do {
             defer { close(descriptor) }
-            let failed = data.withUnsafeBytes { (buffer: UnsafeRawBufferPointer) -> Bool in
-                var done = 0
-                while done < buffer.count {
-                    let written = retryingOnInterrupt {
-                        Glibc.write(descriptor, buffer.baseAddress! + done, buffer.count - done)
-                    }
-                    guard written > 0 else { return true }
-                    done += written
+            try data.withUnsafeBytes { buffer in
+                Result { () throws(IOError) in
+                    guard let bytes = buffer.baseAddress else { return }
+                    try calls.writeAll(descriptor, path: temporary, bytes, count: buffer.count, at: 0)
                 }
-                return false
-            }
-            if failed { throw IOError("write", temporary) }
+            }.get()
             if durable, retryingOnInterrupt({ calls.fsync(descriptor) }) != 0 { throw IOError("sync", temporary) }
         }
-        guard rename(temporary, path) == 0 else { throw IOError("rename", temporary) }
+        guard retryingOnInterrupt({ calls.rename(temporary, path) }) == 0 else { throw IOError("rename", temporary) }
         if durable { try synchronizeDirectory(of: path, calls: calls) }
     }
 
     /// Removes the file at `path`; nothing there is fine.
-    static func remove(_ path: String) throws(IOError) {
+    static func remove(_ path: String, calls: SystemCalls) throws(IOError) {
         // unlink takes the directory's lock for writing even to find nothing:
         // the lanes of a list, creating and renaming files in one directory,
         // queued on it (14% of a 1000-file run's CPU was that spinning).
         var info = stat()
         if lstat(path, &info) != 0 && errno == ENOENT { return }
-        if unlink(path) != 0 && errno != ENOENT { throw IOError("remove", path) }
+        if retryingOnInterrupt({ calls.unlink(path) }) != 0 && errno != ENOENT { throw IOError("remove", path) }
     }
 
     /// The directory part of `path`, "." for a bare name.
@@ -100,13 +96,13 @@ enum StateFile {
     }
 
     /// Makes a rename or unlink in `path`'s directory durable.
-    static func synchronizeDirectory(of path: String, calls: SystemCalls = .live) throws(IOError) {
+    static func synchronizeDirectory(of path: String, calls: SystemCalls) throws(IOError) {
         try synchronize(directory: directory(of: path), calls: calls)
     }
 
     /// Makes the entries of `directory` (renames, removals) durable.
-    static func synchronize(directory: String, calls: SystemCalls = .live) throws(IOError) {
-        let descriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+    static func synchronize(directory: String, calls: SystemCalls) throws(IOError) {
+        let descriptor = retryingOnInterrupt { calls.open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0) }
         guard descriptor >= 0 else { throw IOError("open directory", directory) }
         defer { close(descriptor) }
         guard retryingOnInterrupt({ calls.fsync(descriptor) }) == 0 else { throw IOError("sync directory", directory) }

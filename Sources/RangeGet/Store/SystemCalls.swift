@@ -1,33 +1,88 @@
-// SystemCalls: the few POSIX calls that put bytes on disk, behind a seam so
-// tests can inject ENOSPC, EIO, EINTR and short writes without a real disk.
+// SystemCalls: every POSIX call by which a download changes the disk, behind
+// a seam so tests can inject ENOSPC, EIO, EINTR and short writes without a
+// real disk. Each closure of `live` is the C call and nothing more; retrying
+// on EINTR is `retryingOnInterrupt`'s alone, around the seam, so an injected
+// EINTR is retried like a real one. Reads (`read`, `pread`, `fstat`,
+// `fgetxattr`) and `close` stay outside: they cannot run out of space, and
+// what is durable never depends on them.
+import CCurlShim
 import Glibc
 
-/// The write and sync calls the store makes; `live` is the real thing.
+/// The calls the store makes to change files and names on disk; `live` is
+/// the real thing. Each returns -1 with `errno` set on failure.
 package struct SystemCalls: Sendable {
-    /// `pwrite(2)`: returns bytes written or -1 with `errno` set.
-    package var pwrite: @Sendable (Int32, UnsafeRawPointer, Int, Int64) -> Int
-    /// `fdatasync(2)`: 0 or -1 with `errno` set.
-    package var fdatasync: @Sendable (Int32) -> Int32
-    /// `fsync(2)`: 0 or -1 with `errno` set.
-    package var fsync: @Sendable (Int32) -> Int32
+    /// `open(2)`: a descriptor, or -1. Every file a download writes, and every directory it syncs, is opened here.
+    package var open: @Sendable (_ path: String, _ flags: Int32, _ mode: mode_t) -> Int32
+    /// `pwrite(2)`: bytes written, or -1.
+    package var pwrite: @Sendable (_ descriptor: Int32, _ bytes: UnsafeRawPointer, _ count: Int, _ offset: Int64) -> Int
+    /// `ftruncate(2)`: 0 or -1.
+    package var ftruncate: @Sendable (_ descriptor: Int32, _ length: Int64) -> Int32
+    /// `posix_fallocate(3)`: 0 or -1 (the C function returns the error number; here it goes to `errno`, as for every other call).
+    package var posixFallocate: @Sendable (_ descriptor: Int32, _ offset: Int64, _ length: Int64) -> Int32
+    /// `flock(2)`: 0 or -1.
+    package var flock: @Sendable (_ descriptor: Int32, _ operation: Int32) -> Int32
+    /// `fsetxattr(2)` with no flags: 0 or -1.
+    package var fsetxattr: @Sendable (_ descriptor: Int32, _ name: String, _ value: [UInt8]) -> Int32
+    /// `fremovexattr(2)`: 0 or -1.
+    package var fremovexattr: @Sendable (_ descriptor: Int32, _ name: String) -> Int32
+    /// `fdatasync(2)`: 0 or -1.
+    package var fdatasync: @Sendable (_ descriptor: Int32) -> Int32
+    /// `fsync(2)`: 0 or -1.
+    package var fsync: @Sendable (_ descriptor: Int32) -> Int32
+    /// `syncfs(2)`: 0 or -1.
+    package var syncfs: @Sendable (_ descriptor: Int32) -> Int32
+    /// `sync_file_range(2)` of the whole file with `SYNC_FILE_RANGE_WRITE`: 0 or -1.
+    package var syncFileRange: @Sendable (_ descriptor: Int32) -> Int32
+    /// `rename(2)`: 0 or -1.
+    package var rename: @Sendable (_ from: String, _ to: String) -> Int32
+    /// `renameat2(2)` with `RENAME_NOREPLACE`: 0 or -1.
+    package var renameNoReplace: @Sendable (_ from: String, _ to: String) -> Int32
+    /// `link(2)`: 0 or -1.
+    package var link: @Sendable (_ existing: String, _ new: String) -> Int32
+    /// `unlink(2)`: 0 or -1.
+    package var unlink: @Sendable (_ path: String) -> Int32
 
     /// The calls of the operating system.
     package static let live = SystemCalls(
+        open: { Glibc.open($0, $1, $2) },
         pwrite: { Glibc.pwrite($0, $1, $2, off_t($3)) },
+        ftruncate: { Glibc.ftruncate($0, off_t($1)) },
+        posixFallocate: { descriptor, offset, length in
+            let result = Glibc.posix_fallocate(descriptor, off_t(offset), off_t(length))
+            if result == 0 { return 0 }
+            errno = result
+            return -1
+        },
+        flock: { lockFile($0, $1) },
+        fsetxattr: { descriptor, name, value in rg_set_attribute(descriptor, name, value, value.count) },
+        fremovexattr: { rg_remove_attribute($0, $1) },
         fdatasync: { Glibc.fdatasync($0) },
-        fsync: { Glibc.fsync($0) }
+        fsync: { Glibc.fsync($0) },
+        syncfs: { rg_sync_file_system($0) },
+        syncFileRange: { rg_start_writeback($0) },
+        rename: { Glibc.rename($0, $1) },
+        renameNoReplace: { rg_rename_noreplace($0, $1) },
+        link: { Glibc.link($0, $1) },
+        unlink: { Glibc.unlink($0) }
     )
 
-    /// Builds a seam from explicit calls (tests use this to inject faults).
-    package init(
-        pwrite: @escaping @Sendable (Int32, UnsafeRawPointer, Int, Int64) -> Int,
-        fdatasync: @escaping @Sendable (Int32) -> Int32,
-        fsync: @escaping @Sendable (Int32) -> Int32
-    ) {
-        self.pwrite = pwrite
-        self.fdatasync = fdatasync
-        self.fsync = fsync
+    /// Writes all of `count` bytes at `offset` of the file `path` open as
+    /// `descriptor`, looping over short writes (`pwrite`).
+    func writeAll(_ descriptor: Int32, path: String, _ bytes: UnsafeRawPointer, count: Int,
+                  at offset: Int64) throws(IOError) {
+        var done = 0
+        while done < count {
+            let written = retryingOnInterrupt { self.pwrite(descriptor, bytes + done, count - done, offset + Int64(done)) }
+            guard written > 0 else { throw IOError("write", path, code: written == 0 ? EIO : errno) }
+            done += written
+        }
     }
+}
+
+/// `flock(2)`: inside `SystemCalls` the name is the member's, and
+/// `Glibc.flock` is the C struct of the same name.
+private func lockFile(_ descriptor: Int32, _ operation: Int32) -> Int32 {
+    flock(descriptor, operation)
 }
 
 /// A failed system call: the operation, the path and `errno`.

@@ -21,6 +21,10 @@
 // - a durable checkpoint covers some ranges: the survivors are written to
 //   the inactive log, which then becomes the active one (a single store).
 //
+// The journal's blocks are allocated when it is created (posix_fallocate):
+// a store into a hole of a mapped file on a full disk kills the process
+// with SIGBUS, where an allocation that fails only means no journal.
+//
 // After a reboot (another boot ID) the journal counts for nothing: only the
 // manifest's durable `done` does, and a power cut can cost only the bytes
 // since the last durable save. The journal is never renamed over the
@@ -57,20 +61,25 @@ final class WriteJournal {
         slotCount = max(1, slots)
         capacity = Self.logCapacity
         words = Self.headerWords + 2 * slotCount + 2 * (1 + capacity)
+        let bytes = words * 8
         let temporary = path + ".tmp"
-        if unlink(temporary) != 0 && errno != ENOENT { throw IOError("remove", temporary) }
+        let calls = file.calls
+        if retryingOnInterrupt({ calls.unlink(temporary) }) != 0 && errno != ENOENT { throw IOError("remove", temporary) }
         let descriptor = retryingOnInterrupt {
-            open(temporary, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
+            calls.open(temporary, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
         }
         guard descriptor >= 0 else { throw IOError("create", temporary) }
-        guard ftruncate(descriptor, off_t(words * 8)) == 0,
-              let mapped = mmap(nil, words * 8, PROT_READ | PROT_WRITE, MAP_SHARED, descriptor, 0),
-              mapped != MAP_FAILED else {
-            let error = IOError("map", temporary)
+        func abandon(_ operation: String) -> IOError {
+            let error = IOError(operation, temporary)
             close(descriptor)
-            unlink(temporary)
-            throw error
+            _ = calls.unlink(temporary)
+            return error
         }
+        guard retryingOnInterrupt({ calls.posixFallocate(descriptor, 0, Int64(bytes)) }) == 0 else {
+            throw abandon("allocate space for")
+        }
+        guard let mapped = mmap(nil, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, descriptor, 0),
+              mapped != MAP_FAILED else { throw abandon("map") }
         self.descriptor = descriptor
         base = mapped.bindMemory(to: Int64.self, capacity: words)
         active = 0
@@ -85,9 +94,9 @@ final class WriteJournal {
         for slot in 0..<slotCount { base[slotIndex(slot)] = Self.none }
         for range in written.ranges.prefix(capacity) { append(range) }
         rg_store_release(base, Self.magic)
-        guard rename(temporary, path) == 0 else {
+        guard retryingOnInterrupt({ calls.rename(temporary, path) }) == 0 else {
             let error = IOError("rename", temporary)
-            unlink(temporary)
+            _ = calls.unlink(temporary)
             throw error
         }
     }
