@@ -156,6 +156,48 @@ final class StreamTests: EndToEndTestCase {
                        "\(server.statistics.requests)")
     }
 
+    /// Two mirrors of one file feed one stream: every byte in order, and both served some.
+    func testMirrorsFeedOneStream() throws {
+        let resource = Resource.generated(size: 16 << 20, seed: 1710)
+        server.setResource(resource, at: "f")
+        server.setRatePerConnection(4 << 20)
+        let other = try anotherServer()
+        other.setResource(resource, at: "f")
+        other.setRatePerConnection(4 << 20)
+        let run = try runToFile(["-n", "6", "--min-split", "256K", "--window", "4M", "-o", "-", server.url("f"), other.url("f")])
+        XCTAssertEqual(run.status, 0, run.stderr)
+        assertSameBytes(run.stdout, resource)
+        XCTAssertGreaterThan(server.statistics.bodyBytesSent, 0)
+        XCTAssertGreaterThan(other.statistics.bodyBytesSent, 0, "the second mirror served nothing")
+    }
+
+    /// Responses cut at random points are retried; the stream still gets every byte once, in order.
+    func testCutResponsesAreRetriedWithinTheStream() throws {
+        let resource = Resource.generated(size: 12 << 20, seed: 1711)
+        server.setResource(resource, at: "f")
+        server.setFaults([FaultRule(.cutAtRandom(seed: 9), when: .probability(0.3, seed: 4))])
+        let run = try runToFile(["-n", "4", "--min-split", "256K", "--window", "4M", "--retry-wait", "0.01", "-o", "-",
+                                 server.url("f")])
+        XCTAssertEqual(run.status, 0, run.stderr)
+        assertSameBytes(run.stdout, resource)
+    }
+
+    /// The file changes after the reader has taken bytes: they cannot be
+    /// taken back, so the download fails (exit 3) instead of splicing two versions.
+    func testAFileThatChangesAfterBytesWentOutFailsTheStream() throws {
+        let resource = Resource.generated(size: 16 << 20, seed: 1712)
+        server.setResource(resource, at: "f")
+        server.setRatePerConnection(8 << 20)
+        server.setFaults([FaultRule(.changeContent, when: .nthRequest(12))])
+        let run = try runToFile(["-n", "4", "--min-split", "256K", "--window", "2M", "-o", "-", server.url("f")])
+        XCTAssertEqual(run.status, 3, run.stderr)
+        XCTAssertTrue(run.stderr.contains("a stream cannot take them back"), run.stderr)
+        // What went out is a prefix of the first version, never bytes of the second.
+        let written = try XCTUnwrap(FileManager.default.contents(atPath: run.stdout))
+        XCTAssertGreaterThan(written.count, 0)
+        XCTAssertEqual([UInt8](written), resource.bytes(in: 0..<Int64(written.count)))
+    }
+
     func testJSONIsRefusedWhenStdoutCarriesTheFile() throws {
         let run = try CLI.run(["--json", "-o", "-", server.url("f")], in: directory)
         XCTAssertEqual(run.status, 2)
