@@ -23,11 +23,13 @@ final class StreamTests: EndToEndTestCase {
         return (run.status, kept, run.stderr)
     }
 
-    /// Starts `rangeget ARGUMENTS` with stdout on a pipe this test reads.
+    /// Starts `rangeget ARGUMENTS` with stdout on a pipe this test reads,
+    /// and SIGPIPE at its default action (death), as a shell starts it: the
+    /// test process ignores SIGPIPE, and a child would inherit that.
     private func startPiped(_ arguments: [String]) throws -> (Process, FileHandle) {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: CLI.binary)
-        process.arguments = arguments
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["--default-signal=PIPE", CLI.binary] + arguments
         process.currentDirectoryURL = URL(fileURLWithPath: directory)
         let pipe = Pipe()
         process.standardOutput = pipe
