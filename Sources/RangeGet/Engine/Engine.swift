@@ -3,8 +3,10 @@
 // easy handle); other threads only use its StopSignal, which wakes the loop.
 // Each turn: top up idle connections with work, publish progress, (the loop
 // lets libcurl move bytes: the write callbacks pwrite them), settle finished
-// transfers, catch stalls, move connections between mirrors, checkpoint. Who
-// fetches what is decided in Engine+Scheduling.swift.
+// transfers, catch stalls, move connections between mirrors, checkpoint.
+// Who fetches what is decided in Engine+Scheduling.swift, what happens to a
+// finished transfer in Engine+Settle.swift, and stalls, progress and
+// checkpoints are watched in Engine+Progress.swift.
 import CCurl
 import Synchronization
 
@@ -58,7 +60,7 @@ final class Engine: LoopClient {
     /// The loop whose multi handle runs this engine's transfers (shared by the files of a list).
     let loop: TransferLoop
     /// The loop's multi handle, used on the loop's thread only (checked in debug builds).
-    private var multi: MultiHandle {
+    var multi: MultiHandle {
         loop.assertOnLoopThread()
         return loop.multi
     }
@@ -72,9 +74,9 @@ final class Engine: LoopClient {
     /// Totals kept when the connections are released at the end.
     private var finalFetched: Int64?
     private var finalUsed: Int?
-    private let checkpointer: Checkpointer?
+    let checkpointer: Checkpointer?
     /// Bytes written and not yet durable, recorded by the connections at each write.
-    private let journal: WriteJournal?
+    let journal: WriteJournal?
     /// What another thread may use to stop this engine.
     let stop: StopSignal
 
@@ -84,24 +86,24 @@ final class Engine: LoopClient {
     var connectionLimit: Int
     /// Typical seconds from a request to its first byte (moving average).
     var setupDelay = 0.1
-    private(set) var retries = 0
-    private var sizeDisagreements = 0
+    var retries = 0
+    var sizeDisagreements = 0
     /// Times the plain stream started over from byte 0.
-    private var plainRestarts = 0
-    private var lastOtherTotal: Int64?
-    private var lastCheckpoint = 0.0
-    private var lastWriteback = 0.0
+    var plainRestarts = 0
+    var lastOtherTotal: Int64?
+    var lastCheckpoint = 0.0
+    var lastWriteback = 0.0
     /// Seconds between starts of writeback of the dirty data, so the durable
     /// saves (and the final sync) find little left.
     static let writebackInterval = 0.05
     /// Slots of the loop's connection limit this engine holds: one per
     /// running transfer (between turns).
     var slotsHeld = 0
-    private var meter = RateMeter(window: 3)
+    var meter = RateMeter(window: 3)
     /// How many connections each mirror gets.
     var placement: MirrorPlacement
     var lastPlacement = 0.0
-    private var lastReport = 0.0
+    var lastReport = 0.0
 
     /// An engine for the file behind `mirrors` (the first one's size is the
     /// size). `opening`, the zero-round-trip start's request to the first
@@ -340,246 +342,6 @@ final class Engine: LoopClient {
         }
     }
 
-    // MARK: - Finished transfers
-
-    /// Records what a finished transfer wrote and decides what happens to the rest.
-    func settle(_ connection: Connection, _ finished: FinishedTransfer, now: Double) -> EngineOutcome? {
-        returnSlots()
-        written.insert(finished.written)
-        var complete = false
-        if case .complete = finished.end { complete = true }
-        onEvent(.segmentFinished(connection: connection.id, written: finished.written, complete: complete))
-        let mirror = finished.mirror
-        switch finished.end {
-        case .complete:
-            mirror.consecutiveFailures = 0
-            sizeDisagreements = 0
-            if let race = finished.race {
-                for other in connections where other !== connection && other.race === race && other.isBusy {
-                    cancel(other, reason: "lost the race", requeue: false, now: now)
-                }
-            }
-            return nil
-        case let .localFailure(error):
-            return .failed(.io(error))
-        case let .incomplete(reason, rejection):
-            if isStopping {
-                if !partnerIsBusy(connection, in: finished.race) {
-                    requeue(finished.piece, from: finished.written.end, failures: 0, notBefore: now)
-                }
-                return nil
-            }
-            var finished = finished
-            if case .overlong? = rejection, let race = finished.race {
-                distrust(race, of: connection, upTo: finished.piece.range.end, now: now)
-                finished.race = nil
-            }
-            return retry(finished, on: connection.id, reason: reason, rejection: rejection, now: now,
-                         partnerBusy: partnerIsBusy(connection, in: finished.race))
-        }
-    }
-
-    private func retry(
-        _ finished: FinishedTransfer, on connection: Int, reason: String, rejection: Rejection?, now: Double,
-        partnerBusy: Bool
-    ) -> EngineOutcome? {
-        let mirror = finished.mirror
-        let piece = finished.piece
-        let progressed = !finished.written.isEmpty && finished.written.end > piece.range.start
-        mirror.errors += 1
-        mirror.consecutiveFailures = progressed ? 0 : mirror.consecutiveFailures + 1
-        retries += 1
-        let others = mirrors.filter { $0.isUsable && $0 !== mirror }.count
-        if case let .otherTotal(total)? = rejection {
-            sizeDisagreements = lastOtherTotal == total ? sizeDisagreements + 1 : 1
-            lastOtherTotal = total
-            if sizeDisagreements >= Self.sizeDisagreementLimit, others == 0 {
-                return .remoteChanged("the server reports \(total) bytes in all, not \(size ?? 0)")
-            }
-        } else if progressed {
-            sizeDisagreements = 0
-        }
-        switch rejection {
-        case let .changed(detail)?:
-            if others == 0 { return .remoteChanged(detail) }
-            if let outcome = drop(mirror, because: "it serves another version of the file (\(detail))", now: now) {
-                return outcome
-            }
-        case .rangeIgnored?, .encoded?:
-            if others == 0 { return .rangesUnsupported(rejection!.description) }
-            if let outcome = drop(mirror, because: rejection!.description, now: now) { return outcome }
-        case let .status(code, _)? where code == 429 || code == 503:
-            connectionLimit = max(1, connections.count(where: \.isBusy))
-        // A redirect reaches here only when libcurl may not follow it (a header
-        // that may carry a credential is set): resolving anew follows it by hand.
-        case let .status(code, _)? where (code == 403 || code == 410) && mirror.remote.effectiveURL != mirror.remote.url,
-             let .status(code, _)? where (300..<400).contains(code):
-            if !partnerBusy { requeue(piece, from: finished.written.end, failures: 0, notBefore: now) }
-            return .expired(index: mirror.index, reason: reason)
-        default:
-            break
-        }
-        // A curl error another attempt would only repeat (a certificate that
-        // fails verification, a malformed URL: see `CurlError.isTransient`)
-        // drops the mirror when others remain and otherwise ends the download now.
-        let permanent = finished.curlError.map { !$0.isTransient } ?? false
-        let retryable = !permanent && (rejection?.isTransient ?? true)
-        if mirror.isUsable, others > 0, !retryable || mirror.consecutiveFailures >= Self.mirrorFailureLimit {
-            if let outcome = drop(mirror, because: reason, now: now) { return outcome }
-        }
-        if permanent, mirror.isUsable {
-            let message = "\(reason) (not retried: another attempt would fail the same way)"
-            return .failed(.network(url: mirror.remote.url, message: message))
-        }
-        if partnerBusy { return nil }
-        // A plain stream starts over from byte 0 after any failure, so a cut
-        // that made progress brings it no nearer the end: every restart counts.
-        if plain { plainRestarts += 1 }
-        let failures = plain ? plainRestarts : progressed ? 1 : piece.failures + 1
-        if failures > settings.retries || (!retryable && failures > settings.retries / 2) {
-            let restarts = plain ? " of one stream from byte 0 (the server serves no ranges)" : ""
-            var status: Int?
-            if case let .status(code, _)? = rejection { status = code }
-            return .failed(.server(url: mirror.remote.url, message: "giving up after \(failures) attempts\(restarts): \(reason)",
-                                   status: status))
-        }
-        // A cut that made progress is retried at once; backoff is for failures that got nowhere.
-        var delay = progressed && !plain ? 0 : min(settings.retryWait * Double(1 << min(failures - 1, 16)), settings.retryWaitLimit)
-        if case let .status(_, retryAfter?)? = rejection { delay = max(delay, retryAfter) }
-        if !mirror.isUsable { delay = 0 }
-        onEvent(.retry(connection: connection, reason: reason, delay: delay))
-        if plain { written = RangeSet() }
-        requeue(piece, from: plain ? piece.range.start : max(finished.written.end, finished.race?.frontier ?? 0),
-                failures: mirror.isUsable ? failures : 0, notBefore: now + delay)
-        return nil
-    }
-
-    /// Answers in a row naming the same other size before the size counts as changed.
-    static let sizeDisagreementLimit = 3
-
-    /// Failures in a row without progress before a mirror is dropped (while others remain).
-    static let mirrorFailureLimit = 3
-
-    /// Stops using `mirror`; its transfers' ranges go back to the queue.
-    private func drop(_ mirror: Mirror, because reason: String, now: Double) -> EngineOutcome? {
-        mirror.droppedBecause = reason
-        placement.drop(mirror.index)
-        onEvent(.mirrorDropped(url: mirror.remote.url, reason: reason))
-        for connection in connections where connection.isBusy && connection.mirror === mirror {
-            cancel(connection, reason: "mirror dropped", requeue: true, now: now)
-        }
-        for index in queue.indices { queue[index].failures = 0 }
-        guard mirrors.contains(where: \.isUsable) else {
-            return .failed(.server(url: mirror.remote.url, message: "no mirror left: \(reason)"))
-        }
-        return nil
-    }
-
-    /// A racing transfer's answer ran past its Content-Range, so the bytes
-    /// its partners skipped (it had written them) are not trusted either:
-    /// the partners stop, and the raced range is fetched again.
-    private func distrust(_ race: Race, of connection: Connection, upTo end: Int64, now: Double) {
-        for other in connections where other !== connection && other.race === race && other.isBusy {
-            cancel(other, reason: "its race partner's answer was not trusted", requeue: false, now: now)
-        }
-        written.remove(ByteRange(race.start, end))
-    }
-
-    private func partnerIsBusy(_ connection: Connection, in race: Race?) -> Bool {
-        guard let race else { return false }
-        return connections.contains { $0 !== connection && $0.race === race && $0.isBusy }
-    }
-
-    func requeue(_ piece: Piece, from start: Int64, failures: Int, notBefore: Double) {
-        guard start < piece.range.end else { return }
-        let rest = Piece(range: ByteRange(start, piece.range.end), failures: failures, notBefore: notBefore)
-        let index = queue.firstIndex(where: { $0.range.start > start }) ?? queue.endIndex
-        queue.insert(rest, at: index)
-    }
-
-    // MARK: - Stalls, progress, checkpoints
-
-    /// Samples every transfer's progress; abandons those silent for the stall timeout.
-    private func watchTransfers(now: Double) -> EngineOutcome? {
-        for connection in connections where connection.isBusy {
-            connection.resumeIfAllowed()
-            if connection.isPaused { continue }
-            let (idle, timeToFirstByte) = connection.sample(now: now)
-            if let timeToFirstByte { setupDelay = 0.8 * setupDelay + 0.2 * timeToFirstByte }
-            guard idle > settings.transfer.stallTimeout else { continue }
-            let reason = "no data for \(Int(settings.transfer.stallTimeout)) s (stalled)"
-            multi.remove(connection.easy)
-            if let outcome = settle(connection, connection.abandon(reason: reason, now: now), now: now) {
-                return outcome
-            }
-        }
-        return nil
-    }
-
-    /// Bytes done: durable before this run plus everything written since.
-    var currentlyDone: Int64 {
-        writtenSnapshot().byteCount
-    }
-
-    private func report(now: Double, force: Bool) {
-        guard force || now - lastReport >= 0.1 else { return }
-        lastReport = now
-        let completed = writtenSnapshot()
-        let done = completed.byteCount
-        meter.add(bytes: done, at: now)
-        onEvent(.progress(DownloadProgress(
-            bytesDone: done, totalBytes: size, bytesPerSecond: meter.rate,
-            activeConnections: connections.count(where: \.isBusy),
-            completed: completed, inFlight: connections.compactMap(\.remaining))))
-    }
-
-    /// What is written now: finished ranges plus each running transfer's prefix.
-    private func writtenSnapshot() -> RangeSet {
-        var snapshot = written
-        for connection in connections {
-            if let range = connection.writtenSoFar { snapshot.insert(range) }
-        }
-        return snapshot
-    }
-
-    /// Starts durable saves, and writeback in between, when due.
-    private func checkpointIfDue(now: Double) {
-        guard let checkpointer else { return }
-        if now - lastCheckpoint >= settings.checkpointInterval {
-            // A writeback still running makes this wait for the next loop turn.
-            if checkpointer.saveInBackground(writtenSnapshot()) {
-                lastCheckpoint = now
-                lastWriteback = now
-            }
-        } else if now - lastWriteback >= Self.writebackInterval {
-            lastWriteback = now
-            checkpointer.startWriteback()
-        }
-    }
-
-    /// Reports the last durable background save, if one finished since the
-    /// last report (events come from this thread only), and drops what it
-    /// covers from the journal.
-    private func reportSavedCheckpoint() {
-        guard let durable = checkpointer?.takeSaved() else { return }
-        journal?.compact(durable: durable)
-        onEvent(.checkpoint(bytesDurable: durable.byteCount))
-    }
-
-    /// Saves the manifest on the way out; the error if the disk refused.
-    private func saveFinalCheckpoint() -> IOError? {
-        guard let checkpointer else { return nil }
-        do {
-            try checkpointer.saveNow(written)
-            journal?.compact(durable: written)
-            onEvent(.checkpoint(bytesDurable: written.byteCount))
-            return nil
-        } catch {
-            reportSavedCheckpoint()
-            return error
-        }
-    }
-
     func pollTimeout(now: Double) -> Double {
         if drain != nil { return 0.001 }
         var timeout = connections.contains(where: \.isPaused) ? 0.01 : 0.1
@@ -592,52 +354,4 @@ final class Engine: LoopClient {
 
     /// Connections that carried at least one transfer.
     var connectionsUsed: Int { finalUsed ?? connections.count(where: \.wasUsed) }
-}
-
-/// Throughput over the last `window` seconds, from (time, bytes) samples.
-struct RateMeter {
-    private var samples: [(time: Double, bytes: Int64)] = []
-    private let window: Double
-
-    init(window: Double) {
-        self.window = window
-    }
-
-    mutating func add(bytes: Int64, at time: Double) {
-        samples.append((time, bytes))
-        while samples.count > 2, let second = samples.dropFirst().first, time - second.time >= window {
-            samples.removeFirst()
-        }
-    }
-
-    /// The time of the latest sample.
-    var newest: Double { samples.last?.time ?? -.infinity }
-
-    /// Seconds the samples span.
-    var span: Double { (samples.last?.time ?? 0) - (samples.first?.time ?? 0) }
-
-    /// Bytes per second across the window, 0 until two samples exist.
-    var rate: Double {
-        guard let first = samples.first, let last = samples.last, last.time > first.time else { return 0 }
-        return (Double(last.bytes) - Double(first.bytes)) / (last.time - first.time)
-    }
-}
-
-/// A request to stop one engine soon, keeping its resume state: a flag and a
-/// wakeup of its loop, the only part of an engine another thread may touch.
-final class StopSignal: Sendable {
-    private let requested = Atomic<Bool>(false)
-    private let loop: TransferLoop
-
-    init(loop: TransferLoop) {
-        self.loop = loop
-    }
-
-    /// Asks for the stop; safe from any thread.
-    func request() {
-        requested.store(true, ordering: .relaxed)
-        loop.wakeup()
-    }
-
-    var isRequested: Bool { requested.load(ordering: .relaxed) }
 }

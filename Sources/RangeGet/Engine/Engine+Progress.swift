@@ -1,0 +1,85 @@
+// Watching the running transfers: stalls, progress reports, and the
+// checkpoints that make the manifest durable (with writeback in between).
+
+extension Engine {
+    /// Samples every transfer's progress; abandons those silent for the stall timeout.
+    func watchTransfers(now: Double) -> EngineOutcome? {
+        for connection in connections where connection.isBusy {
+            connection.resumeIfAllowed()
+            if connection.isPaused { continue }
+            let (idle, timeToFirstByte) = connection.sample(now: now)
+            if let timeToFirstByte { setupDelay = 0.8 * setupDelay + 0.2 * timeToFirstByte }
+            guard idle > settings.transfer.stallTimeout else { continue }
+            let reason = "no data for \(Int(settings.transfer.stallTimeout)) s (stalled)"
+            multi.remove(connection.easy)
+            if let outcome = settle(connection, connection.abandon(reason: reason, now: now), now: now) {
+                return outcome
+            }
+        }
+        return nil
+    }
+
+    /// Bytes done: durable before this run plus everything written since.
+    var currentlyDone: Int64 {
+        writtenSnapshot().byteCount
+    }
+
+    func report(now: Double, force: Bool) {
+        guard force || now - lastReport >= 0.1 else { return }
+        lastReport = now
+        let completed = writtenSnapshot()
+        let done = completed.byteCount
+        meter.add(bytes: done, at: now)
+        onEvent(.progress(DownloadProgress(
+            bytesDone: done, totalBytes: size, bytesPerSecond: meter.rate,
+            activeConnections: connections.count(where: \.isBusy),
+            completed: completed, inFlight: connections.compactMap(\.remaining))))
+    }
+
+    /// What is written now: finished ranges plus each running transfer's prefix.
+    func writtenSnapshot() -> RangeSet {
+        var snapshot = written
+        for connection in connections {
+            if let range = connection.writtenSoFar { snapshot.insert(range) }
+        }
+        return snapshot
+    }
+
+    /// Starts durable saves, and writeback in between, when due.
+    func checkpointIfDue(now: Double) {
+        guard let checkpointer else { return }
+        if now - lastCheckpoint >= settings.checkpointInterval {
+            // A writeback still running makes this wait for the next loop turn.
+            if checkpointer.saveInBackground(writtenSnapshot()) {
+                lastCheckpoint = now
+                lastWriteback = now
+            }
+        } else if now - lastWriteback >= Self.writebackInterval {
+            lastWriteback = now
+            checkpointer.startWriteback()
+        }
+    }
+
+    /// Reports the last durable background save, if one finished since the
+    /// last report (events come from this thread only), and drops what it
+    /// covers from the journal.
+    func reportSavedCheckpoint() {
+        guard let durable = checkpointer?.takeSaved() else { return }
+        journal?.compact(durable: durable)
+        onEvent(.checkpoint(bytesDurable: durable.byteCount))
+    }
+
+    /// Saves the manifest on the way out; the error if the disk refused.
+    func saveFinalCheckpoint() -> IOError? {
+        guard let checkpointer else { return nil }
+        do {
+            try checkpointer.saveNow(written)
+            journal?.compact(durable: written)
+            onEvent(.checkpoint(bytesDurable: written.byteCount))
+            return nil
+        } catch {
+            reportSavedCheckpoint()
+            return error
+        }
+    }
+}

@@ -1,0 +1,162 @@
+// What happens to a finished transfer: its bytes are recorded, and the rest
+// of its piece goes back to the queue, to a retry after a backoff, or (when
+// the failure says so) the mirror is dropped or the run ends with an outcome
+// the download acts on (the file changed, ranges do not work, a signed URL
+// expired). The retry policy for libcurl's errors is `CurlError.isTransient`.
+
+extension Engine {
+    /// Records what a finished transfer wrote and decides what happens to the rest.
+    func settle(_ connection: Connection, _ finished: FinishedTransfer, now: Double) -> EngineOutcome? {
+        returnSlots()
+        written.insert(finished.written)
+        var complete = false
+        if case .complete = finished.end { complete = true }
+        onEvent(.segmentFinished(connection: connection.id, written: finished.written, complete: complete))
+        let mirror = finished.mirror
+        switch finished.end {
+        case .complete:
+            mirror.consecutiveFailures = 0
+            sizeDisagreements = 0
+            if let race = finished.race {
+                for other in connections where other !== connection && other.race === race && other.isBusy {
+                    cancel(other, reason: "lost the race", requeue: false, now: now)
+                }
+            }
+            return nil
+        case let .localFailure(error):
+            return .failed(.io(error))
+        case let .incomplete(reason, rejection):
+            if isStopping {
+                if !partnerIsBusy(connection, in: finished.race) {
+                    requeue(finished.piece, from: finished.written.end, failures: 0, notBefore: now)
+                }
+                return nil
+            }
+            var finished = finished
+            if case .overlong? = rejection, let race = finished.race {
+                distrust(race, of: connection, upTo: finished.piece.range.end, now: now)
+                finished.race = nil
+            }
+            return retry(finished, on: connection.id, reason: reason, rejection: rejection, now: now,
+                         partnerBusy: partnerIsBusy(connection, in: finished.race))
+        }
+    }
+
+    func retry(
+        _ finished: FinishedTransfer, on connection: Int, reason: String, rejection: Rejection?, now: Double,
+        partnerBusy: Bool
+    ) -> EngineOutcome? {
+        let mirror = finished.mirror
+        let piece = finished.piece
+        let progressed = !finished.written.isEmpty && finished.written.end > piece.range.start
+        mirror.errors += 1
+        mirror.consecutiveFailures = progressed ? 0 : mirror.consecutiveFailures + 1
+        retries += 1
+        let others = mirrors.filter { $0.isUsable && $0 !== mirror }.count
+        if case let .otherTotal(total)? = rejection {
+            sizeDisagreements = lastOtherTotal == total ? sizeDisagreements + 1 : 1
+            lastOtherTotal = total
+            if sizeDisagreements >= Self.sizeDisagreementLimit, others == 0 {
+                return .remoteChanged("the server reports \(total) bytes in all, not \(size ?? 0)")
+            }
+        } else if progressed {
+            sizeDisagreements = 0
+        }
+        switch rejection {
+        case let .changed(detail)?:
+            if others == 0 { return .remoteChanged(detail) }
+            if let outcome = drop(mirror, because: "it serves another version of the file (\(detail))", now: now) {
+                return outcome
+            }
+        case .rangeIgnored?, .encoded?:
+            if others == 0 { return .rangesUnsupported(rejection!.description) }
+            if let outcome = drop(mirror, because: rejection!.description, now: now) { return outcome }
+        case let .status(code, _)? where code == 429 || code == 503:
+            connectionLimit = max(1, connections.count(where: \.isBusy))
+        // A redirect reaches here only when libcurl may not follow it (a header
+        // that may carry a credential is set): resolving anew follows it by hand.
+        case let .status(code, _)? where (code == 403 || code == 410) && mirror.remote.effectiveURL != mirror.remote.url,
+             let .status(code, _)? where (300..<400).contains(code):
+            if !partnerBusy { requeue(piece, from: finished.written.end, failures: 0, notBefore: now) }
+            return .expired(index: mirror.index, reason: reason)
+        default:
+            break
+        }
+        // A curl error another attempt would only repeat (a certificate that
+        // fails verification, a malformed URL: see `CurlError.isTransient`)
+        // drops the mirror when others remain and otherwise ends the download now.
+        let permanent = finished.curlError.map { !$0.isTransient } ?? false
+        let retryable = !permanent && (rejection?.isTransient ?? true)
+        if mirror.isUsable, others > 0, !retryable || mirror.consecutiveFailures >= Self.mirrorFailureLimit {
+            if let outcome = drop(mirror, because: reason, now: now) { return outcome }
+        }
+        if permanent, mirror.isUsable {
+            let message = "\(reason) (not retried: another attempt would fail the same way)"
+            return .failed(.network(url: mirror.remote.url, message: message))
+        }
+        if partnerBusy { return nil }
+        // A plain stream starts over from byte 0 after any failure, so a cut
+        // that made progress brings it no nearer the end: every restart counts.
+        if plain { plainRestarts += 1 }
+        let failures = plain ? plainRestarts : progressed ? 1 : piece.failures + 1
+        if failures > settings.retries || (!retryable && failures > settings.retries / 2) {
+            let restarts = plain ? " of one stream from byte 0 (the server serves no ranges)" : ""
+            var status: Int?
+            if case let .status(code, _)? = rejection { status = code }
+            return .failed(.server(url: mirror.remote.url, message: "giving up after \(failures) attempts\(restarts): \(reason)",
+                                   status: status))
+        }
+        // A cut that made progress is retried at once; backoff is for failures that got nowhere.
+        var delay = progressed && !plain ? 0 : min(settings.retryWait * Double(1 << min(failures - 1, 16)), settings.retryWaitLimit)
+        if case let .status(_, retryAfter?)? = rejection { delay = max(delay, retryAfter) }
+        if !mirror.isUsable { delay = 0 }
+        onEvent(.retry(connection: connection, reason: reason, delay: delay))
+        if plain { written = RangeSet() }
+        requeue(piece, from: plain ? piece.range.start : max(finished.written.end, finished.race?.frontier ?? 0),
+                failures: mirror.isUsable ? failures : 0, notBefore: now + delay)
+        return nil
+    }
+
+    /// Answers in a row naming the same other size before the size counts as changed.
+    static let sizeDisagreementLimit = 3
+
+    /// Failures in a row without progress before a mirror is dropped (while others remain).
+    static let mirrorFailureLimit = 3
+
+    /// Stops using `mirror`; its transfers' ranges go back to the queue.
+    func drop(_ mirror: Mirror, because reason: String, now: Double) -> EngineOutcome? {
+        mirror.droppedBecause = reason
+        placement.drop(mirror.index)
+        onEvent(.mirrorDropped(url: mirror.remote.url, reason: reason))
+        for connection in connections where connection.isBusy && connection.mirror === mirror {
+            cancel(connection, reason: "mirror dropped", requeue: true, now: now)
+        }
+        for index in queue.indices { queue[index].failures = 0 }
+        guard mirrors.contains(where: \.isUsable) else {
+            return .failed(.server(url: mirror.remote.url, message: "no mirror left: \(reason)"))
+        }
+        return nil
+    }
+
+    /// A racing transfer's answer ran past its Content-Range, so the bytes
+    /// its partners skipped (it had written them) are not trusted either:
+    /// the partners stop, and the raced range is fetched again.
+    func distrust(_ race: Race, of connection: Connection, upTo end: Int64, now: Double) {
+        for other in connections where other !== connection && other.race === race && other.isBusy {
+            cancel(other, reason: "its race partner's answer was not trusted", requeue: false, now: now)
+        }
+        written.remove(ByteRange(race.start, end))
+    }
+
+    func partnerIsBusy(_ connection: Connection, in race: Race?) -> Bool {
+        guard let race else { return false }
+        return connections.contains { $0 !== connection && $0.race === race && $0.isBusy }
+    }
+
+    func requeue(_ piece: Piece, from start: Int64, failures: Int, notBefore: Double) {
+        guard start < piece.range.end else { return }
+        let rest = Piece(range: ByteRange(start, piece.range.end), failures: failures, notBefore: notBefore)
+        let index = queue.firstIndex(where: { $0.range.start > start }) ?? queue.endIndex
+        queue.insert(rest, at: index)
+    }
+}
