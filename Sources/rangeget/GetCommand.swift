@@ -291,46 +291,6 @@ enum GetCommand {
     }
 }
 
-/// What the next run can make of a download interrupted now, as its events
-/// tell it, so that the Ctrl-C line promises no more than that run will do.
-enum Resumability: Sendable {
-    /// Fetched in ranges: the same command resumes it.
-    case resumable
-    /// One stream of known length from a server without ranges: its
-    /// manifest is kept, but a later run resumes it only if the server then
-    /// serves ranges (the probe line says so too).
-    case onlyWithRanges
-    /// One stream of unknown length: nothing to resume.
-    case startsOver
-
-    /// The state after `event`.
-    func after(_ event: DownloadEvent) -> Resumability {
-        switch event {
-        case let .probed(remote):
-            return remote.size == nil ? .startsOver : remote.acceptsRanges ? .resumable : .onlyWithRanges
-        case let .restarting(reason) where reason.hasSuffix("downloading as one stream from the start"):
-            // A 200 to a ranged request (a resume from a server that still
-            // serves no ranges, say): one stream from byte 0 now.
-            return .onlyWithRanges
-        default:
-            return self
-        }
-    }
-
-    /// The line for an interrupted download.
-    var interruptedMessage: String {
-        switch self {
-        case .resumable:
-            "interrupted; run the same command again to resume"
-        case .onlyWithRanges:
-            "interrupted; the server does not serve byte ranges: a later run resumes it only if the server then "
-                + "serves them, and otherwise starts over"
-        case .startsOver:
-            "interrupted; the server did not say how long the file is, so nothing can be resumed: the next run starts over"
-        }
-    }
-}
-
 /// Prints `rangeget: message` on stderr, escaped (it may quote a server or a list).
 func warn(_ message: String) {
     writeToStandardError("rangeget: \(TerminalText.escaped(message))\n")
@@ -340,30 +300,4 @@ func warn(_ message: String) {
 func fail(_ message: String, _ code: ExitCode) -> Int32 {
     warn(message)
     return code.rawValue
-}
-
-/// Turns SIGINT and SIGTERM into a call of `handler` (on a dispatch queue, not
-/// in signal context); a second signal exits at once.
-final class InterruptHandler {
-    private let sources: [DispatchSourceSignal]
-
-    init(_ handler: @escaping @Sendable () -> Void) {
-        let queue = DispatchQueue(label: "rangeget.signals")
-        sources = [SIGINT, SIGTERM].map { signalNumber in
-            signal(signalNumber, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: queue)
-            let count = Mutex(0)
-            source.setEventHandler {
-                let seen = count.withLock { value in value += 1; return value }
-                if seen > 1 { _exit(ExitCode.interrupted.rawValue) }
-                handler()
-            }
-            source.resume()
-            return source
-        }
-    }
-
-    func cancel() {
-        for source in sources { source.cancel() }
-    }
 }
