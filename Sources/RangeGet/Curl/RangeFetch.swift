@@ -23,20 +23,19 @@ struct RangeFetch {
         try easy.setHeaders(options.headers)
         try easy.set(CURLOPT_RANGE, String(range.rangeHeaderValue.dropFirst("bytes=".count)))
         try easy.set(CURLOPT_TIMEOUT_MS, Int((options.connectTimeout + options.stallTimeout * 2) * 1000))
+        let headers = HeaderCollector()
+        try headers.install(on: easy)
         let capture = Capture(limit: Int(range.count))
-        let pointer = Unmanaged.passUnretained(capture).toOpaque()
-        try easy.set(CURLOPT_HEADERDATA, pointer: pointer)
-        try easy.set(CURLOPT_WRITEDATA, pointer: pointer)
-        try easy.set(CURLOPT_HEADERFUNCTION, callback: captureHeader)
+        try easy.set(CURLOPT_WRITEDATA, pointer: Unmanaged.passUnretained(capture).toOpaque())
         try easy.set(CURLOPT_WRITEFUNCTION, callback: captureBody)
-        try withExtendedLifetime(capture) { () throws(CurlError) in
+        try withExtendedLifetime((headers, capture)) { () throws(CurlError) in
             // Redirects are followed here, so that only harmless headers reach another origin.
             try easy.performFollowingRedirects(url, options: options) {
-                capture.head = ResponseHead()
+                headers.reset()
                 capture.body = []
             }
         }
-        head = capture.head
+        head = headers.head
         body = capture.body
         timeToFirstByte = easy.timeToFirstByte
         httpVersion = easy.httpVersion
@@ -51,22 +50,14 @@ struct RangeFetch {
     }
 }
 
-/// A small response kept in memory: its head and at most `limit` body bytes.
+/// At most `limit` bytes of a small response's body, kept in memory.
 private final class Capture {
-    var head = ResponseHead()
     var body: [UInt8] = []
     let limit: Int
 
     init(limit: Int) {
         self.limit = limit
     }
-}
-
-private let captureHeader: CurlDataCallback = { data, size, count, user in
-    guard let data, let user else { return 0 }
-    let capture = Unmanaged<Capture>.fromOpaque(user).takeUnretainedValue()
-    capture.head.consume(String(decoding: UnsafeRawBufferPointer(start: data, count: size * count), as: UTF8.self))
-    return size * count
 }
 
 private let captureBody: CurlDataCallback = { data, size, count, user in

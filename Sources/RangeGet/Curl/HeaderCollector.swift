@@ -1,0 +1,63 @@
+// HeaderCollector: the one place libcurl's header callback lands, for every
+// transfer rangeget makes (the probes, the opening request, the engine's
+// connections, small in-memory fetches). A transfer may receive several
+// responses: interim ones (100 Continue, 103 Early Hints), the redirects
+// libcurl follows, then the final one. Each status line starts a new head,
+// so the last response's fields win and none of an earlier one's leak into it.
+import CCurl
+
+/// Gathers the header lines an easy handle receives into the head of its last response.
+final class HeaderCollector {
+    private var status = 0
+    private var fields: [String: String] = [:]
+    private var isComplete = false
+
+    /// The head of the last response received so far (complete once its blank line arrived).
+    var head: ResponseHead { ResponseHead(status: status, fields: fields, isComplete: isComplete) }
+
+    /// Makes `easy` deliver its header lines here (`CURLOPT_HEADERFUNCTION`,
+    /// `CURLOPT_HEADERDATA`). libcurl holds the collector unretained: its
+    /// owner keeps it alive while `easy` runs transfers.
+    func install(on easy: EasyHandle) throws(CurlError) {
+        try easy.set(CURLOPT_HEADERDATA, pointer: Unmanaged.passUnretained(self).toOpaque())
+        try easy.set(CURLOPT_HEADERFUNCTION, callback: collectHeaderLine)
+    }
+
+    /// Forgets what the previous request received, before the next one is sent.
+    func reset() {
+        (status, fields, isComplete) = (0, [:], false)
+    }
+
+    /// Consumes one raw header line as libcurl delivers it (CRLF included).
+    func consume(_ rawLine: String) {
+        let line = rawLine.trimmingWhitespace()
+        if line.hasPrefix("HTTP/") {
+            reset()
+            let parts = line.split(separator: " ", maxSplits: 2)
+            // A status is three digits (RFC 9110 15); anything else is no status.
+            if parts.count > 1, parts[1].count == 3, parts[1].allSatisfy({ $0.isASCII && $0.isNumber }) {
+                status = Int(parts[1]) ?? 0
+            }
+            return
+        }
+        if line.isEmpty {
+            isComplete = status != 0
+            return
+        }
+        guard let colon = line.firstIndex(of: ":") else { return }
+        let name = line[..<colon].lowercased()
+        let value = String(line[line.index(after: colon)...]).trimmingWhitespace()
+        if let existing = fields[name] {
+            fields[name] = existing + ", " + value
+        } else {
+            fields[name] = value
+        }
+    }
+}
+
+private let collectHeaderLine: CurlDataCallback = { data, size, count, user in
+    guard let data, let user else { return 0 }
+    let collector = Unmanaged<HeaderCollector>.fromOpaque(user).takeUnretainedValue()
+    collector.consume(String(decoding: UnsafeRawBufferPointer(start: data, count: size * count), as: UTF8.self))
+    return size * count
+}
