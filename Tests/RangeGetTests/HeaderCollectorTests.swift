@@ -40,6 +40,10 @@ final class HeaderCollectorTests: XCTestCase {
              503, true, ["retry-after": "3"]),
             ("a redirect whose follow-up sent nothing yet", ["HTTP/1.1 302 Found", "Location: /b", ""],
              302, true, ["location": "/b"]),
+            ("trailers after a chunked body", ["HTTP/1.1 206 Partial", "Content-Range: bytes 0-9/10",
+                                               "Transfer-Encoding: chunked", "", "Content-Range: bytes 0-0/1",
+                                               "ETag: \"trailer\"", ""],
+             206, true, ["content-range": "bytes 0-9/10", "transfer-encoding": "chunked"]),
             ("no status yet: never complete", ["X: 1", ""], 0, false, ["x": "1"]),
             ("a status that is not three digits", ["HTTP/1.1 2060 Odd", ""], 0, false, [:]),
         ]

@@ -2,8 +2,10 @@
 // transfer rangeget makes (the probes, the opening request, the engine's
 // connections, small in-memory fetches). A transfer may receive several
 // responses: interim ones (100 Continue, 103 Early Hints), the redirects
-// libcurl follows, then the final one. Each status line starts a new head,
-// so the last response's fields win and none of an earlier one's leak into it.
+// libcurl follows, then the final one, and after a chunked body possibly
+// trailers. Each status line starts a new head, so the last response's fields
+// win and none of an earlier one's leak into it; a field line after the blank
+// line that ended a head is a trailer, never merged into it (RFC 9110 6.5.1).
 import CCurl
 
 /// Gathers the header lines an easy handle receives into the head of its last response.
@@ -44,7 +46,7 @@ final class HeaderCollector {
             isComplete = status != 0
             return
         }
-        guard let colon = line.firstIndex(of: ":") else { return }
+        guard !isComplete, let colon = line.firstIndex(of: ":") else { return }
         let name = line[..<colon].lowercased()
         let value = String(line[line.index(after: colon)...]).trimmingWhitespace()
         if let existing = fields[name] {
