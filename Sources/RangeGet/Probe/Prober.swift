@@ -1,8 +1,8 @@
 // Prober: learns a remote file's size, validators and range support before
 // any byte is written. HEAD first; when HEAD is refused, hangs, gives no
 // length or says `Accept-Ranges: none`, `GET Range: bytes=0-0` decides, with
-// the total from Content-Range; a 200 to that, or a ranged GET that never
-// answers, means one plain stream.
+// the total from Content-Range (ResponseCheck.partialContent judges it); a 200
+// or a coded 206 to that, or a ranged GET that never answers, means one plain stream.
 import CCurl
 import Synchronization
 
@@ -16,7 +16,7 @@ struct Prober {
     func probe(_ url: String, skipHead: Bool = false) throws(DownloadError) -> RemoteFile {
         let remote = try find(url, skipHead: skipHead)
         if let size = remote.size, size > RemoteFile.largestSize {
-            throw .server(url: url, message: "the server claims a size of \(size) bytes, more than any disk holds")
+            throw .server(url: url, message: Rejection.implausibleTotal(size).description)
         }
         return remote
     }
@@ -93,24 +93,30 @@ struct Prober {
             throw .network(url: url, message: failure.message)
         }
         var remote = RemoteFile(url: url, effectiveURL: easy.effectiveURL, head: head, size: nil, acceptsRanges: false)
-        switch head.status {
-        case 206:
-            guard let value = head["content-range"], let contentRange = ContentRange(value),
-                  contentRange.range == ByteRange(0, 1), let total = contentRange.total else {
-                throw .server(url: url, message: "unexpected Content-Range \(head["content-range"] ?? "(none)") in the probe")
-            }
+        switch ResponseCheck.partialContent(head, answering: .exactly(ByteRange(0, 1)), expected: .unknown) {
+        case let .success(answer):
+            remote.size = answer.total
+            remote.acceptsRanges = true
+        case let .failure(.implausibleTotal(total)):
+            // Refused by `probe`, as a HEAD's claim of such a length is.
             remote.size = total
-            remote.acceptsRanges = head.contentEncoding == nil
-        case 416:
+        case .failure(.encoded):
+            // Offsets and total are the coded form's, not the file's: one plain
+            // stream, whose length its own answer tells (as for a coded 200).
+            break
+        case .failure(.rangeIgnored):
+            remote.size = head.contentEncoding == nil ? head.contentLength : nil
+        case .failure(.status(416, _)):
+            // Nothing at byte 0: an empty file, whose total the 416 names.
             guard let value = head["content-range"], let total = ContentRange(value)?.total else {
                 throw .server(url: url, message: "416 without a usable Content-Range")
             }
             remote.size = total
             remote.acceptsRanges = true
-        case 200:
-            remote.size = head.contentEncoding == nil ? head.contentLength : nil
-        default:
-            throw .server(url: url, message: "HTTP \(head.status)", status: head.status)
+        case let .failure(.status(code, _)):
+            throw .server(url: url, message: "HTTP \(code)", status: code)
+        case let .failure(rejection):
+            throw .server(url: url, message: "\(rejection) in the probe")
         }
         return remote
     }
