@@ -1,7 +1,7 @@
 // RangeFetch: one small ranged GET kept in memory, outside the engine: the
 // bench's samples of every mirror, and the spot check of a resume whose
-// server gives no validator. Its bytes count only when the answer is a 206
-// whose Content-Range is exactly the range asked for.
+// server gives no validator. Its bytes count only when the answer is one
+// ResponseCheck.partialContent takes for exactly the range asked for.
 import CCurl
 import CCurlShim
 
@@ -41,12 +41,14 @@ struct RangeFetch {
         httpVersion = easy.httpVersion
     }
 
-    /// The body when it is exactly `range` of a `size`-byte file (any size
-    /// when nil): a 206 with that Content-Range and the whole length; nil otherwise.
-    func bytes(of range: ByteRange, size: Int64? = nil) -> [UInt8]? {
-        guard head.status == 206, let value = head["content-range"], let served = ContentRange(value),
-              served.range == range, size == nil || served.total == size, body.count == Int(range.count) else { return nil }
-        return body
+    /// The body when the response is a usable answer to exactly `range` of
+    /// the file `expected` describes (`ResponseCheck.partialContent`) and
+    /// carries all of it; otherwise why not (a body shorter than its
+    /// Content-Range is an unexpected Content-Range).
+    func bytes(of range: ByteRange, expected: Expectation) -> Result<[UInt8], Rejection> {
+        ResponseCheck.partialContent(head, answering: .exactly(range), expected: expected).flatMap { _ in
+            body.count == Int(range.count) ? .success(body) : .failure(.contentRange(head["content-range"]))
+        }
     }
 }
 
