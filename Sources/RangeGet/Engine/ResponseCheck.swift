@@ -128,14 +128,12 @@ enum ResponseCheck {
         switch head.status {
         case 206:
             if head["content-type"]?.lowercased().contains("multipart/") == true { return .failure(.multipart) }
-            guard let value = head["content-range"], let contentRange = ContentRange(value) else {
-                return .failure(.contentRange(head["content-range"]))
-            }
+            guard let contentRange = head.contentRange else { return .failure(.contentRange(head["content-range"])) }
             if let total = contentRange.total, let size = expected.size, total != size {
                 return .failure(.otherTotal(total))
             }
             guard let served = contentRange.range, request.isAnswered(by: served), let total = contentRange.total else {
-                return .failure(.contentRange(value))
+                return .failure(.contentRange(head["content-range"]))
             }
             if total > RemoteFile.largestSize { return .failure(.implausibleTotal(total)) }
             if let coding = head.contentEncoding { return .failure(.encoded(coding)) }
@@ -146,8 +144,7 @@ enum ResponseCheck {
             }
             return .failure(.rangeIgnored)
         case 416:
-            if let value = head["content-range"], let total = ContentRange(value)?.total, let size = expected.size,
-               total != size {
+            if let total = head.contentRange?.total, let size = expected.size, total != size {
                 return .failure(.otherTotal(total))
             }
             return .failure(.status(416, retryAfter: nil))

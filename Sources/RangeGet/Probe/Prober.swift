@@ -108,7 +108,7 @@ struct Prober {
             remote.size = head.contentEncoding == nil ? head.contentLength : nil
         case .failure(.status(416, _)):
             // Nothing at byte 0: an empty file, whose total the 416 names.
-            guard let value = head["content-range"], let total = ContentRange(value)?.total else {
+            guard let total = head.contentRange?.total else {
                 throw .server(url: url, message: "416 without a usable Content-Range")
             }
             remote.size = total

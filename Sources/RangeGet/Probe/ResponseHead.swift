@@ -25,6 +25,9 @@ struct ResponseHead: Sendable {
         self["content-length"].flatMap { Int64($0) }.flatMap { $0 >= 0 ? $0 : nil }
     }
 
+    /// `Content-Range`, when present and valid.
+    var contentRange: ContentRange? { self["content-range"].flatMap(ContentRange.init) }
+
     /// The strong or weak entity tag, as sent.
     var etag: String? { self["etag"] }
 
