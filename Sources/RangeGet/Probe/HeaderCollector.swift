@@ -6,7 +6,8 @@
 // trailers. Each status line starts a new head, so the last response's fields
 // win and none of an earlier one's leak into it; a field line after the blank
 // line that ended a head is a trailer, never merged into it (RFC 9110 6.5.1).
-import CCurl
+// Pure (the fuzz targets build it without libcurl); the callback that feeds
+// it is in Curl/HeaderCollector+Curl.swift.
 
 /// Gathers the header lines an easy handle receives into the head of its last response.
 final class HeaderCollector {
@@ -16,14 +17,6 @@ final class HeaderCollector {
 
     /// The head of the last response received so far (complete once its blank line arrived).
     var head: ResponseHead { ResponseHead(status: status, fields: fields, isComplete: isComplete) }
-
-    /// Makes `easy` deliver its header lines here (`CURLOPT_HEADERFUNCTION`,
-    /// `CURLOPT_HEADERDATA`). libcurl holds the collector unretained: its
-    /// owner keeps it alive while `easy` runs transfers.
-    func install(on easy: EasyHandle) throws(CurlError) {
-        try easy.set(CURLOPT_HEADERDATA, pointer: Unmanaged.passUnretained(self).toOpaque())
-        try easy.set(CURLOPT_HEADERFUNCTION, callback: collectHeaderLine)
-    }
 
     /// Forgets what the previous request received, before the next one is sent.
     func reset() {
@@ -55,11 +48,4 @@ final class HeaderCollector {
             fields[name] = value
         }
     }
-}
-
-private let collectHeaderLine: CurlDataCallback = { data, size, count, user in
-    guard let data, let user else { return 0 }
-    let collector = Unmanaged<HeaderCollector>.fromOpaque(user).takeUnretainedValue()
-    collector.consume(String(decoding: UnsafeRawBufferPointer(start: data, count: size * count), as: UTF8.self))
-    return size * count
 }
