@@ -48,7 +48,9 @@ enum RangeRequest: Sendable, Equatable {
 
 /// A usable 206: the bytes its body carries and the file's complete length.
 struct PartialContent: Sendable, Equatable {
+    /// The range of the file in the body, from its Content-Range.
     var served: ByteRange
+    /// The file's complete length, from its Content-Range.
     var total: Int64
 }
 
