@@ -41,7 +41,7 @@ sources_for() {
     local harness="$1" extra="$2" sources=("${base[@]}")
     [ -n "$extra" ] && sources+=("$extra")
     for _ in $(seq 1 12); do
-        missing="$(swiftc -typecheck -parse-as-library -swift-version 6 -module-name RangeGet "${sources[@]}" \
+        missing="$(swiftc -typecheck -parse-as-library -swift-version 6 -module-name RangeGet -package-name rangeget "${sources[@]}" \
             Fuzz/Targets/Common.swift "$harness" 2>&1 \
             | grep -oE "cannot find (type )?'[A-Za-z_][A-Za-z0-9_]*' in scope" \
             | grep -oE "'[^']+'" | tr -d "'" | sort -u)"
@@ -94,7 +94,7 @@ for target in "${targets[@]}"; do
     file="$(harness "$target")" || { status=2; continue; }
     echo "== $target: building"
     mapfile -t sources < <(sources_for "$file" "$(extra "$target")")
-    if ! swiftc -sanitize=fuzzer,address -parse-as-library -swift-version 6 -O -g -module-name RangeGet \
+    if ! swiftc -sanitize=fuzzer,address -parse-as-library -swift-version 6 -O -g -module-name RangeGet -package-name rangeget \
         "${sources[@]}" Fuzz/Targets/Common.swift "$file" -o ".build/fuzz/$target" > ".build/fuzz/$target.build.log" 2>&1; then
         grep -E "error" ".build/fuzz/$target.build.log" >&2
         echo "== $target: build failed, see .build/fuzz/$target.build.log" >&2

@@ -19,8 +19,9 @@ public func responseCheckFuzz(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
                                lastModified: bytes[16] & 2 == 0 ? "Mon, 01 Jan 2024 00:00:00 GMT" : nil)
     let text = String(decoding: bytes[17...], as: UTF8.self)
         .replacingOccurrences(of: "{RANGE}", with: "bytes \(first)-\(last)/\(size)")
-    var head = ResponseHead()
-    for line in text.split(separator: "\n", omittingEmptySubsequences: false) { head.consume(String(line) + "\n") }
+    let collector = HeaderCollector()
+    for line in text.split(separator: "\n", omittingEmptySubsequences: false) { collector.consume(String(line) + "\n") }
+    let head = collector.head
     if let length = head.contentLength { require(length >= 0, "negative length") }
     if let wait = head.retryAfter { require(wait >= 0, "negative Retry-After") }
     guard ResponseCheck.check(head, requested: requested, expected: expected) == nil else { return 0 }

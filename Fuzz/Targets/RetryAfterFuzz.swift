@@ -6,12 +6,13 @@
 @_cdecl("LLVMFuzzerTestOneInput")
 public func retryAfterFuzz(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
     let text = String(decoding: UnsafeRawBufferPointer(start: start, count: count), as: UTF8.self)
-    var head = ResponseHead()
-    head.consume("HTTP/1.1 503 Service Unavailable\r\n")
+    let collector = HeaderCollector()
+    collector.consume("HTTP/1.1 503 Service Unavailable\r\n")
     for line in ("Retry-After: " + text).split(separator: "\n", omittingEmptySubsequences: false) {
-        head.consume(String(line) + "\n")
+        collector.consume(String(line) + "\n")
     }
-    head.consume("\r\n")
+    collector.consume("\r\n")
+    let head = collector.head
     if let wait = head.retryAfter {
         require(wait >= 0 && wait <= ResponseHead.longestRetryAfter, "wait \(wait) from \(text.debugDescription)")
     }

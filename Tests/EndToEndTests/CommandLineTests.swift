@@ -191,6 +191,27 @@ final class CommandLineTests: EndToEndTestCase {
         XCTAssertTrue(split.stdout.contains("no majority"), split.stdout)
     }
 
+    /// A sample counts only as a usable answer for the file the mirror's probe
+    /// found: one whose Content-Range names another total, or that comes
+    /// gzip-coded, is flagged like other bytes. (Both were digested as they
+    /// came, so a mirror whose ranges the engine would refuse looked the same.)
+    func testBenchFlagsAMirrorWhoseSamplesAreNoUsableAnswer() throws {
+        let resource = Resource.generated(size: 1 << 20, seed: 88)
+        server.setResource(resource, at: "f")
+        server.setResource(resource, at: "g")
+        for fault in [Fault.wrongContentRangeTotal((1 << 20) + 1), .gzipEncoding] {
+            let other = try anotherServer()
+            other.setResource(resource, at: "f")
+            // Its requests: HEAD (the probe), GET 0-0 (time to first byte), then the sample.
+            other.setFaults([FaultRule(fault, when: .fromRequest(3))])
+            let run = try CLI.run(["bench", "--json", "--seconds", "0.2", "-n", "2", "--samples", "1",
+                                   server.url("f"), server.url("g"), other.url("f")], in: directory, timeout: 60)
+            XCTAssertEqual(run.status, 0, "\(fault): \(run.stderr)")
+            let mirrors = try XCTUnwrap(try run.jsonObject()["mirrors"] as? [[String: Any]])
+            XCTAssertEqual(mirrors.map { $0["sameBytes"] as? Bool }, [true, true, false], "\(fault)")
+        }
+    }
+
     /// Issue 11: bench recommended a fast and a slow mirror together, though
     /// with both capped per connection the fast one alone is faster on the
     /// same connections. It also reports how the rate behaves and the TCP

@@ -410,6 +410,31 @@ final class ReliabilityServerTests: EndToEndTestCase {
         XCTAssertTrue(server.statistics.requests.contains { $0.method == "GET" && $0.rangeHeader == nil }, "one plain stream")
     }
 
+    /// A server that codes only its ranged answers: the probe's `bytes=0-0`
+    /// comes back gzip-coded, with the total of the coded form. That total is
+    /// not the file's size (as a coded 200's length is not): the plain stream
+    /// that follows brings the file at the length its own answer gives. (The
+    /// coded total was taken for the size; the plain answer's real length
+    /// then read as a changed file, and the download failed.)
+    func test07CodedAnswerToTheProbeGivesNoSize() throws {
+        let resource = Resource.generated(size: 300_000, seed: 124)
+        let origin = try scriptedServer { request in
+            if request.method == "HEAD" {
+                return ScriptedResponse(head: "HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\nConnection: close")
+            }
+            guard request.headers["range"] != nil else { return .serving(resource, request) }
+            return ScriptedResponse(head: ["HTTP/1.1 206 Partial Content", "Content-Encoding: gzip", "Content-Range: bytes 0-0/1234",
+                                           "Content-Length: 1", "Connection: close"].joined(separator: "\r\n"), body: [0x1F])
+        }
+        let output = path("f")
+        let run = try CLI.run(["-q", "--retries", "1", "--retry-wait", "0.01", "-o", output, origin.url("f")],
+                              in: directory, timeout: 30)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        assertSameBytes(output, resource)
+        let plain = origin.requests.filter { $0.method == "GET" && $0.headers["range"] == nil }
+        XCTAssertEqual(plain.count, 1, "one plain stream")
+    }
+
     // MARK: 8. File changed between runs or mid-run
 
     /// The file changes while four connections fetch it: the 200 to If-Range
@@ -748,6 +773,27 @@ final class ReliabilityServerTests: EndToEndTestCase {
         XCTAssertTrue(run.stderr.contains("multipart"), run.stderr)
         let data = FileManager.default.contents(atPath: output + ".part") ?? Data()
         XCTAssertTrue(data.allSatisfy { $0 == 0 }, "no multipart byte reached the data file")
+    }
+
+    /// A multipart answer to the probe's `bytes=0-0` is no answer to one
+    /// range, even with a Content-Range of the byte asked for: the download
+    /// fails at the probe, as with any other multipart answer there. (It was
+    /// taken for range support, and every piece then retried in vain.)
+    func test12MultipartAnswerToTheProbeFailsAtTheProbe() throws {
+        let resource = Resource.generated(size: 300_000, seed: 140)
+        let origin = try scriptedServer { request in
+            if request.method == "HEAD" {
+                return ScriptedResponse(head: "HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\nConnection: close")
+            }
+            return .serving(resource, request, extraFields: ["Content-Type: multipart/byteranges; boundary=x"])
+        }
+        let output = path("f")
+        let run = try CLI.run(["-q", "--retries", "2", "--retry-wait", "0.01", "-o", output, origin.url("f")],
+                              in: directory, timeout: 30)
+        XCTAssertEqual(run.status, 1, run.stderr)
+        XCTAssertTrue(run.stderr.contains("multipart/byteranges answer to a single range in the probe"), run.stderr)
+        let ranged = origin.requests.filter { $0.method == "GET" && $0.headers["range"] != nil }
+        XCTAssertEqual(ranged.count, 2, "the opening request and the probe's: \(ranged.map { $0.headers["range"] ?? "" })")
     }
 
     // MARK: 13. Chunked response without length

@@ -263,4 +263,59 @@ final class SpotCheckTests: XCTestCase {
             }
         }
     }
+
+    /// `firstDifference` with the bytes of `resource` on disk, against a
+    /// server whose answers `faults` bend (and which serves `served`).
+    private func firstDifference(of resource: Resource, served: Resource, faults: [FaultRule], size: Int64,
+                                 samples: [ByteRange]) throws -> Result<ByteRange?, DownloadError> {
+        let server = RangeServer()
+        server.setResource(served, at: "f")
+        server.setFaults(faults)
+        try server.start()
+        defer { server.stop() }
+        let path = NSTemporaryDirectory() + "spot-check-\(UUID().uuidString)"
+        try Data(resource.bytes(in: 0..<resource.size)).write(to: URL(fileURLWithPath: path))
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let file = try OutputFile(existing: path)
+        return Result { () throws(DownloadError) in
+            try SpotCheck.firstDifference(in: file, url: server.url("f"), size: size, samples: samples,
+                                          options: TransferOptions())
+        }
+    }
+
+    /// The same bytes agree; other bytes, or another length in a 206, are a difference.
+    func testOtherBytesOrAnotherLengthAreADifference() throws {
+        let resource = Resource.generated(size: 100_000, seed: 20)
+        let samples = [ByteRange(1_000, 2_000), ByteRange(50_000, 50_016)]
+        XCTAssertEqual(try firstDifference(of: resource, served: resource, faults: [], size: 100_000, samples: samples),
+                       .success(nil))
+        XCTAssertEqual(try firstDifference(of: resource, served: Resource.generated(size: 100_000, seed: 21), faults: [],
+                                           size: 100_000, samples: samples),
+                       .success(ByteRange(1_000, 2_000)))
+        XCTAssertEqual(try firstDifference(of: resource, served: resource,
+                                           faults: [FaultRule(.wrongContentRangeTotal(99_999))], size: 100_000,
+                                           samples: samples),
+                       .success(ByteRange(1_000, 2_000)))
+    }
+
+    /// A 416 naming another length, like a 206 naming one, means the file
+    /// changed (RELIABILITY.md 3). (It failed the check, and every later run alike.)
+    func testA416NamingAnotherLengthIsADifference() throws {
+        let resource = Resource.generated(size: 100_000, seed: 22)
+        XCTAssertEqual(try firstDifference(of: resource, served: Resource.generated(size: 10_000, seed: 22), faults: [],
+                                           size: 100_000, samples: [ByteRange(50_000, 50_016)]),
+                       .success(ByteRange(50_000, 50_016)))
+    }
+
+    /// A coded answer's offsets are not the file's, even where (as here) the
+    /// coding is only a label: nothing is compared, the check fails and the
+    /// partial download is kept. (Its body was compared as file bytes.)
+    func testACodedAnswerIsNotCompared() throws {
+        let resource = Resource.generated(size: 100_000, seed: 23)
+        let result = try firstDifference(of: resource, served: resource, faults: [FaultRule(.gzipEncoding)], size: 100_000,
+                                         samples: [ByteRange(1_000, 2_000)])
+        guard case let .failure(.server(_, message, _)) = result else { return XCTFail("compared: \(result)") }
+        XCTAssertTrue(message.contains("bytes 1000..<2000 were not served as asked (ranged response with Content-Encoding gzip)"),
+                      message)
+    }
 }

@@ -88,10 +88,7 @@ extension FileNameTests {
 
 final class ResponseCheckTests: XCTestCase {
     private func head(_ lines: [String]) -> ResponseHead {
-        var head = ResponseHead()
-        for line in lines { head.consume(line + "\r\n") }
-        head.consume("\r\n")
-        return head
+        .collected(lines.map { $0 + "\r\n" } + ["\r\n"])
     }
 
     func testOnlyAnExactMatchingPartialResponseIsAccepted() {

@@ -291,9 +291,7 @@ private let headerNames = ["Content-Range", "content-range", "CONTENT-RANGE", "C
 
 final class ResponseHeadPropertyTests: XCTestCase {
     private func head(_ lines: [String]) -> ResponseHead {
-        var head = ResponseHead()
-        for line in lines { head.consume(line) }
-        return head
+        .collected(lines)
     }
 
     /// Random header lines never crash, and the typed accessors keep their promises.
@@ -499,9 +497,7 @@ private let retryAfterAlphabet = [
 
 final class RetryAfterPropertyTests: XCTestCase {
     private func head(retryAfter value: String) -> ResponseHead {
-        var head = ResponseHead()
-        for line in ["HTTP/1.1 503 Busy\r\n", "Retry-After: \(value)\r\n", "\r\n"] { head.consume(line) }
-        return head
+        .collected(["HTTP/1.1 503 Busy\r\n", "Retry-After: \(value)\r\n", "\r\n"])
     }
 
     /// Whatever the value, a wait of 0 to 300 s or none, and the rejection's

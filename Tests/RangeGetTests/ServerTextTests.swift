@@ -8,9 +8,7 @@ import XCTest
 
 final class RetryAfterTests: XCTestCase {
     private func retryAfter(_ value: String) -> Double? {
-        var head = ResponseHead()
-        for line in ["HTTP/1.1 503 Busy\r\n", "Retry-After: \(value)\r\n", "\r\n"] { head.consume(line) }
-        return head.retryAfter
+        ResponseHead.collected(["HTTP/1.1 503 Busy\r\n", "Retry-After: \(value)\r\n", "\r\n"]).retryAfter
     }
 
     func testEveryValueIsAWaitOfAtMostFiveMinutesOrNone() {
@@ -49,8 +47,7 @@ final class RetryAfterTests: XCTestCase {
     }
 
     func testTheRejectionSaysHowLongItWaits() {
-        var head = ResponseHead()
-        for line in ["HTTP/1.1 503 Busy\r\n", "Retry-After: 9223372036854775807\r\n", "\r\n"] { head.consume(line) }
+        let head = ResponseHead.collected(["HTTP/1.1 503 Busy\r\n", "Retry-After: 9223372036854775807\r\n", "\r\n"])
         let rejection = ResponseCheck.check(head, requested: ByteRange(0, 1), expected: Expectation(size: 1, etag: nil, lastModified: nil))
         XCTAssertEqual(rejection?.description, "HTTP 503 (retry after 300 s)")
     }

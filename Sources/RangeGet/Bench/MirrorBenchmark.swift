@@ -114,7 +114,7 @@ public struct MirrorBenchmark: Sendable {
             }
             if offsets == nil { offsets = sampleOffsets(size: size) }
             results[index].sampleDigests = (offsets ?? []).map { offset in
-                (try? digest(of: remote.effectiveURL, range: ByteRange(offset, min(size, offset + sampleLength)))) ?? "error"
+                (try? digest(of: remote, range: ByteRange(offset, min(size, offset + sampleLength)))) ?? "error"
             }
             onStep("measuring \(url) on 1 connection")
             results[index].oneConnection = throughput(url, connections: 1).rate
@@ -191,10 +191,12 @@ public struct MirrorBenchmark: Sendable {
         return (fetched.timeToFirstByte, fetched.httpVersion, fetched.head["server"])
     }
 
-    /// SHA-256 of `range` as served by `url` (only a 206 with the exact Content-Range counts).
-    private func digest(of url: String, range: ByteRange) throws -> String {
-        guard let bytes = try RangeFetch(url: url, range: range, options: transfer).bytes(of: range) else {
-            throw DownloadError.server(url: url, message: "sample \(range) not served as asked")
+    /// SHA-256 of `range` as `remote` serves it: only a usable 206 for
+    /// exactly that range of the file its probe found counts.
+    private func digest(of remote: RemoteFile, range: ByteRange) throws -> String {
+        let fetched = try RangeFetch(url: remote.effectiveURL, range: range, options: transfer)
+        guard case let .success(bytes) = fetched.bytes(of: range, expected: Expectation(remote)) else {
+            throw DownloadError.server(url: remote.effectiveURL, message: "sample \(range) not served as asked")
         }
         return bytes.withUnsafeBytes { DigestAlgorithm.sha256.hex(of: $0) }
     }

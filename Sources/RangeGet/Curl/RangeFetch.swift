@@ -1,7 +1,7 @@
 // RangeFetch: one small ranged GET kept in memory, outside the engine: the
 // bench's samples of every mirror, and the spot check of a resume whose
-// server gives no validator. Its bytes count only when the answer is a 206
-// whose Content-Range is exactly the range asked for.
+// server gives no validator. Its bytes count only when the answer is one
+// ResponseCheck.partialContent takes for exactly the range asked for.
 import CCurl
 import CCurlShim
 
@@ -23,50 +23,43 @@ struct RangeFetch {
         try easy.setHeaders(options.headers)
         try easy.set(CURLOPT_RANGE, String(range.rangeHeaderValue.dropFirst("bytes=".count)))
         try easy.set(CURLOPT_TIMEOUT_MS, Int((options.connectTimeout + options.stallTimeout * 2) * 1000))
+        let headers = HeaderCollector()
+        try headers.install(on: easy)
         let capture = Capture(limit: Int(range.count))
-        let pointer = Unmanaged.passUnretained(capture).toOpaque()
-        try easy.set(CURLOPT_HEADERDATA, pointer: pointer)
-        try easy.set(CURLOPT_WRITEDATA, pointer: pointer)
-        try easy.set(CURLOPT_HEADERFUNCTION, callback: captureHeader)
+        try easy.set(CURLOPT_WRITEDATA, pointer: Unmanaged.passUnretained(capture).toOpaque())
         try easy.set(CURLOPT_WRITEFUNCTION, callback: captureBody)
-        try withExtendedLifetime(capture) { () throws(CurlError) in
+        try withExtendedLifetime((headers, capture)) { () throws(CurlError) in
             // Redirects are followed here, so that only harmless headers reach another origin.
             try easy.performFollowingRedirects(url, options: options) {
-                capture.head = ResponseHead()
+                headers.reset()
                 capture.body = []
             }
         }
-        head = capture.head
+        head = headers.head
         body = capture.body
         timeToFirstByte = easy.timeToFirstByte
         httpVersion = easy.httpVersion
     }
 
-    /// The body when it is exactly `range` of a `size`-byte file (any size
-    /// when nil): a 206 with that Content-Range and the whole length; nil otherwise.
-    func bytes(of range: ByteRange, size: Int64? = nil) -> [UInt8]? {
-        guard head.status == 206, let value = head["content-range"], let served = ContentRange(value),
-              served.range == range, size == nil || served.total == size, body.count == Int(range.count) else { return nil }
-        return body
+    /// The body when the response is a usable answer to exactly `range` of
+    /// the file `expected` describes (`ResponseCheck.partialContent`) and
+    /// carries all of it; otherwise why not (a body shorter than its
+    /// Content-Range is an unexpected Content-Range).
+    func bytes(of range: ByteRange, expected: Expectation) -> Result<[UInt8], Rejection> {
+        ResponseCheck.partialContent(head, answering: .exactly(range), expected: expected).flatMap { _ in
+            body.count == Int(range.count) ? .success(body) : .failure(.contentRange(head["content-range"]))
+        }
     }
 }
 
-/// A small response kept in memory: its head and at most `limit` body bytes.
+/// At most `limit` bytes of a small response's body, kept in memory.
 private final class Capture {
-    var head = ResponseHead()
     var body: [UInt8] = []
     let limit: Int
 
     init(limit: Int) {
         self.limit = limit
     }
-}
-
-private let captureHeader: CurlDataCallback = { data, size, count, user in
-    guard let data, let user else { return 0 }
-    let capture = Unmanaged<Capture>.fromOpaque(user).takeUnretainedValue()
-    capture.head.consume(String(decoding: UnsafeRawBufferPointer(start: data, count: size * count), as: UTF8.self))
-    return size * count
 }
 
 private let captureBody: CurlDataCallback = { data, size, count, user in

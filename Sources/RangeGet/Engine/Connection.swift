@@ -52,7 +52,7 @@ final class Connection {
     private var startedAt: Double = 0
     private var firstByteAt: Double?
     private var recent = RateMeter(window: 1)
-    private var head = ResponseHead()
+    private let responseHeaders = HeaderCollector()
     private var accepted = false
     /// False for an adopted opening request: its time to first byte says nothing about a new request's.
     private var measuresSetup = true
@@ -76,9 +76,8 @@ final class Connection {
         let me = Unmanaged.passUnretained(self).toOpaque()
         try easy.set(CURLOPT_PRIVATE, pointer: me)
         try easy.set(CURLOPT_WRITEDATA, pointer: me)
-        try easy.set(CURLOPT_HEADERDATA, pointer: me)
         try easy.set(CURLOPT_WRITEFUNCTION, callback: connectionWrite)
-        try easy.set(CURLOPT_HEADERFUNCTION, callback: connectionHeader)
+        try responseHeaders.install(on: easy)
     }
 
     /// Gives the connection the sink its bytes go to and the journal its
@@ -89,14 +88,14 @@ final class Connection {
     }
 
     /// The response head of the transfer in flight (or the last one).
-    var responseHead: ResponseHead { head }
+    var responseHead: ResponseHead { responseHeaders.head }
 
     /// Prepares the opening request for `range` of `url` with the user's
     /// headers. Its head is the probe; its body waits (paused) until `adopt`
     /// names the piece it belongs to.
     func open(_ url: String, range: ByteRange, now: Double) throws(CurlError) {
         isOpening = true
-        head = ResponseHead()
+        responseHeaders.reset()
         startedAt = now
         lastProgress = now
         try easy.setTarget(url)
@@ -157,7 +156,7 @@ final class Connection {
     /// Prepares the handle to fetch `piece` from `mirror` (ranged unless `plain`).
     func start(_ piece: Piece, from mirror: Mirror, plain: Bool, race: Race? = nil, now: Double) throws(CurlError) {
         begin(piece, from: mirror, requested: plain ? nil : piece.range, race: race, now: now)
-        head = ResponseHead()
+        responseHeaders.reset()
         var headers = mirror.remote.headers(from: baseHeaders)
         try easy.setTarget(mirror.remote.effectiveURL)
         if let requested {
@@ -265,7 +264,7 @@ final class Connection {
         if let rejection { return release(.incomplete(reason: rejection.description, rejection: rejection), now: now) }
         if result == CURLE_OK {
             if end == Int64.max { return release(.complete, now: now) }
-            if !accepted, let check = ResponseCheck.check(head, requested: requested, expected: expected) {
+            if !accepted, let check = ResponseCheck.check(responseHeaders.head, requested: requested, expected: expected) {
                 return release(.incomplete(reason: check.description, rejection: check), now: now)
             }
             return release(.incomplete(reason: "short body: got \(transferBytes) bytes", rejection: nil), now: now)
@@ -297,20 +296,16 @@ final class Connection {
 
     // MARK: - libcurl callbacks (engine thread, inside curl_multi_perform)
 
-    fileprivate func receiveHeader(_ line: UnsafeMutablePointer<CChar>, count: Int) -> Int {
-        head.consume(String(decoding: UnsafeRawBufferPointer(start: line, count: count), as: UTF8.self))
-        return count
-    }
-
     fileprivate func receiveBody(_ data: UnsafeMutablePointer<CChar>, count: Int) -> Int {
         if isOpening {
             // The probe's verdict is pending: hold the body of a 206 (or of a
             // 200, the whole file as one stream), refuse anything else.
-            return head.status == 206 || head.status == 200 ? Int(CURL_WRITEFUNC_PAUSE) : 0
+            let status = responseHeaders.head.status
+            return status == 206 || status == 200 ? Int(CURL_WRITEFUNC_PAUSE) : 0
         }
         guard let sink else { return 0 }
         if !accepted {
-            if let problem = ResponseCheck.check(head, requested: requested, expected: expected) {
+            if let problem = ResponseCheck.check(responseHeaders.head, requested: requested, expected: expected) {
                 rejection = problem
                 return 0
             }
@@ -366,9 +361,4 @@ final class Connection {
 private let connectionWrite: CurlDataCallback = { data, size, count, user in
     guard let data, let user else { return 0 }
     return Unmanaged<Connection>.fromOpaque(user).takeUnretainedValue().receiveBody(data, count: size * count)
-}
-
-private let connectionHeader: CurlDataCallback = { data, size, count, user in
-    guard let data, let user else { return 0 }
-    return Unmanaged<Connection>.fromOpaque(user).takeUnretainedValue().receiveHeader(data, count: size * count)
 }

@@ -57,32 +57,27 @@ final class Opening: LoopClient {
         self.timeout = timeout
         loop.run(self)
         let head = connection.responseHead
-        // A size past `RemoteFile.largestSize` is left to the classic probe, which refuses it.
-        if wholeFile, !ended, Self.isFinal(head), head.status == 200, (head.contentLength ?? 0) <= RemoteFile.largestSize {
-            isUsable = true
-            return RemoteFile(url: url, effectiveURL: connection.easy.effectiveURL, head: head,
-                              size: head.contentEncoding == nil ? head.contentLength : nil, acceptsRanges: false)
-        }
-        guard !ended, Self.isFinal(head), head.status == 206, head.contentEncoding == nil,
-              head["content-type"]?.lowercased().contains("multipart/") != true,
-              let value = head["content-range"], let contentRange = ContentRange(value),
-              let served = contentRange.range, served.start == 0, served.end <= length,
-              let total = contentRange.total, total <= RemoteFile.largestSize
-        else {
+        guard !ended, head.isFinal else {
             cancel()
             return nil
         }
-        let remote = RemoteFile(url: url, effectiveURL: connection.easy.effectiveURL, head: head, size: total,
+        let remote: RemoteFile
+        switch ResponseCheck.partialContent(head, answering: .prefix(of: ByteRange(0, length)), expected: .unknown) {
+        case let .success(answer):
+            remote = RemoteFile(url: url, effectiveURL: connection.easy.effectiveURL, head: head, size: answer.total,
                                 acceptsRanges: true)
+            served = answer.served
+        // Ranges unsupported, and one URL: the whole file as one plain stream. A
+        // size past `RemoteFile.largestSize` is left to the classic probe, which refuses it.
+        case .failure(.rangeIgnored) where wholeFile && (head.contentLength ?? 0) <= RemoteFile.largestSize:
+            remote = RemoteFile(url: url, effectiveURL: connection.easy.effectiveURL, head: head,
+                                size: head.contentEncoding == nil ? head.contentLength : nil, acceptsRanges: false)
+        case .failure:
+            cancel()
+            return nil
+        }
         isUsable = true
-        self.served = served
         return remote
-    }
-
-    /// True for a complete head that is not an interim answer (1xx) or a
-    /// redirect libcurl is about to follow (3xx).
-    private static func isFinal(_ head: ResponseHead) -> Bool {
-        head.isComplete && !(100..<200).contains(head.status) && !(300..<400).contains(head.status)
     }
 
     /// TCP connections the request opened.
@@ -158,7 +153,7 @@ final class Opening: LoopClient {
     }
 
     private func waited(now: Double) -> Bool {
-        ended || Self.isFinal(connection.responseHead) || now >= deadline
+        ended || connection.responseHead.isFinal || now >= deadline
     }
 }
 

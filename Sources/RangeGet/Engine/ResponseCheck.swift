@@ -1,6 +1,10 @@
 // ResponseCheck: the one decision made before the first byte of a response is
 // written: is this exactly what was asked for, from the same file? (Invariant
-// 1: no unvalidated byte.) Pure, so every case is a table-driven unit test.
+// 1: no unvalidated byte.) `partialContent` judges every answer to a ranged
+// request rangeget makes (the engine's pieces, the opening request, the
+// probe's first byte, spot checks and bench samples); each caller's own
+// policy on top of it (a 200 taken as a plain stream, a 416 read for its
+// total) stays at its call site. Pure, so every case is a table-driven unit test.
 
 /// What a response must match: the file's size and validators.
 struct Expectation: Sendable, Equatable {
@@ -20,6 +24,34 @@ struct Expectation: Sendable, Equatable {
     init(_ remote: RemoteFile) {
         self.init(size: remote.size, etag: remote.etag, lastModified: remote.lastModified)
     }
+
+    /// Nothing known yet: the requests that probe the file.
+    static let unknown = Expectation(size: nil, etag: nil, lastModified: nil)
+}
+
+/// Which bytes a ranged request takes as its answer.
+enum RangeRequest: Sendable, Equatable {
+    /// Exactly these bytes.
+    case exactly(ByteRange)
+    /// Bytes from the range's start that end anywhere within it: the opening
+    /// request, which a file shorter than the request answers with all it has.
+    case prefix(of: ByteRange)
+
+    /// True when a response carrying `served` answers the request.
+    func isAnswered(by served: ByteRange) -> Bool {
+        switch self {
+        case let .exactly(range): return served == range
+        case let .prefix(range): return served.start == range.start && served.end <= range.end
+        }
+    }
+}
+
+/// A usable 206: the bytes its body carries and the file's complete length.
+struct PartialContent: Sendable, Equatable {
+    /// The range of the file in the body, from its Content-Range.
+    var served: ByteRange
+    /// The file's complete length, from its Content-Range.
+    var total: Int64
 }
 
 /// Why a response's body must not be written.
@@ -43,6 +75,8 @@ enum Rejection: Error, Equatable, Sendable, CustomStringConvertible {
     case multipart
     /// A 206 for this range whose body ran past its Content-Range.
     case overlong(ByteRange)
+    /// A Content-Range whose complete length is past `RemoteFile.largestSize`.
+    case implausibleTotal(Int64)
 
     var description: String {
         switch self {
@@ -56,6 +90,7 @@ enum Rejection: Error, Equatable, Sendable, CustomStringConvertible {
         case .multipart: return "multipart/byteranges answer to a single range"
         case let .overlong(range):
             return "the answer for bytes \(range.start)-\(range.end - 1) ran past its Content-Range (none of it kept)"
+        case let .implausibleTotal(total): return "the server claims a size of \(total) bytes, more than any disk holds"
         }
     }
 
@@ -64,7 +99,7 @@ enum Rejection: Error, Equatable, Sendable, CustomStringConvertible {
         switch self {
         case let .status(code, _): return code == 408 || code == 429 || code >= 500
         case .contentRange, .otherTotal, .multipart, .overlong: return true
-        case .rangeIgnored, .changed, .encoded: return false
+        case .rangeIgnored, .changed, .encoded, .implausibleTotal: return false
         }
     }
 }
@@ -73,40 +108,61 @@ enum ResponseCheck {
     /// Nil when the body of the response described by `head` may be written for
     /// `requested` (nil: a plain GET from byte 0); otherwise why not.
     static func check(_ head: ResponseHead, requested: ByteRange?, expected: Expectation) -> Rejection? {
-        if let changed = validatorChange(head, expected: expected) { return .changed(changed) }
-        guard let requested else {
-            guard head.status == 200 else { return .status(head.status, retryAfter: head.retryAfter) }
-            if let size = expected.size, let length = head.contentLength, length != size, head.contentEncoding == nil {
-                return .changed("its length is now \(length) bytes, not \(size)")
-            }
-            return nil
+        guard let requested else { return plainCheck(head, expected: expected) }
+        if case let .failure(rejection) = partialContent(head, answering: .exactly(requested), expected: expected) {
+            return rejection
         }
+        return nil
+    }
+
+    /// Whether `head` is a usable answer to the ranged request `request` for
+    /// the file `expected` describes: a 206 of one part (not multipart), with
+    /// a Content-Range that parses, serves what was asked, names a known
+    /// complete length (the expected size, when known) of at most
+    /// `RemoteFile.largestSize`, no content coding, and the expected
+    /// validators. Any other status is rejected as the engine reads it: a
+    /// 200 as `.rangeIgnored`, a 416 for its total, an error with its
+    /// Retry-After.
+    static func partialContent(
+        _ head: ResponseHead, answering request: RangeRequest, expected: Expectation
+    ) -> Result<PartialContent, Rejection> {
+        if let changed = validatorChange(head, expected: expected) { return .failure(.changed(changed)) }
         switch head.status {
         case 206:
-            if head["content-type"]?.lowercased().contains("multipart/") == true { return .multipart }
-            guard let value = head["content-range"], let contentRange = ContentRange(value) else {
-                return .contentRange(head["content-range"])
-            }
+            if head["content-type"]?.lowercased().contains("multipart/") == true { return .failure(.multipart) }
+            guard let contentRange = head.contentRange else { return .failure(.contentRange(head["content-range"])) }
             if let total = contentRange.total, let size = expected.size, total != size {
-                return .otherTotal(total)
+                return .failure(.otherTotal(total))
             }
-            guard contentRange.range == requested, contentRange.total != nil else { return .contentRange(value) }
-            if let coding = head.contentEncoding { return .encoded(coding) }
-            return nil
+            guard let served = contentRange.range, request.isAnswered(by: served), let total = contentRange.total else {
+                return .failure(.contentRange(head["content-range"]))
+            }
+            if total > RemoteFile.largestSize { return .failure(.implausibleTotal(total)) }
+            if let coding = head.contentEncoding { return .failure(.encoded(coding)) }
+            return .success(PartialContent(served: served, total: total))
         case 200:
             if let size = expected.size, let length = head.contentLength, length != size, head.contentEncoding == nil {
-                return .changed("its size is now \(length) bytes, not \(size)")
+                return .failure(.changed("its size is now \(length) bytes, not \(size)"))
             }
-            return .rangeIgnored
+            return .failure(.rangeIgnored)
         case 416:
-            if let value = head["content-range"], let total = ContentRange(value)?.total, let size = expected.size,
-               total != size {
-                return .otherTotal(total)
+            if let total = head.contentRange?.total, let size = expected.size, total != size {
+                return .failure(.otherTotal(total))
             }
-            return .status(416, retryAfter: nil)
+            return .failure(.status(416, retryAfter: nil))
         default:
-            return .status(head.status, retryAfter: head.retryAfter)
+            return .failure(.status(head.status, retryAfter: head.retryAfter))
         }
+    }
+
+    /// The check of a plain GET from byte 0: a 200 of the expected length and validators.
+    private static func plainCheck(_ head: ResponseHead, expected: Expectation) -> Rejection? {
+        if let changed = validatorChange(head, expected: expected) { return .changed(changed) }
+        guard head.status == 200 else { return .status(head.status, retryAfter: head.retryAfter) }
+        if let size = expected.size, let length = head.contentLength, length != size, head.contentEncoding == nil {
+            return .changed("its length is now \(length) bytes, not \(size)")
+        }
+        return nil
     }
 
     /// A description of how the response's validators differ from the expected ones.

@@ -1,8 +1,8 @@
 // Prober: learns a remote file's size, validators and range support before
 // any byte is written. HEAD first; when HEAD is refused, hangs, gives no
 // length or says `Accept-Ranges: none`, `GET Range: bytes=0-0` decides, with
-// the total from Content-Range; a 200 to that, or a ranged GET that never
-// answers, means one plain stream.
+// the total from Content-Range (ResponseCheck.partialContent judges it); a 200
+// or a coded 206 to that, or a ranged GET that never answers, means one plain stream.
 import CCurl
 import Synchronization
 
@@ -16,7 +16,7 @@ struct Prober {
     func probe(_ url: String, skipHead: Bool = false) throws(DownloadError) -> RemoteFile {
         let remote = try find(url, skipHead: skipHead)
         if let size = remote.size, size > RemoteFile.largestSize {
-            throw .server(url: url, message: "the server claims a size of \(size) bytes, more than any disk holds")
+            throw .server(url: url, message: Rejection.implausibleTotal(size).description)
         }
         return remote
     }
@@ -45,12 +45,10 @@ struct Prober {
         try easy.set(CURLOPT_NOBODY, true)
         // A HEAD that hangs must not hold up the download: the GET probe follows.
         try easy.set(CURLOPT_TIMEOUT_MS, Int((options.connectTimeout + options.stallTimeout) * 1000))
-        var collector = HeadCollector()
+        let exchange = try ProbeExchange(on: easy)
         defer { connectionsOpened.add(easy.connectionsOpened) }
-        try withCollector(&collector, on: easy) { collector in
-            try easy.performFollowingRedirects(url, options: options) { collector.pointee = HeadCollector() }
-        }
-        let head = collector.head
+        try exchange.perform(url, options: options)
+        let head = exchange.headers.head
         guard (200..<300).contains(head.status) else {
             throw DownloadError.server(url: url, message: "HEAD answered \(head.status)", status: head.status)
         }
@@ -60,8 +58,8 @@ struct Prober {
 
     /// `GET Range: bytes=0-0`, reading only the response head.
     private func rangedGet(_ url: String) throws(DownloadError) -> RemoteFile {
-        var collector = HeadCollector()
         let easy: EasyHandle
+        let exchange: ProbeExchange
         var failure: CurlError?
         do {
             easy = try EasyHandle()
@@ -70,23 +68,22 @@ struct Prober {
             try easy.set(CURLOPT_RANGE, "0-0")
             try easy.set(CURLOPT_LOW_SPEED_LIMIT, 1)
             try easy.set(CURLOPT_LOW_SPEED_TIME, max(1, Int(options.stallTimeout.rounded(.up))))
+            exchange = try ProbeExchange(on: easy)
             do {
-                try withCollector(&collector, on: easy) { collector in
-                    try easy.performFollowingRedirects(url, options: options) { collector.pointee = HeadCollector() }
-                }
-            } catch let error as CurlError {
+                try exchange.perform(url, options: options)
+            } catch {
                 failure = error
             }
             connectionsOpened.add(easy.connectionsOpened)
         } catch {
             throw .network(url: url, message: "\(error)")
         }
-        let head = collector.head
-        // The collector stops the body on purpose once the head is in; a body
+        let head = exchange.headers.head
+        // The exchange stops the body on purpose once the head is in; a body
         // that stalls after a complete head does not matter either: the head
         // is all a probe needs.
         let redirected = (300..<400).contains(head.status) || failure?.code == Int(CURLE_TOO_MANY_REDIRECTS.rawValue)
-        if let failure, !collector.stoppedBody, !head.isComplete || redirected {
+        if let failure, !exchange.stoppedBody, !head.isComplete || redirected {
             // A ranged GET that never answers while the server is reachable:
             // a plain stream is the last thing left to try.
             if failure.code == Int(CURLE_OPERATION_TIMEDOUT.rawValue), head.status == 0 {
@@ -96,42 +93,32 @@ struct Prober {
             throw .network(url: url, message: failure.message)
         }
         var remote = RemoteFile(url: url, effectiveURL: easy.effectiveURL, head: head, size: nil, acceptsRanges: false)
-        switch head.status {
-        case 206:
-            guard let value = head["content-range"], let contentRange = ContentRange(value),
-                  contentRange.range == ByteRange(0, 1), let total = contentRange.total else {
-                throw .server(url: url, message: "unexpected Content-Range \(head["content-range"] ?? "(none)") in the probe")
-            }
+        switch ResponseCheck.partialContent(head, answering: .exactly(ByteRange(0, 1)), expected: .unknown) {
+        case let .success(answer):
+            remote.size = answer.total
+            remote.acceptsRanges = true
+        case let .failure(.implausibleTotal(total)):
+            // Refused by `probe`, as a HEAD's claim of such a length is.
             remote.size = total
-            remote.acceptsRanges = head.contentEncoding == nil
-        case 416:
-            guard let value = head["content-range"], let total = ContentRange(value)?.total else {
+        case .failure(.encoded):
+            // Offsets and total are the coded form's, not the file's: one plain
+            // stream, whose length its own answer tells (as for a coded 200).
+            break
+        case .failure(.rangeIgnored):
+            remote.size = head.contentEncoding == nil ? head.contentLength : nil
+        case .failure(.status(416, _)):
+            // Nothing at byte 0: an empty file, whose total the 416 names.
+            guard let total = head.contentRange?.total else {
                 throw .server(url: url, message: "416 without a usable Content-Range")
             }
             remote.size = total
             remote.acceptsRanges = true
-        case 200:
-            remote.size = head.contentEncoding == nil ? head.contentLength : nil
-        default:
-            throw .server(url: url, message: "HTTP \(head.status)", status: head.status)
+        case let .failure(.status(code, _)):
+            throw .server(url: url, message: "HTTP \(code)", status: code)
+        case let .failure(rejection):
+            throw .server(url: url, message: "\(rejection) in the probe")
         }
         return remote
-    }
-
-    private func withCollector(
-        _ collector: inout HeadCollector, on easy: EasyHandle, _ body: (UnsafeMutablePointer<HeadCollector>) throws -> Void
-    ) throws {
-        try withUnsafeMutablePointer(to: &collector) { pointer in
-            try easy.set(CURLOPT_HEADERDATA, pointer: pointer)
-            try easy.set(CURLOPT_WRITEDATA, pointer: pointer)
-            try easy.set(CURLOPT_HEADERFUNCTION, callback: collectHeader)
-            try easy.set(CURLOPT_WRITEFUNCTION, callback: discardBody)
-            defer {
-                _ = try? easy.set(CURLOPT_HEADERDATA, pointer: nil)
-                _ = try? easy.set(CURLOPT_WRITEDATA, pointer: nil)
-            }
-            try body(pointer)
-        }
     }
 }
 
@@ -146,23 +133,36 @@ final class ConnectionCount: Sendable {
     var total: Int { count.load(ordering: .relaxed) }
 }
 
-/// Collects a probe's response head and refuses bodies beyond one byte.
-private struct HeadCollector {
-    var head = ResponseHead()
+/// One probe request on its easy handle: the response head, and a body
+/// refused beyond the one byte a `bytes=0-0` answer carries.
+private final class ProbeExchange {
+    let headers = HeaderCollector()
+    /// True once the body was cut off on purpose.
     var stoppedBody = false
-}
+    private let easy: EasyHandle
 
-private let collectHeader: CurlDataCallback = { data, size, count, user in
-    guard let data, let user else { return 0 }
-    let collector = user.assumingMemoryBound(to: HeadCollector.self)
-    collector.pointee.head.consume(String(decoding: UnsafeRawBufferPointer(start: data, count: size * count), as: UTF8.self))
-    return size * count
+    init(on easy: EasyHandle) throws(CurlError) {
+        self.easy = easy
+        try headers.install(on: easy)
+        try easy.set(CURLOPT_WRITEDATA, pointer: Unmanaged.passUnretained(self).toOpaque())
+        try easy.set(CURLOPT_WRITEFUNCTION, callback: discardBody)
+    }
+
+    /// Runs the request to `url`, following redirects as `options` allow.
+    func perform(_ url: String, options: TransferOptions) throws(CurlError) {
+        try withExtendedLifetime(self) { () throws(CurlError) in
+            try easy.performFollowingRedirects(url, options: options) {
+                headers.reset()
+                stoppedBody = false
+            }
+        }
+    }
 }
 
 private let discardBody: CurlDataCallback = { _, size, count, user in
     guard let user else { return 0 }
-    let collector = user.assumingMemoryBound(to: HeadCollector.self)
-    if collector.pointee.head.status == 206 && size * count <= 1 { return size * count }
-    collector.pointee.stoppedBody = true
+    let exchange = Unmanaged<ProbeExchange>.fromOpaque(user).takeUnretainedValue()
+    if exchange.headers.head.status == 206 && size * count <= 1 { return size * count }
+    exchange.stoppedBody = true
     return 0
 }

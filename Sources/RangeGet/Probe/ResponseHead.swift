@@ -1,41 +1,21 @@
-// ResponseHead: the status line and headers of one HTTP response, collected
-// line by line from libcurl's header callback. A new status line (after a
-// redirect or a 100 Continue) starts a new head.
+// ResponseHead: the status line and headers of one HTTP response, as
+// HeaderCollector gathers them from libcurl's header callback; the typed
+// readings of the fields rangeget uses.
 import Glibc
 
-/// The status and headers of the last response a transfer received.
+/// The status and headers of one response.
 struct ResponseHead: Sendable {
     /// The HTTP status code, 0 before a status line arrived.
-    private(set) var status = 0
+    let status: Int
     /// Header values by lowercased name; repeated headers are joined with ", ".
-    private(set) var fields: [String: String] = [:]
+    let fields: [String: String]
     /// True once the blank line that ends the head arrived.
-    private(set) var isComplete = false
+    let isComplete: Bool
 
-    /// Consumes one raw header line as libcurl delivers it (CRLF included).
-    mutating func consume(_ rawLine: String) {
-        let line = rawLine.trimmingWhitespace()
-        if line.hasPrefix("HTTP/") {
-            self = ResponseHead()
-            let parts = line.split(separator: " ", maxSplits: 2)
-            // A status is three digits (RFC 9110 15); anything else is no status.
-            if parts.count > 1, parts[1].count == 3, parts[1].allSatisfy({ $0.isASCII && $0.isNumber }) {
-                status = Int(parts[1]) ?? 0
-            }
-            return
-        }
-        if line.isEmpty {
-            isComplete = status != 0
-            return
-        }
-        guard let colon = line.firstIndex(of: ":") else { return }
-        let name = line[..<colon].lowercased()
-        let value = String(line[line.index(after: colon)...]).trimmingWhitespace()
-        if let existing = fields[name] {
-            fields[name] = existing + ", " + value
-        } else {
-            fields[name] = value
-        }
+    /// True for a complete head that is not an interim answer (1xx) or a
+    /// redirect (3xx): the answer a transfer that follows redirects ends with.
+    var isFinal: Bool {
+        isComplete && !(100..<200).contains(status) && !(300..<400).contains(status)
     }
 
     subscript(name: String) -> String? { fields[name] }
@@ -44,6 +24,9 @@ struct ResponseHead: Sendable {
     var contentLength: Int64? {
         self["content-length"].flatMap { Int64($0) }.flatMap { $0 >= 0 ? $0 : nil }
     }
+
+    /// `Content-Range`, when present and valid.
+    var contentRange: ContentRange? { self["content-range"].flatMap(ContentRange.init) }
 
     /// The strong or weak entity tag, as sent.
     var etag: String? { self["etag"] }

@@ -38,8 +38,10 @@ enum SpotCheck {
 
     /// The first of `samples` whose bytes at `url` (a `size`-byte file) differ
     /// from those in `file`, or nil when all agree. The samples are fetched at
-    /// once; one the server does not serve as asked (an error status, another
-    /// range) fails the check, which leaves the partial download as it is.
+    /// once. An answer naming another length is a difference; any other
+    /// answer `ResponseCheck.partialContent` refuses (an error status,
+    /// another range, a coded or multipart body) fails the check, which
+    /// leaves the partial download as it is.
     static func firstDifference(in file: OutputFile, url: String, size: Int64, samples: [ByteRange],
                                 options: TransferOptions) throws(DownloadError) -> ByteRange? {
         let results = Mutex<[ByteRange: Result<RangeFetch, CurlError>]>([:])
@@ -60,13 +62,16 @@ enum SpotCheck {
             case let .failure(error): throw .network(url: url, message: "checking the partial download: \(error.message)")
             case let .success(answer): response = answer
             }
-            if response.head.status == 206, let value = response.head["content-range"],
-               let total = ContentRange(value)?.total, total != size {
+            let remote: [UInt8]
+            switch response.bytes(of: sample, expected: Expectation(size: size, etag: nil, lastModified: nil)) {
+            case let .success(bytes):
+                remote = bytes
+            case .failure(.otherTotal):
+                // Another complete length, in a 206 or a 416 (RELIABILITY.md 3): the file changed.
                 return sample
-            }
-            guard let remote = response.bytes(of: sample, size: size) else {
+            case let .failure(rejection):
                 throw .server(url: url, message: "checking the partial download, bytes \(sample) were not served as asked "
-                              + "(HTTP \(response.head.status)); run again to retry")
+                              + "(\(rejection)); run again to retry")
             }
             let local: [UInt8]
             do { local = try file.read(count: Int(sample.count), at: sample.start) } catch { throw .io(error) }
