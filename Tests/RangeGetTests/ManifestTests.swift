@@ -276,7 +276,7 @@ final class SpotCheckTests: XCTestCase {
         let path = NSTemporaryDirectory() + "spot-check-\(UUID().uuidString)"
         try Data(resource.bytes(in: 0..<resource.size)).write(to: URL(fileURLWithPath: path))
         defer { try? FileManager.default.removeItem(atPath: path) }
-        let file = try OutputFile(existing: path)
+        let file = try OutputFile(existing: path, calls: .live)
         return Result { () throws(DownloadError) in
             try SpotCheck.firstDifference(in: file, url: server.url("f"), size: size, samples: samples,
                                           options: TransferOptions())
