@@ -366,7 +366,7 @@ public final class Download: Sendable {
         do {
             return try TransferLoop(threaded: false, multiplex: options.transfer.multiplex, connections: options.connections)
         } catch {
-            throw .network(url: url, message: "cannot set up libcurl: \(error.message)")
+            throw .network(url: url, message: "cannot set up libcurl: \(error.message)", failure: error.failure)
         }
     }
 

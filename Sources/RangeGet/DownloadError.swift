@@ -1,12 +1,15 @@
 // DownloadError: every way a download can fail, typed so the executable can
-// map each to its exit code and the library's users can react to each.
+// map each to its exit code and the library's users can react to each: the
+// HTTP status of a server's refusal, the kind of a network failure.
 
 /// Why a download did not complete.
 public enum DownloadError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The request itself is wrong: bad option, bad URL, an output in the way.
     case usage(String)
-    /// No usable connection to the server (DNS, connect, TLS, timeouts).
-    case network(url: String, message: String)
+    /// The transfer failed below HTTP (after retries, or at once when another
+    /// attempt would fail the same way); `failure` says how: DNS, connect,
+    /// TLS, certificate, timeout, a connection lost, ...
+    case network(url: String, message: String, failure: TransportFailure)
     /// The server answered, but not with what was needed; `status` is the
     /// HTTP status when that answer was an error status (404, 403, 500, ...).
     case server(url: String, message: String, status: Int? = nil)
@@ -27,10 +30,16 @@ public enum DownloadError: Error, Sendable, Equatable, CustomStringConvertible {
         return nil
     }
 
+    /// What failed below HTTP, when that is why the download failed.
+    public var transportFailure: TransportFailure? {
+        if case let .network(_, _, failure) = self { return failure }
+        return nil
+    }
+
     /// The URL the failure is about, when it is about one.
     public var url: String? {
         switch self {
-        case let .network(url, _), let .server(url, _, _): return url
+        case let .network(url, _, _), let .server(url, _, _): return url
         default: return nil
         }
     }
@@ -44,7 +53,7 @@ public enum DownloadError: Error, Sendable, Equatable, CustomStringConvertible {
     private var text: String {
         switch self {
         case let .usage(message): return message
-        case let .network(url, message): return "\(url): \(message)"
+        case let .network(url, message, _): return "\(url): \(message)"
         case let .server(url, message, _): return "\(url): \(message)"
         case let .verification(message): return message
         case let .io(error): return error.description

@@ -49,8 +49,9 @@ struct FinishedTransfer {
     var written: ByteRange
     var mirror: Mirror
     var race: Race?
-    /// The libcurl failure that ended an incomplete transfer; nil when libcurl
-    /// reported success or rangeget itself ended it (a rejection, a stall).
+    /// The libcurl failure that ended an incomplete transfer (a stall counts
+    /// as libcurl's timeout); nil when libcurl reported success or rangeget
+    /// itself ended it (a rejection, a lost race, a stop).
     var curlError: CurlError?
 }
 
@@ -322,8 +323,8 @@ final class Connection {
     }
 
     /// Abandons the transfer (stall, lost race, shutdown); the caller removes the handle.
-    func abandon(reason: String, now: Double) -> FinishedTransfer {
-        release(.incomplete(reason: reason, rejection: nil), now: now)
+    func abandon(reason: String, error: CurlError? = nil, now: Double) -> FinishedTransfer {
+        release(.incomplete(reason: reason, rejection: nil), curlError: error, now: now)
     }
 
     private func release(_ end: TransferEnd, curlError: CurlError? = nil, now: Double) -> FinishedTransfer {

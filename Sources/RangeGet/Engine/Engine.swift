@@ -250,7 +250,7 @@ final class Engine: LoopClient {
     }
 
     func loopFailed(_ error: CurlError) {
-        outcome = outcome ?? .failed(.network(url: mirrors[0].remote.url, message: error.message))
+        outcome = outcome ?? .failed(.network(url: mirrors[0].remote.url, message: error.message, failure: error.failure))
     }
 
     /// Closes the run: running transfers stop (their ranges stay missing),
@@ -420,16 +420,16 @@ final class Engine: LoopClient {
             break
         }
         // A curl error another attempt would only repeat (a certificate that
-        // fails verification, a malformed URL: see `CurlError.isTransient`)
+        // fails verification, a malformed URL: see `CurlError.classification`)
         // drops the mirror when others remain and otherwise ends the download now.
         let permanent = finished.curlError.map { !$0.isTransient } ?? false
         let retryable = !permanent && (rejection?.isTransient ?? true)
         if mirror.isUsable, others > 0, !retryable || mirror.consecutiveFailures >= Self.mirrorFailureLimit {
             if let outcome = drop(mirror, because: reason, now: now) { return outcome }
         }
-        if permanent, mirror.isUsable {
+        if permanent, mirror.isUsable, let curlError = finished.curlError {
             let message = "\(reason) (not retried: another attempt would fail the same way)"
-            return .failed(.network(url: mirror.remote.url, message: message))
+            return .failed(.network(url: mirror.remote.url, message: message, failure: curlError.failure))
         }
         if partnerBusy { return nil }
         // A plain stream starts over from byte 0 after any failure, so a cut
@@ -438,10 +438,15 @@ final class Engine: LoopClient {
         let failures = plain ? plainRestarts : progressed ? 1 : piece.failures + 1
         if failures > settings.retries || (!retryable && failures > settings.retries / 2) {
             let restarts = plain ? " of one stream from byte 0 (the server serves no ranges)" : ""
+            let message = "giving up after \(failures) attempts\(restarts): \(reason)"
+            // The last attempt decides: the network (a refused connection,
+            // a stall, ...) or the server's answer (a status, ...).
+            if let failure = finished.curlError?.failure {
+                return .failed(.network(url: mirror.remote.url, message: message, failure: failure))
+            }
             var status: Int?
             if case let .status(code, _)? = rejection { status = code }
-            return .failed(.server(url: mirror.remote.url, message: "giving up after \(failures) attempts\(restarts): \(reason)",
-                                   status: status))
+            return .failed(.server(url: mirror.remote.url, message: message, status: status))
         }
         // A cut that made progress is retried at once; backoff is for failures that got nowhere.
         var delay = progressed && !plain ? 0 : min(settings.retryWait * Double(1 << min(failures - 1, 16)), settings.retryWaitLimit)
@@ -509,7 +514,9 @@ final class Engine: LoopClient {
             guard idle > settings.transfer.stallTimeout else { continue }
             let reason = "no data for \(Int(settings.transfer.stallTimeout)) s (stalled)"
             multi.remove(connection.easy)
-            if let outcome = settle(connection, connection.abandon(reason: reason, now: now), now: now) {
+            // A stall is the timeout libcurl's low-speed limit would report.
+            let stalled = connection.abandon(reason: reason, error: CurlError(CURLE_OPERATION_TIMEDOUT, message: reason), now: now)
+            if let outcome = settle(connection, stalled, now: now) {
                 return outcome
             }
         }

@@ -79,7 +79,7 @@ struct Prober {
             }
             connectionsOpened.add(easy.connectionsOpened)
         } catch {
-            throw .network(url: url, message: "\(error)")
+            throw .network(url: url, message: "\(error)", failure: (error as? CurlError)?.failure ?? .other)
         }
         let head = collector.head
         // The collector stops the body on purpose once the head is in; a body
@@ -93,7 +93,7 @@ struct Prober {
                 return RemoteFile(url: url, effectiveURL: url, size: nil, etag: nil, lastModified: nil,
                                   acceptsRanges: false, contentDisposition: nil)
             }
-            throw .network(url: url, message: failure.message)
+            throw .network(url: url, message: failure.message, failure: failure.failure)
         }
         var remote = RemoteFile(url: url, effectiveURL: easy.effectiveURL, head: head, size: nil, acceptsRanges: false)
         switch head.status {

@@ -57,7 +57,8 @@ enum SpotCheck {
         for sample in samples {
             let response: RangeFetch
             switch fetched[sample]! {
-            case let .failure(error): throw .network(url: url, message: "checking the partial download: \(error.message)")
+            case let .failure(error):
+                throw .network(url: url, message: "checking the partial download: \(error.message)", failure: error.failure)
             case let .success(answer): response = answer
             }
             if response.head.status == 206, let value = response.head["content-range"],
