@@ -252,7 +252,7 @@ public final class Download: Sendable {
             switch error {
             case .busy: throw .busy("another rangeget is downloading to \(files.data)")
             case let .notOurs(problem):
-                throw .usage("\(files.data) \(problem); move it away, or run again with --restart to discard it")
+                throw .usage("\(files.data) \(problem) (move it away to keep it)", remedy: .restart)
             case let .io(error): throw .io(error)
             }
         }
@@ -541,7 +541,7 @@ public final class Download: Sendable {
             if (info.st_mode & S_IFMT) == S_IFDIR { throw .usage("\(output) is a directory") }
             if !options.overwrite {
                 guard (info.st_mode & S_IFMT) == S_IFREG else {
-                    throw .usage("\(output) already exists and is not a regular file; use --force to replace it")
+                    throw .usage("\(output) already exists and is not a regular file", remedy: .overwrite)
                 }
                 exists = true
             }
@@ -565,7 +565,7 @@ public final class Download: Sendable {
         var info = stat()
         guard lstat(output, &info) == 0 else { throw .io(IOError("examine", output)) }
         if let why = FileOrigin.difference(size: Int64(info.st_size), origin: FileOrigin(path: output), remote: remote) {
-            throw .usage("\(output) already exists and is not the server's file now (\(why)); use --force to replace it")
+            throw .usage("\(output) already exists and is not the server's file now (\(why))", remedy: .overwrite)
         }
         return DownloadResult(path: output, size: Int64(info.st_size), seconds: seconds, bytesFetched: 0,
                               bytesReused: Int64(info.st_size), retries: 0, mirrors: reports, connectionsUsed: 0,
@@ -648,7 +648,7 @@ public final class Download: Sendable {
         let known = stored.knownURLs.joined(separator: ", ")
         func refuse(_ why: String) -> DownloadError {
             .manifest(ManifestError(path: manifestPath, problem: "was started from \(known), and \(Manifest.redacting(remote.url)) "
-                + "\(why); give one of those URLs, or run again with --restart to start over"))
+                + "\(why) (one of those URLs resumes it)"))
         }
         guard remote.size == stored.size else {
             throw refuse("serves \(remote.size.map { "\($0) bytes" } ?? "a file of unknown length"), not \(stored.size)")
@@ -731,7 +731,7 @@ public final class Download: Sendable {
                     try keepAsComplete(manifest, remote: remote, size: size, at: files.manifest, problem: problem)
                     throw DownloadError.verification(
                         "\(checksum.algorithm.rawValue) of the download is \(actual), expected \(checksum.hex); "
-                            + "the data stays in \(file.path) (--restart fetches it again)")
+                            + "the data stays in \(file.path)", remedy: .restart)
                 }
             }
             let origin = FileOrigin(url: Manifest.redacting(remote.url), etag: remote.etag,
@@ -746,8 +746,8 @@ public final class Download: Sendable {
                     try file.move(to: output, replacing: options.overwrite)
                 } catch let error as IOError where error.code == EEXIST {
                     try keepAsComplete(manifest, remote: remote, size: size, at: files.manifest)
-                    throw DownloadError.usage("\(output) appeared during the download; the data stays in \(file.path) "
-                                              + "(run again with --force to overwrite it)")
+                    throw DownloadError.usage("\(output) appeared during the download (the data stays in \(file.path))",
+                                              remedy: .overwrite)
                 }
                 file.unmark()
                 // Without a manifest there is no journal either (the engine keeps one only beside a manifest).

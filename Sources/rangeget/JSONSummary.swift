@@ -61,7 +61,7 @@ struct JSONSummary: Encodable {
     init(urls: [String], error: DownloadError, code: ExitCode, file: String? = nil) {
         outcome = code == .interrupted ? "interrupted" : "failed"
         exitCode = code.rawValue
-        self.error = error.description
+        self.error = error.commandLineText
         httpStatus = error.httpStatus
         failure = error.transportFailure?.rawValue
         self.file = file

@@ -67,7 +67,7 @@ enum SpotCheck {
             }
             guard let remote = response.bytes(of: sample, size: size) else {
                 throw .server(url: url, message: "checking the partial download, bytes \(sample) were not served as asked "
-                              + "(HTTP \(response.head.status)); run again to retry")
+                              + "(HTTP \(response.head.status)); the partial download is kept for a later attempt")
             }
             let local: [UInt8]
             do { local = try file.read(count: Int(sample.count), at: sample.start) } catch { throw .io(error) }
