@@ -120,7 +120,7 @@ extension Download {
         do {
             return try TransferLoop(threaded: false, multiplex: options.transfer.multiplex, connections: options.connections)
         } catch {
-            throw .network(url: url, message: "cannot set up libcurl: \(error.message)")
+            throw .network(url: url, message: "cannot set up libcurl: \(error.message)", failure: error.failure)
         }
     }
 
@@ -179,7 +179,7 @@ extension Download {
         var info = stat()
         guard lstat(output, &info) == 0 else { throw .io(IOError("examine", output)) }
         if let why = FileOrigin.difference(size: Int64(info.st_size), origin: FileOrigin(path: output), remote: remote) {
-            throw .usage("\(output) already exists and is not the server's file now (\(why)); use --force to replace it")
+            throw .usage("\(output) already exists and is not the server's file now (\(why))", remedy: .overwrite)
         }
         return DownloadResult(path: output, size: Int64(info.st_size), seconds: seconds, bytesFetched: 0,
                               bytesReused: Int64(info.st_size), retries: 0, mirrors: reports, connectionsUsed: 0,

@@ -60,7 +60,7 @@ final class BatchRun: Sendable {
         do {
             loop = try TransferLoop(connections: settings.options.connections, multiplex: settings.options.transfer.multiplex)
         } catch {
-            return fail("\(error)", ExitCode(error))
+            return fail(error.commandLineText, ExitCode(error))
         }
         let interrupts = InterruptHandler { [self] in
             let downloads = state.withLock { state in
@@ -117,7 +117,7 @@ final class BatchRun: Sendable {
             case .failure(.interrupted) where !settings.quiet:
                 display.message("failed: \(resumability.interruptedMessage)")
             case let .failure(error) where error != .interrupted:
-                display.message("failed: \(error)")
+                display.message("failed: \(error.commandLineText)")
             default:
                 break
             }

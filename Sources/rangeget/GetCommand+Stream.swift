@@ -65,7 +65,7 @@ extension GetCommand {
             }
             return ExitCode.interrupted.rawValue
         case let (.failure(error), nil):
-            return fail(error.description, ExitCode(error))
+            return fail(error.commandLineText, ExitCode(error))
         }
     }
 }

@@ -191,7 +191,7 @@ enum GetCommand {
                 if !settings.quiet { display.message(resumability.withLock { $0 }.interruptedMessage) }
                 return code.rawValue
             }
-            return fail(error.description, code)
+            return fail(error.commandLineText, code)
         }
     }
 

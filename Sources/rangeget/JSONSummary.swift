@@ -10,6 +10,8 @@ struct JSONSummary: Encodable {
     var error: String?
     /// The HTTP error status the download failed on (404, ...).
     var httpStatus: Int?
+    /// The kind of network failure the download failed on (`TransportFailure`: "tls", "timeout", ...).
+    var failure: String?
     var file: String?
     var size: Int64?
     var seconds: Double?
@@ -59,8 +61,9 @@ struct JSONSummary: Encodable {
     init(urls: [String], error: DownloadError, code: ExitCode, file: String? = nil) {
         outcome = code == .interrupted ? "interrupted" : "failed"
         exitCode = code.rawValue
-        self.error = error.description
+        self.error = error.commandLineText
         httpStatus = error.httpStatus
+        failure = error.transportFailure?.rawValue
         self.file = file
         mirrors = urls.map {
             let url = Manifest.redacting($0)
@@ -70,7 +73,7 @@ struct JSONSummary: Encodable {
     }
 
     private enum CodingKeys: String, CodingKey {
-        case outcome, exitCode, error, httpStatus, file, size, seconds, averageBytesPerSecond, bytesFetched, bytesReused,
+        case outcome, exitCode, error, httpStatus, failure, file, size, seconds, averageBytesPerSecond, bytesFetched, bytesReused,
              retries, connectionsUsed, tcpConnections, alreadyComplete, mirrors
     }
 
@@ -82,6 +85,7 @@ struct JSONSummary: Encodable {
         try container.encode(exitCode, forKey: .exitCode)
         try container.encode(error, forKey: .error)
         try container.encode(httpStatus, forKey: .httpStatus)
+        try container.encode(failure, forKey: .failure)
         try container.encode(file, forKey: .file)
         try container.encode(size, forKey: .size)
         try container.encode(seconds, forKey: .seconds)

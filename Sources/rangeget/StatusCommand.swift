@@ -154,7 +154,7 @@ enum StatusCommand {
                 entry.state = "resumable"
             }
         } catch {
-            entry.problem = error.description
+            entry.problem = DownloadError.manifest(error).commandLineText
         }
         return entry
     }

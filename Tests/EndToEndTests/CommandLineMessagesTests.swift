@@ -106,6 +106,7 @@ final class CommandLineMessagesTests: EndToEndTestCase {
         let object = try named.jsonObject()
         XCTAssertEqual(object["outcome"] as? String, "failed")
         XCTAssertEqual(object["httpStatus"] as? Int, 404, named.stdout)
+        XCTAssertTrue(object["failure"] is NSNull, "the server answered: no network failure: \(named.stdout)")
         XCTAssertEqual(object["file"] as? String, path("g"), named.stdout)
         let mirrors = try XCTUnwrap(object["mirrors"] as? [[String: Any]])
         XCTAssertEqual(mirrors.first?["errors"] as? Int, 1, named.stdout)
@@ -119,6 +120,7 @@ final class CommandLineMessagesTests: EndToEndTestCase {
         let done = try CLI.run(["--json", "-o", path("f"), server.url("f")], in: directory)
         let complete = try done.jsonObject()
         XCTAssertTrue(complete["httpStatus"] is NSNull && complete["error"] is NSNull, done.stdout)
+        XCTAssertTrue(complete.keys.contains("failure") && complete["failure"] is NSNull, done.stdout)
     }
 
     /// A status the engine retried and then gave up on is the failure's status too.

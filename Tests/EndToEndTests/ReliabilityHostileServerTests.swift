@@ -163,8 +163,9 @@ final class ReliabilityHostileServerTests: EndToEndTestCase {
             options.retries = 3
             options.retryWait = 0.01
         }
-        guard case let .server(_, message, _)? = run.error else {
-            return XCTFail("expected a server failure, got \(String(describing: run.error)) after \(run.retries)")
+        // The body ends with the connection: the last attempt failed on the network.
+        guard case let .network(_, message, .connectionLost)? = run.error else {
+            return XCTFail("expected a lost connection, got \(String(describing: run.error)) after \(run.retries)")
         }
         XCTAssertTrue(message.hasPrefix("giving up after 4 attempts of one stream from byte 0"), message)
         XCTAssertEqual(run.retries.map(\.delay), [0.01, 0.02, 0.04], "\(run.retries)")

@@ -305,7 +305,7 @@ final class ReliabilityRedirectSecurityTests: EndToEndTestCase {
     }
 
     /// A certificate that fails verification is a permanent curl error
-    /// (`CurlError.isTransient`): the download fails at once with exit 1,
+    /// (`CurlError.classification`): the download fails at once with exit 1,
     /// without the `--retries` attempts and their backoff, both when the
     /// probe meets it and when the engine does (a resume that sends its
     /// ranged requests without a probe, on the manifest's strong ETag).

@@ -693,7 +693,10 @@ final class ReliabilityServerTests: EndToEndTestCase {
             options.retryWait = 0.02
             options.retryWaitLimit = 0.1
         }
-        guard case .server? = run.error else { return XCTFail("expected a server failure, got \(String(describing: run.error))") }
+        // Every attempt was cut: the connection, not an answer, failed last.
+        guard case .network(_, _, .connectionLost)? = run.error else {
+            return XCTFail("expected a lost connection, got \(String(describing: run.error))")
+        }
         let delays = run.retries.map(\.delay)
         XCTAssertEqual(delays.count, 6, "\(delays)")
         let expected = [0.02, 0.04, 0.08, 0.1, 0.1, 0.1]

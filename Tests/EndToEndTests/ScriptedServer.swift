@@ -1,6 +1,7 @@
 // ScriptedServer: a loopback HTTP/1.1 server whose every response a test
 // writes by hand, for the few malformed answers RangeServer cannot produce
-// (a Content-Length past Int64, a hostile Content-Range, a reset mid-body).
+// (a Content-Length past Int64, a hostile Content-Range, a reset mid-body),
+// and a plain-HTTP answer to a TLS handshake.
 import Foundation
 import Glibc
 import RangeServer
@@ -138,6 +139,11 @@ final class ScriptedServer: Sendable {
             let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
             guard count > 0 else { return }
             received += buffer[0..<count]
+            // No method starts so (a TLS handshake starts with 0x16): a bad
+            // request, answered at once in plain HTTP, as nginx answers it.
+            if let first = received.first, !(UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(first) {
+                return respond(ScriptedResponse(head: "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close"), on: fd)
+            }
         }
     }
 

@@ -57,7 +57,11 @@ final class ManifestTests: XCTestCase {
             XCTAssertThrowsError(try Manifest.load(from: path), name) { error in
                 let description = "\(error)"
                 XCTAssertTrue(description.contains(problem), "\(name): \(description)")
-                XCTAssertTrue(description.contains("--restart"), "\(name): says how to recover")
+                // How to recover is the download's to say, in its own terms (the command names --restart).
+                guard let damaged = error as? ManifestError else { return XCTFail("\(name): \(error)") }
+                XCTAssertEqual(DownloadError.manifest(damaged).remedy, .restart, "\(name): says how to recover")
+                XCTAssertTrue(DownloadError.manifest(damaged).description.hasSuffix("; set DownloadOptions.restart to start over"),
+                              "\(name): \(DownloadError.manifest(damaged))")
             }
         }
     }

@@ -379,8 +379,8 @@ final class ManifestPropertyTests: XCTestCase {
         try? FileManager.default.removeItem(atPath: directory)
     }
 
-    /// Loads `data` as a manifest: either a ManifestError that says how to
-    /// recover, or a manifest whose every field is usable.
+    /// Loads `data` as a manifest: either a ManifestError that, as the
+    /// download's error, says how to recover, or a manifest whose every field is usable.
     private func check(_ data: Data, _ label: String, file: StaticString = #filePath, line: UInt = #line) -> Manifest? {
         let path = directory + "/f.part.json"
         _ = FileManager.default.createFile(atPath: path, contents: data)
@@ -402,9 +402,11 @@ final class ManifestPropertyTests: XCTestCase {
             }
             return manifest
         } catch {
-            XCTAssertTrue(error.description.contains("--restart"), "\(error): \(label)", file: file, line: line)
-            XCTAssertTrue(error.description.contains(path), "\(error): \(label)", file: file, line: line)
-            XCTAssertFalse(error.description.contains("\n"), "one line: \(error)", file: file, line: line)
+            let failed = DownloadError.manifest(error)
+            XCTAssertEqual(failed.remedy, .restart, "\(error): \(label)", file: file, line: line)
+            XCTAssertTrue(failed.description.contains("DownloadOptions.restart"), "\(failed): \(label)", file: file, line: line)
+            XCTAssertTrue(failed.description.contains(path), "\(failed): \(label)", file: file, line: line)
+            XCTAssertFalse(failed.description.contains("\n"), "one line: \(failed)", file: file, line: line)
             return nil
         }
     }

@@ -99,7 +99,7 @@ final class OutgoingTextTests: XCTestCase {
         let url = "http://alice:S3CR3T@127.0.0.1:8080/f"
         XCTAssertEqual(DownloadError.server(url: url, message: "unexpected Content-Range bytes\u{1B}[2J").description,
                        "http://127.0.0.1:8080/f: unexpected Content-Range bytes\\u{1B}[2J")
-        XCTAssertEqual(DownloadError.network(url: url, message: "refused").description, "http://127.0.0.1:8080/f: refused")
+        XCTAssertEqual(DownloadError.network(url: url, message: "refused", failure: .connectFailed).description, "http://127.0.0.1:8080/f: refused")
         guard case let .mirrorDropped(dropped, reason) = DownloadEvent.mirrorDropped(url: url, reason: "ETag \"\u{7}\"").cleaned else {
             return XCTFail("another event")
         }

@@ -274,8 +274,8 @@ final class Connection {
     }
 
     /// Abandons the transfer (stall, lost race, shutdown); the caller removes the handle.
-    func abandon(reason: String, now: Double) -> FinishedTransfer {
-        release(.incomplete(reason: reason, rejection: nil), now: now)
+    func abandon(reason: String, error: CurlError? = nil, now: Double) -> FinishedTransfer {
+        release(.incomplete(reason: reason, rejection: nil), curlError: error, now: now)
     }
 
     private func release(_ end: TransferEnd, curlError: CurlError? = nil, now: Double) -> FinishedTransfer {

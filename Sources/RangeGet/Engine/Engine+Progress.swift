@@ -1,6 +1,8 @@
 // Watching the running transfers: stalls, progress reports, and the
 // checkpoints that make the manifest durable (with writeback in between).
 
+import CCurl
+
 extension Engine {
     /// Samples every transfer's progress; abandons those silent for the stall timeout.
     func watchTransfers(now: Double) -> EngineOutcome? {
@@ -12,7 +14,9 @@ extension Engine {
             guard idle > settings.transfer.stallTimeout else { continue }
             let reason = "no data for \(Int(settings.transfer.stallTimeout)) s (stalled)"
             multi.remove(connection.easy)
-            if let outcome = settle(connection, connection.abandon(reason: reason, now: now), now: now) {
+            // A stall is the timeout libcurl's low-speed limit would report.
+            let stalled = connection.abandon(reason: reason, error: CurlError(CURLE_OPERATION_TIMEDOUT, message: reason), now: now)
+            if let outcome = settle(connection, stalled, now: now) {
                 return outcome
             }
         }

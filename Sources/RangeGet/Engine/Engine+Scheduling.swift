@@ -30,7 +30,7 @@ extension Engine {
                 if race != nil { onEvent(.raced(connection: connection.id, range: piece.range)) }
                 try launch(connection, piece, from: mirror, race: race, now: now)
             } catch {
-                return .failed(.network(url: mirror.remote.url, message: error.message))
+                return .failed(.network(url: mirror.remote.url, message: error.message, failure: error.failure))
             }
         }
         return nil

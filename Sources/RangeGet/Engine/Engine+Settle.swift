@@ -2,7 +2,7 @@
 // of its piece goes back to the queue, to a retry after a backoff, or (when
 // the failure says so) the mirror is dropped or the run ends with an outcome
 // the download acts on (the file changed, ranges do not work, a signed URL
-// expired). The retry policy for libcurl's errors is `CurlError.isTransient`.
+// expired). The retry policy for libcurl's errors is `CurlError.classification`.
 
 extension Engine {
     /// Records what a finished transfer wrote and decides what happens to the rest.
@@ -83,16 +83,16 @@ extension Engine {
             break
         }
         // A curl error another attempt would only repeat (a certificate that
-        // fails verification, a malformed URL: see `CurlError.isTransient`)
+        // fails verification, a malformed URL: see `CurlError.classification`)
         // drops the mirror when others remain and otherwise ends the download now.
         let permanent = finished.curlError.map { !$0.isTransient } ?? false
         let retryable = !permanent && (rejection?.isTransient ?? true)
         if mirror.isUsable, others > 0, !retryable || mirror.consecutiveFailures >= Self.mirrorFailureLimit {
             if let outcome = drop(mirror, because: reason, now: now) { return outcome }
         }
-        if permanent, mirror.isUsable {
+        if permanent, mirror.isUsable, let curlError = finished.curlError {
             let message = "\(reason) (not retried: another attempt would fail the same way)"
-            return .failed(.network(url: mirror.remote.url, message: message))
+            return .failed(.network(url: mirror.remote.url, message: message, failure: curlError.failure))
         }
         if partnerBusy { return nil }
         // A plain stream starts over from byte 0 after any failure, so a cut
@@ -101,10 +101,15 @@ extension Engine {
         let failures = plain ? plainRestarts : progressed ? 1 : piece.failures + 1
         if failures > settings.retries || (!retryable && failures > settings.retries / 2) {
             let restarts = plain ? " of one stream from byte 0 (the server serves no ranges)" : ""
+            let message = "giving up after \(failures) attempts\(restarts): \(reason)"
+            // The last attempt decides: the network (a refused connection,
+            // a stall, ...) or the server's answer (a status, ...).
+            if let failure = finished.curlError?.failure {
+                return .failed(.network(url: mirror.remote.url, message: message, failure: failure))
+            }
             var status: Int?
             if case let .status(code, _)? = rejection { status = code }
-            return .failed(.server(url: mirror.remote.url, message: "giving up after \(failures) attempts\(restarts): \(reason)",
-                                   status: status))
+            return .failed(.server(url: mirror.remote.url, message: message, status: status))
         }
         // A cut that made progress is retried at once; backoff is for failures that got nowhere.
         var delay = progressed && !plain ? 0 : min(settings.retryWait * Double(1 << min(failures - 1, 16)), settings.retryWaitLimit)

@@ -252,7 +252,7 @@ final class Engine: LoopClient {
     }
 
     func loopFailed(_ error: CurlError) {
-        outcome = outcome ?? .failed(.network(url: mirrors[0].remote.url, message: error.message))
+        outcome = outcome ?? .failed(.network(url: mirrors[0].remote.url, message: error.message, failure: error.failure))
     }
 
     /// Closes the run: running transfers stop (their ranges stay missing),

@@ -43,7 +43,8 @@ struct FinishedTransfer {
     var written: ByteRange
     var mirror: Mirror
     var race: Race?
-    /// The libcurl failure that ended an incomplete transfer; nil when libcurl
-    /// reported success or rangeget itself ended it (a rejection, a stall).
+    /// The libcurl failure that ended an incomplete transfer (a stall counts
+    /// as libcurl's timeout); nil when libcurl reported success or rangeget
+    /// itself ended it (a rejection, a lost race, a stop).
     var curlError: CurlError?
 }

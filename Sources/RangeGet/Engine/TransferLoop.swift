@@ -89,7 +89,7 @@ public final class TransferLoop: @unchecked Sendable {
         do {
             try self.init(threaded: true, multiplex: multiplex, connections: connections, limit: connections)
         } catch {
-            throw .network(url: "", message: "cannot set up libcurl: \(error.message)")
+            throw .network(url: "", message: "cannot set up libcurl: \(error.message)", failure: error.failure)
         }
     }
 

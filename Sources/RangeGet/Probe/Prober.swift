@@ -76,7 +76,7 @@ struct Prober {
             }
             connectionsOpened.add(easy.connectionsOpened)
         } catch {
-            throw .network(url: url, message: "\(error)")
+            throw .network(url: url, message: "\(error)", failure: error.failure)
         }
         let head = exchange.headers.head
         // The exchange stops the body on purpose once the head is in; a body
@@ -90,7 +90,7 @@ struct Prober {
                 return RemoteFile(url: url, effectiveURL: url, size: nil, etag: nil, lastModified: nil,
                                   acceptsRanges: false, contentDisposition: nil)
             }
-            throw .network(url: url, message: failure.message)
+            throw .network(url: url, message: failure.message, failure: failure.failure)
         }
         var remote = RemoteFile(url: url, effectiveURL: easy.effectiveURL, head: head, size: nil, acceptsRanges: false)
         switch ResponseCheck.partialContent(head, answering: .exactly(ByteRange(0, 1)), expected: .unknown) {

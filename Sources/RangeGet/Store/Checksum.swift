@@ -54,7 +54,7 @@ extension DownloadOptions {
         guard let checksum = checksumList[name] else {
             throw .verification(
                 "the checksum list has no entry for \(name), so it cannot be verified; the data stays in \(data) "
-                    + "(add \(name) to the list and run again)")
+                    + "for a later download whose list has one")
         }
         return checksum
     }

@@ -123,14 +123,16 @@ package struct Manifest: Codable, Equatable, Sendable {
     }
 }
 
-/// A manifest that exists but cannot be used.
+/// A manifest that exists but cannot be used; what gets past it is
+/// `DownloadOptions.restart` (`DownloadError.manifest` says so).
 public struct ManifestError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The manifest's path.
     public let path: String
     /// What is wrong with it, as the end of a sentence.
     public let problem: String
 
-    public var description: String { "manifest \(path) \(problem); run again with --restart to start over" }
+    /// "manifest PATH PROBLEM".
+    public var description: String { "manifest \(path) \(problem)" }
 }
 
 extension Error {

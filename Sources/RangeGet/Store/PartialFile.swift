@@ -35,7 +35,7 @@ final class PartialFile {
             switch error {
             case .busy: throw .busy("another rangeget is downloading to \(files.data)")
             case let .notOurs(problem):
-                throw .usage("\(files.data) \(problem); move it away, or run again with --restart to discard it")
+                throw .usage("\(files.data) \(problem) (move it away to keep it)", remedy: .restart)
             case let .io(error): throw .io(error)
             }
         }
@@ -76,7 +76,7 @@ final class PartialFile {
             if (info.st_mode & S_IFMT) == S_IFDIR { throw .usage("\(output) is a directory") }
             if !overwrite {
                 guard (info.st_mode & S_IFMT) == S_IFREG else {
-                    throw .usage("\(output) already exists and is not a regular file; use --force to replace it")
+                    throw .usage("\(output) already exists and is not a regular file", remedy: .overwrite)
                 }
                 exists = true
             }
@@ -171,7 +171,7 @@ final class PartialFile {
         let known = stored.knownURLs.joined(separator: ", ")
         func refuse(_ why: String) -> DownloadError {
             .manifest(ManifestError(path: files.manifest, problem: "was started from \(known), and "
-                + "\(Manifest.redacting(remote.url)) \(why); give one of those URLs, or run again with --restart to start over"))
+                + "\(Manifest.redacting(remote.url)) \(why) (one of those URLs resumes it)"))
         }
         guard remote.size == stored.size else {
             throw refuse("serves \(remote.size.map { "\($0) bytes" } ?? "a file of unknown length"), not \(stored.size)")
@@ -278,7 +278,7 @@ final class PartialFile {
                     try keepAsComplete(remote: remote, size: size, problem: problem)
                     throw DownloadError.verification(
                         "\(checksum.algorithm.rawValue) of the download is \(actual), expected \(checksum.hex); "
-                            + "the data stays in \(file.path) (--restart fetches it again)")
+                            + "the data stays in \(file.path)", remedy: .restart)
                 }
             }
             let origin = FileOrigin(url: Manifest.redacting(remote.url), etag: remote.etag,
@@ -293,8 +293,8 @@ final class PartialFile {
                     try file.move(to: output, replacing: options.overwrite)
                 } catch let error as IOError where error.code == EEXIST {
                     try keepAsComplete(remote: remote, size: size)
-                    throw DownloadError.usage("\(output) appeared during the download; the data stays in \(file.path) "
-                                              + "(run again with --force to overwrite it)")
+                    throw DownloadError.usage("\(output) appeared during the download (the data stays in \(file.path))",
+                                              remedy: .overwrite)
                 }
                 file.unmark()
                 // Without a manifest there is no journal either (the engine keeps one only beside a manifest).

@@ -59,7 +59,8 @@ enum SpotCheck {
         for sample in samples {
             let response: RangeFetch
             switch fetched[sample]! {
-            case let .failure(error): throw .network(url: url, message: "checking the partial download: \(error.message)")
+            case let .failure(error):
+                throw .network(url: url, message: "checking the partial download: \(error.message)", failure: error.failure)
             case let .success(answer): response = answer
             }
             let remote: [UInt8]
@@ -71,7 +72,7 @@ enum SpotCheck {
                 return sample
             case let .failure(rejection):
                 throw .server(url: url, message: "checking the partial download, bytes \(sample) were not served as asked "
-                              + "(\(rejection)); run again to retry")
+                              + "(\(rejection)); the partial download is kept for a later attempt")
             }
             let local: [UInt8]
             do { local = try file.read(count: Int(sample.count), at: sample.start) } catch { throw .io(error) }
