@@ -17,7 +17,7 @@ extension StringProtocol {
 /// Runs `body` on a new detached POSIX thread; if no thread can be made
 /// (resource exhaustion), the process cannot serve and stops with a message.
 func detachThread(_ body: @escaping @Sendable () -> Void) {
-    final class Box: @unchecked Sendable {
+    final class Box: Sendable {
         let body: @Sendable () -> Void
         init(_ body: @escaping @Sendable () -> Void) { self.body = body }
     }

@@ -31,8 +31,8 @@ package func runOnThreads(count: Int, _ body: @escaping @Sendable () -> Void) {
 
 /// Starts `body` on a new thread (4 MiB stack); false when none could be made.
 private func spawn(_ thread: inout pthread_t, detached: Bool, _ body: @escaping @Sendable () -> Void) -> Bool {
-    final class Job: @unchecked Sendable {
-        // Immutable; handed to exactly one new thread, which takes ownership.
+    final class Job: Sendable {
+        // Handed to exactly one new thread, which takes ownership.
         let body: @Sendable () -> Void
         init(_ body: @escaping @Sendable () -> Void) { self.body = body }
     }
