@@ -97,7 +97,7 @@ let display = Task {
             say("resumed")
         case let .finished(result):
             say("finished: \(result.size) bytes in \(result.path)")
-        case .segmentStarted, .segmentFinished, .stolen, .raced, .connectionsMoved, .checkpoint:
+        case .pieceStarted, .pieceFinished, .stolen, .raced, .connectionsMoved, .checkpoint:
             break  // the engine's own bookkeeping: a map of the file would draw these
         }
     }

@@ -49,9 +49,9 @@ public enum DownloadEvent: Sendable {
     /// fetched again after `delay` seconds (by whichever connection is free then).
     case retry(connection: Int, reason: String, delay: Double)
     /// A connection started fetching `range` from the mirror at `url`.
-    case segmentStarted(connection: Int, range: ByteRange, url: String)
+    case pieceStarted(connection: Int, range: ByteRange, url: String)
     /// A connection's transfer ended; `written` is what it put on disk.
-    case segmentFinished(connection: Int, written: ByteRange, complete: Bool)
+    case pieceFinished(connection: Int, written: ByteRange, complete: Bool)
     /// A free connection took over `range`, the end of connection `from`'s piece.
     case stolen(from: Int, range: ByteRange)
     /// The placement moved `count` connections from the mirror at `from`

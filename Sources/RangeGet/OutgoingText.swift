@@ -93,14 +93,14 @@ extension DownloadEvent {
             return .probed(remote)
         case let .restarting(reason): return .restarting(reason: clean(reason))
         case let .retry(connection, reason, delay): return .retry(connection: connection, reason: clean(reason), delay: delay)
-        case let .segmentStarted(connection, range, url): return .segmentStarted(connection: connection, range: range, url: clean(url))
+        case let .pieceStarted(connection, range, url): return .pieceStarted(connection: connection, range: range, url: clean(url))
         case let .connectionsMoved(from, to, count): return .connectionsMoved(from: clean(from), to: clean(to), count: count)
         case let .mirrorDropped(url, reason): return .mirrorDropped(url: clean(url), reason: clean(reason))
         case let .notice(message): return .notice(clean(message))
         case var .finished(result):
             result.mirrors = result.mirrors.map(\.cleaned)
             return .finished(result)
-        case .resuming, .progress, .segmentFinished, .stolen, .raced, .checkpoint, .paused, .resumed:
+        case .resuming, .progress, .pieceFinished, .stolen, .raced, .checkpoint, .paused, .resumed:
             return self
         }
     }

@@ -252,7 +252,7 @@ enum GetCommand {
             if !quiet { display.message("dropping mirror \(url): \(reason)") }
         case let .notice(message):
             say(message)
-        case .probed, .retry, .stolen, .raced, .connectionsMoved, .checkpoint, .finished, .segmentStarted, .segmentFinished, .paused,
+        case .probed, .retry, .stolen, .raced, .connectionsMoved, .checkpoint, .finished, .pieceStarted, .pieceFinished, .paused,
              .resumed:
             break
         }

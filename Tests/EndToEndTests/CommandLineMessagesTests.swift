@@ -261,7 +261,7 @@ final class CommandLineMessagesTests: EndToEndTestCase {
         assertSameBytes(path("f"), resource)
     }
 
-    /// `segmentStarted` and `segmentFinished` were missing from the README.
+    /// `pieceStarted` and `pieceFinished` were missing from the README.
     func testTheReadmeDocumentsEveryDownloadEvent() throws {
         let source = try String(contentsOf: CLI.repositoryRoot.appendingPathComponent("Sources/RangeGet/DownloadEvent.swift"),
                                 encoding: .utf8)

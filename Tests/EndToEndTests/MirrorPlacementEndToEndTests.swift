@@ -3,7 +3,7 @@
 // uplink among all connections, or one of each, judged from the engine's own
 // event record. Which mirror
 // each connection fetches from at every moment is rebuilt from
-// segmentStarted/segmentFinished; moves are the connectionsMoved events.
+// pieceStarted/pieceFinished; moves are the connectionsMoved events.
 // Nothing here asserts how long anything took: rates and sizes leave wide
 // margins, and the only timestamps used tell a connection between two pieces
 // (microseconds) from a mirror left without one (the rest of the download).
@@ -243,10 +243,10 @@ private struct EventRecord {
         var current: [Int: String] = [:]
         for (index, (time, event)) in events.enumerated() {
             switch event {
-            case let .segmentStarted(connection, _, url):
+            case let .pieceStarted(connection, _, url):
                 current[connection] = url
                 starts.append(Start(index: index, connection: connection, url: url))
-            case let .segmentFinished(connection, _, _):
+            case let .pieceFinished(connection, _, _):
                 current[connection] = nil
             case let .connectionsMoved(from, to, count):
                 moves.append(Move(index: index, time: time, from: from, to: to, count: count))

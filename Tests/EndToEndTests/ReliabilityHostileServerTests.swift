@@ -235,7 +235,7 @@ final class ReliabilityHostileServerTests: EndToEndTestCase {
         let texts = library.events.flatMap { event -> [String] in
             switch event {
             case let .probed(remote): return [remote.url, remote.effectiveURL]
-            case let .segmentStarted(_, _, url): return [url]
+            case let .pieceStarted(_, _, url): return [url]
             case let .mirrorDropped(url, reason): return [url, reason]
             case let .connectionsMoved(from, to, _): return [from, to]
             case let .finished(result): return result.mirrors.map(\.url)

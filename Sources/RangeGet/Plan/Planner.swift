@@ -1,4 +1,4 @@
-// Planner: the first split of the missing bytes into one segment per
+// Planner: the first split of the missing bytes into one piece per
 // connection, and the split that hands a free connection half of the largest
 // piece still being fetched (work stealing). Pure functions over values,
 // total over every input: sizes up to Int64.max, a minimum split of any size,
@@ -8,7 +8,7 @@
 struct Planner: Sendable {
     /// How many connections may run at once.
     var connections: Int
-    /// No segment is split below this many bytes (below 1 counts as 1).
+    /// No piece is split below this many bytes (below 1 counts as 1).
     var minimumSplit: Int64
 
     /// A planner for `connections` connections that never cuts below `minimumSplit` bytes.
@@ -20,22 +20,22 @@ struct Planner: Sendable {
     /// The minimum split, at least one byte.
     private var split: Int64 { max(1, minimumSplit) }
 
-    /// Splits `missing` into at most `connections` segments, sorted by offset.
+    /// Splits `missing` into at most `connections` pieces, sorted by offset.
     ///
-    /// The largest piece is halved until there are enough segments or no piece
+    /// The largest piece is halved until there are enough pieces or no piece
     /// is at least twice the minimum split, so a file smaller than `connections`
-    /// minimum splits gets fewer segments and an empty set gets none.
+    /// minimum splits gets fewer pieces and an empty set gets none.
     func plan(_ missing: RangeSet) -> [ByteRange] {
-        var segments = missing.ranges
-        while segments.count < connections,
-              let index = segments.indices.max(by: { segments[$0].count < segments[$1].count }),
-              segments[index].count / 2 >= split {
-            let piece = segments[index]
+        var pieces = missing.ranges
+        while pieces.count < connections,
+              let index = pieces.indices.max(by: { pieces[$0].count < pieces[$1].count }),
+              pieces[index].count / 2 >= split {
+            let piece = pieces[index]
             let middle = piece.start + piece.count / 2
-            segments[index] = ByteRange(piece.start, middle)
-            segments.insert(ByteRange(middle, piece.end), at: index + 1)
+            pieces[index] = ByteRange(piece.start, middle)
+            pieces.insert(ByteRange(middle, piece.end), at: index + 1)
         }
-        return segments
+        return pieces
     }
 
     /// Where to cut a piece still being fetched so a free connection can take
