@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make demo: serve a generated file with a per-connection cap, download it
-# with 1 and with 8 connections, interrupt a download and resume it, and
-# check every result's SHA-256 against the original.
+# with 1 and with 8 connections, stream it to stdout in order over 8
+# connections, interrupt a download and resume it, and check every result's
+# SHA-256 against the original.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -49,6 +50,12 @@ eight=$(seconds_since "$start")
 echo "  $eight s"
 check "$data/out/eight.bin"
 echo "  speed-up: $(awk -v a="$one" -v b="$eight" 'BEGIN { printf "%.1f", a / b }')x"
+
+echo "8 connections, in order to stdout (-o - | sha256sum):"
+start=$(now_ms)
+got=$("$bin" -q -n 8 -o - "$url" | sha256sum | cut -d' ' -f1)
+echo "  $(seconds_since "$start") s"
+if [ "$got" = "$want" ]; then echo "  sha256 OK ($got)"; else echo "  sha256 MISMATCH: $got" >&2; exit 3; fi
 
 echo
 echo "interrupted and resumed (2 connections, Ctrl-C after 1.5 s):"
