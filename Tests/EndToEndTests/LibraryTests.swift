@@ -2,6 +2,7 @@
 // run, events as an async sequence, pause and resume mid-download, cancel
 // with and without resume state, a resume in a fresh process (the example
 // executable), and small files in memory. No @testable import.
+// One file above 350 lines: one tour of the API on the shared helpers below.
 import Foundation
 import RangeGet
 import RangeServer

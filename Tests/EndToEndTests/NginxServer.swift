@@ -6,6 +6,7 @@
 // test can say "exactly 4 TCP connections, all HTTP/1.1". Usable from CLI
 // and library tests alike. A missing tool or a failed step throws with the
 // cause and the fix; nothing is skipped.
+// One file above 350 lines: one fixture whose parts share its paths and port.
 import Foundation
 import Glibc
 import RangeServer

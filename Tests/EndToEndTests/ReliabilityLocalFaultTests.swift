@@ -2,6 +2,7 @@
 // the `DownloadOptions.systemCalls` seam in-process, and for real with
 // RLIMIT_FSIZE), damaged manifests, two runs on one output, offsets around
 // 2^31 and 2^32 in a file above 4 GiB, and bad command lines.
+// One file above 350 lines: cases 20-24 are one group of a few tests each.
 import Foundation
 import Glibc
 import RangeGet

@@ -2,6 +2,7 @@
 // names, secrets in the manifest, TLS. Several RangeServers on different
 // ports stand in for different origins; TLS tests run a real nginx
 // (NginxServer), which `make test` installs: a missing one fails them.
+// One file above 350 lines: cases 14-18 are one group of a few tests each.
 import Foundation
 import Glibc
 import RangeGet

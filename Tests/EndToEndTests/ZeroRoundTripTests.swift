@@ -4,7 +4,7 @@
 // HEAD, no byte sent twice, and every fault on that first request (cut,
 // wrong Content-Range, multipart, 200) ends in the right file. Faults count
 // requests with this opening request as the first. Cuts and stalls of the
-// opening request are in ReliabilityServerTests (cases 10 and 11), redirects
+// opening request are in ReliabilityServerTransferTests (cases 10 and 11), redirects
 // in ReliabilityRedirectSecurityTests (14, 15), beside their classic-probe twins.
 import Foundation
 import RangeGet
