@@ -34,21 +34,20 @@ public final class Download: Sendable {
 
     /// A download of the file behind `mirrors` (at least one URL; the first
     /// names the download) to `destination`.
-    public init(mirrors: [String], destination: Destination, options: DownloadOptions = DownloadOptions()) {
+    public convenience init(mirrors: [String], destination: Destination, options: DownloadOptions = DownloadOptions()) {
+        self.init(mirrors: mirrors, destination: destination, window: nil, options: options)
+    }
+
+    /// A download of the file behind `mirrors` into `window`, read in order.
+    convenience init(mirrors: [String], window: StreamWindow, options: DownloadOptions) {
+        self.init(mirrors: mirrors, destination: .file("-"), window: window, options: options)
+    }
+
+    private init(mirrors: [String], destination: Destination, window: StreamWindow?, options: DownloadOptions) {
         precondition(!mirrors.isEmpty, "a download needs a URL")
         url = mirrors[0]
         self.mirrors = mirrors
         self.destination = destination
-        self.options = options
-        window = nil
-    }
-
-    /// A download of the file behind `mirrors` into `window`, read in order.
-    init(mirrors: [String], window: StreamWindow, options: DownloadOptions) {
-        precondition(!mirrors.isEmpty, "a download needs a URL")
-        url = mirrors[0]
-        self.mirrors = mirrors
-        destination = .file("-")
         self.options = options
         self.window = window
     }

@@ -12,6 +12,16 @@ import RangeServer
 import XCTest
 
 final class StreamTests: EndToEndTestCase {
+    /// Serves a generated file of `size` bytes at "f", each connection capped at `rate` when given, with `faults`.
+    @discardableResult
+    private func serveFile(size: Int64, seed: UInt64, rate: Int? = nil, faults: [FaultRule] = []) -> Resource {
+        let resource = Resource.generated(size: size, seed: seed)
+        server.setResource(resource, at: "f")
+        if let rate { server.setRatePerConnection(rate) }
+        if !faults.isEmpty { server.setFaults(faults) }
+        return resource
+    }
+
     /// Runs `rangeget ARGUMENTS` with stdout to a file; its status, the file's path and stderr.
     private func runToFile(_ arguments: [String], timeout: Double = 60) throws -> (status: Int32, stdout: String, stderr: String) {
         let child = try Child(executable: CLI.binary, arguments: arguments, in: directory)
@@ -58,9 +68,7 @@ final class StreamTests: EndToEndTestCase {
     /// Many small pieces over connections of different speed finish out of
     /// order; stdout still gets every byte in order, and nothing else.
     func testStdoutGetsTheFileInOrder() throws {
-        let resource = Resource.generated(size: 24 << 20, seed: 1701)
-        server.setResource(resource, at: "f")
-        server.setRatePerConnection(12 << 20)
+        let resource = serveFile(size: 24 << 20, seed: 1701, rate: 12 << 20)
         let run = try runToFile(["-n", "8", "--min-split", "256K", "--window", "2M", "-o", "-", server.url("f")])
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(run.stdout, resource)
@@ -73,9 +81,7 @@ final class StreamTests: EndToEndTestCase {
     /// once, nothing on stderr with -q, and the transfers stop rather than
     /// run to the end of the file.
     func testAClosedPipeEndsTheRunQuietlyAndStopsTheTransfers() throws {
-        let resource = Resource.generated(size: 256 << 20, seed: 1702)
-        server.setResource(resource, at: "f")
-        server.setRatePerConnection(16 << 20)
+        let resource = serveFile(size: 256 << 20, seed: 1702, rate: 16 << 20)
         let (process, handle) = try startPiped(["-q", "-n", "4", "--window", "4M", "-o", "-", server.url("f")])
         XCTAssertEqual(read(1000, from: handle), resource.bytes(in: 0..<1000))
         try handle.close()
@@ -92,8 +98,7 @@ final class StreamTests: EndToEndTestCase {
     /// A reader slower than the connections: fetching waits for it, so the
     /// server never sends more than the reader took plus the window.
     func testASlowReaderHoldsTheFetchingBack() throws {
-        let resource = Resource.generated(size: 64 << 20, seed: 1703)
-        server.setResource(resource, at: "f")
+        let resource = serveFile(size: 64 << 20, seed: 1703)
         let window: Int64 = 4 << 20
         let (process, handle) = try startPiped(["-q", "-n", "4", "--min-split", "256K", "--window", "4M", "-o", "-",
                                                 server.url("f")])
@@ -114,8 +119,7 @@ final class StreamTests: EndToEndTestCase {
 
     /// `--checksum` is computed as the bytes go out and decides the exit code: 3 when it differs.
     func testAChecksumMismatchOnAStreamExitsWithVerificationFailed() throws {
-        let resource = Resource.generated(size: 6 << 20, seed: 1704)
-        server.setResource(resource, at: "f")
+        let resource = serveFile(size: 6 << 20, seed: 1704)
         let wrong = String(repeating: "0", count: 64)
         let failed = try runToFile(["-n", "4", "--checksum", "sha256=\(wrong)", "-o", "-", server.url("f")])
         XCTAssertEqual(failed.status, 3, failed.stderr)
@@ -131,10 +135,8 @@ final class StreamTests: EndToEndTestCase {
     /// reader waits on it, so a free connection takes its bytes over long
     /// before the stall timeout, without cutting the transfers behind it.
     func testAStallAtTheHeadOfTheWindowIsRecovered() throws {
-        let resource = Resource.generated(size: 24 << 20, seed: 1705)
-        server.setResource(resource, at: "f")
-        server.setRatePerConnection(16 << 20)
-        server.setFaults([FaultRule(.stallAfter(100_000), when: .nthRequest(1))])
+        let resource = serveFile(size: 24 << 20, seed: 1705, rate: 16 << 20,
+                                 faults: [FaultRule(.stallAfter(100_000), when: .nthRequest(1))])
         let started = Date()
         let run = try runToFile(["-n", "4", "--min-split", "256K", "--stall-timeout", "10", "--window", "8M", "-o", "-",
                                  server.url("f")])
@@ -148,9 +150,7 @@ final class StreamTests: EndToEndTestCase {
 
     /// A server without ranges: one stream, in order.
     func testWithoutRangesTheFileIsOneStream() throws {
-        let resource = Resource.generated(size: 5 << 20, seed: 1706)
-        server.setResource(resource, at: "f")
-        server.setFaults([FaultRule(.acceptRangesNone)])
+        let resource = serveFile(size: 5 << 20, seed: 1706, faults: [FaultRule(.acceptRangesNone)])
         let run = try runToFile(["-n", "8", "-o", "-", server.url("f")])
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(run.stdout, resource)
@@ -160,9 +160,7 @@ final class StreamTests: EndToEndTestCase {
 
     /// Two mirrors of one file feed one stream: every byte in order, and both served some.
     func testMirrorsFeedOneStream() throws {
-        let resource = Resource.generated(size: 16 << 20, seed: 1710)
-        server.setResource(resource, at: "f")
-        server.setRatePerConnection(4 << 20)
+        let resource = serveFile(size: 16 << 20, seed: 1710, rate: 4 << 20)
         let other = try anotherServer()
         other.setResource(resource, at: "f")
         other.setRatePerConnection(4 << 20)
@@ -175,9 +173,8 @@ final class StreamTests: EndToEndTestCase {
 
     /// Responses cut at random points are retried; the stream still gets every byte once, in order.
     func testCutResponsesAreRetriedWithinTheStream() throws {
-        let resource = Resource.generated(size: 12 << 20, seed: 1711)
-        server.setResource(resource, at: "f")
-        server.setFaults([FaultRule(.cutAtRandom(seed: 9), when: .probability(0.3, seed: 4))])
+        let resource = serveFile(size: 12 << 20, seed: 1711,
+                                 faults: [FaultRule(.cutAtRandom(seed: 9), when: .probability(0.3, seed: 4))])
         let run = try runToFile(["-n", "4", "--min-split", "256K", "--window", "4M", "--retry-wait", "0.01", "-o", "-",
                                  server.url("f")])
         XCTAssertEqual(run.status, 0, run.stderr)
@@ -187,10 +184,8 @@ final class StreamTests: EndToEndTestCase {
     /// The file changes after the reader has taken bytes: they cannot be
     /// taken back, so the download fails (exit 3) instead of splicing two versions.
     func testAFileThatChangesAfterBytesWentOutFailsTheStream() throws {
-        let resource = Resource.generated(size: 16 << 20, seed: 1712)
-        server.setResource(resource, at: "f")
-        server.setRatePerConnection(8 << 20)
-        server.setFaults([FaultRule(.changeContent, when: .nthRequest(12))])
+        let resource = serveFile(size: 16 << 20, seed: 1712, rate: 8 << 20,
+                                 faults: [FaultRule(.changeContent, when: .nthRequest(12))])
         let run = try runToFile(["-n", "4", "--min-split", "256K", "--window", "2M", "-o", "-", server.url("f")])
         XCTAssertEqual(run.status, 3, run.stderr)
         XCTAssertTrue(run.stderr.contains("a stream cannot take them back"), run.stderr)
@@ -212,8 +207,7 @@ final class StreamTests: EndToEndTestCase {
     /// `Download.bytes(from:)` with a reader slower than the connections:
     /// every byte in order, and the window never held more than its size.
     func testLibrarySequenceIsInOrderWithinItsWindow() async throws {
-        let resource = Resource.generated(size: 12 << 20, seed: 1707)
-        server.setResource(resource, at: "f")
+        let resource = serveFile(size: 12 << 20, seed: 1707)
         var options = DownloadOptions()
         options.connections = 4
         options.minimumSplit = 256 << 10
@@ -234,9 +228,7 @@ final class StreamTests: EndToEndTestCase {
     /// `pause()` on a stream stops its transfers; `resume()` goes on from the
     /// bytes the window holds, and the reader gets every byte once, in order.
     func testPausedStreamResumesWhereItStopped() async throws {
-        let resource = Resource.generated(size: 32 << 20, seed: 1709)
-        server.setResource(resource, at: "f")
-        server.setRatePerConnection(8 << 20)
+        let resource = serveFile(size: 32 << 20, seed: 1709, rate: 8 << 20)
         var options = DownloadOptions()
         options.connections = 4
         options.minimumSplit = 256 << 10
@@ -265,9 +257,7 @@ final class StreamTests: EndToEndTestCase {
 
     /// Cancelling the task that iterates stops the transfers.
     func testCancellingTheConsumingTaskStopsTheTransfers() async throws {
-        let resource = Resource.generated(size: 256 << 20, seed: 1708)
-        server.setResource(resource, at: "f")
-        server.setRatePerConnection(8 << 20)
+        serveFile(size: 256 << 20, seed: 1708, rate: 8 << 20)
         var options = DownloadOptions()
         options.connections = 4
         options.streamWindow = 4 << 20

@@ -49,7 +49,7 @@ extension Engine {
             let tapered = max(settings.minimumSplit, unplanned.byteCount / Int64(2 * connectionLimit))
             let piece = ByteRange(next.start, next.start + min(next.count, streamPiece, tapered))
             guard piece.end <= limit else {
-                window.wantRoom(wake: { [loop] in loop.wakeup() })
+                window.wantRoom()
                 return
             }
             unplanned.remove(piece)
@@ -164,15 +164,15 @@ extension Engine {
     /// at the head of its window is cut or raced (cutting the others would
     /// bring the reader nothing sooner, and cost their connections).
     private func candidates(now: Double) -> [(connection: Connection, remaining: ByteRange, rate: Double?)] {
-        var running = connections.filter { $0.remaining != nil }
-        if window != nil, let head = running.min(by: { $0.remaining!.start < $1.remaining!.start }) {
-            running = [head]
-        }
-        return running.compactMap { connection in
+        func candidate(_ connection: Connection) -> (connection: Connection, remaining: ByteRange, rate: Double?)? {
             guard connection.race == nil, let remaining = connection.remaining else { return nil }
             let rate = connection.rate(now: now) ?? connection.mirror.flatMap { measuredRate(of: $0, now: now) }
             return (connection, remaining, rate)
         }
+        guard window != nil else { return connections.compactMap(candidate) }
+        // The head counts even while raced: then nothing else is a candidate.
+        let head = connections.filter { $0.remaining != nil }.min { $0.remaining!.start < $1.remaining!.start }
+        return head.flatMap(candidate).map { [$0] } ?? []
     }
 
     /// The end of the piece that will take longest to finish, cut so that

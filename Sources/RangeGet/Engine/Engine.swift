@@ -184,6 +184,8 @@ final class Engine: LoopClient {
             mirrors[0].tcpConnections += opening.connectionsOpened
         }
         opening = nil
+        // A reader that makes room wakes the loop: for the plan, and for a single stream paused at the window's edge.
+        window?.onRoom { [loop] in loop.wakeup() }
         if plain {
             queue = [Piece(range: ByteRange(0, size ?? Int64.max))]
             written = RangeSet()

@@ -139,12 +139,15 @@ final class StreamWindow: ByteSink {
         state.withLock { $0.released + capacity }
     }
 
-    /// Asks for `wake` to be called once the reader makes room (a piece waits for it).
-    func wantRoom(wake: @escaping @Sendable () -> Void) {
-        state.withLock { state in
-            state.wake = wake
-            state.roomWanted = true
-        }
+    /// Sets what wakes the writer (the engine's loop) when the reader makes
+    /// room that a piece or a paused transfer waits for.
+    func onRoom(_ wake: @escaping @Sendable () -> Void) {
+        state.withLock { $0.wake = wake }
+    }
+
+    /// Asks for the wakeup once the reader makes room (a piece waits for it).
+    func wantRoom() {
+        state.withLock { $0.roomWanted = true }
     }
 
     /// The bytes no transfer needs to fetch again: those read, and those written ahead.
