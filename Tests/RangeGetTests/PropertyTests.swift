@@ -64,11 +64,12 @@ private extension Seeded {
 /// `bytes */total`; ASCII digits; first <= last < total; whitespace around.
 private func referenceContentRange(_ value: String) -> (range: ByteRange?, total: Int64?)? {
     var text = Array(value)
-    while let first = text.first, first.isWhitespace { text.removeFirst() }
-    while let last = text.last, last.isWhitespace { text.removeLast() }
+    // HTTP's white space is ASCII's: U+0085 or U+00A0 around a value is not padding.
+    while let first = text.first, first.isASCII, first.isWhitespace { text.removeFirst() }
+    while let last = text.last, last.isASCII, last.isWhitespace { text.removeLast() }
     guard text.count >= 6, String(text[0..<5]).lowercased() == "bytes", text[5] == " " else { return nil }
     var rest = Array(text[6...])
-    while let first = rest.first, first.isWhitespace { rest.removeFirst() }
+    while let first = rest.first, first.isASCII, first.isWhitespace { rest.removeFirst() }
     func number(_ characters: ArraySlice<Character>) -> Int64? {
         guard !characters.isEmpty, characters.count <= 19,
               characters.allSatisfy({ ("0"..."9").contains($0) && $0.unicodeScalars.count == 1 }) else { return nil }

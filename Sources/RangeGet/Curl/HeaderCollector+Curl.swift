@@ -15,6 +15,6 @@ extension HeaderCollector {
 private let collectHeaderLine: CurlDataCallback = { data, size, count, user in
     guard let data, let user else { return 0 }
     let collector = Unmanaged<HeaderCollector>.fromOpaque(user).takeUnretainedValue()
-    collector.consume(String(decoding: UnsafeRawBufferPointer(start: data, count: size * count), as: UTF8.self))
+    collector.consume(UnsafeRawBufferPointer(start: data, count: size * count))
     return size * count
 }

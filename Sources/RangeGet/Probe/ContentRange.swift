@@ -10,33 +10,60 @@ struct ContentRange: Equatable, Sendable {
     var total: Int64?
 
     /// Parses a header value; nil for any other unit, bad numbers or last < first.
+    /// White space around the parts is ASCII's (SP, HTAB, CR, LF, VT, FF).
     init?(_ value: String) {
-        let text = value.trimmingWhitespace()
-        guard text.lowercased().hasPrefix("bytes ") else { return nil }
-        let spec = text.dropFirst("bytes ".count).trimmingWhitespace()
-        let halves = spec.split(separator: "/", omittingEmptySubsequences: false)
+        // Read as bytes: every response to a ranged request passes here.
+        var value = value
+        guard let parsed = value.withUTF8(Self.parse) else { return nil }
+        self = parsed
+    }
+
+    private init(range: ByteRange?, total: Int64?) {
+        self.range = range
+        self.total = total
+    }
+
+    private static func parse(_ bytes: UnsafeBufferPointer<UInt8>) -> ContentRange? {
+        let text = bytes.trimmingASCIIWhitespace()
+        let unit = "bytes ".utf8
+        guard text.count >= unit.count,
+              zip(text, unit).allSatisfy({ $0.asciiLowercased == $1 }) else { return nil }
+        let spec = text.dropFirst(unit.count).trimmingASCIIWhitespace()
+        let halves = spec.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false)
         guard halves.count == 2 else { return nil }
-        if halves[1] == "*" {
+        let total: Int64?
+        if isStar(halves[1]) {
             total = nil
         } else {
-            guard let total = Self.number(halves[1]) else { return nil }
-            self.total = total
+            guard let number = number(halves[1]) else { return nil }
+            total = number
         }
-        if halves[0] == "*" {
+        if isStar(halves[0]) {
             guard total != nil else { return nil }
-            range = nil
-            return
+            return ContentRange(range: nil, total: total)
         }
-        let bounds = halves[0].split(separator: "-", omittingEmptySubsequences: false)
-        guard bounds.count == 2, let first = Self.number(bounds[0]), let last = Self.number(bounds[1]),
+        let bounds = halves[0].split(separator: UInt8(ascii: "-"), omittingEmptySubsequences: false)
+        guard bounds.count == 2, let first = number(bounds[0]), let last = number(bounds[1]),
               first <= last, last < Int64.max else { return nil }
         if let total, last >= total { return nil }
-        range = ByteRange(first, last + 1)
+        return ContentRange(range: ByteRange(first, last + 1), total: total)
+    }
+
+    private static func isStar(_ text: Slice<UnsafeBufferPointer<UInt8>>) -> Bool {
+        text.count == 1 && text.first == UInt8(ascii: "*")
     }
 
     /// A non-negative decimal of digits only (no sign, no spaces), without overflow.
-    private static func number(_ text: Substring) -> Int64? {
-        guard !text.isEmpty, text.count <= 19, text.allSatisfy({ $0.isASCII && $0.isNumber }) else { return nil }
-        return Int64(text)
+    private static func number(_ text: Slice<UnsafeBufferPointer<UInt8>>) -> Int64? {
+        guard !text.isEmpty, text.count <= 19 else { return nil }
+        var value: Int64 = 0
+        for byte in text {
+            guard byte.isASCIIDigit else { return nil }
+            let (times, overflow) = value.multipliedReportingOverflow(by: 10)
+            let (sum, overflowAgain) = times.addingReportingOverflow(Int64(byte - UInt8(ascii: "0")))
+            guard !overflow, !overflowAgain else { return nil }
+            value = sum
+        }
+        return value
     }
 }

@@ -25,13 +25,22 @@ final class HeaderCollector {
 
     /// Consumes one raw header line as libcurl delivers it (CRLF included).
     func consume(_ rawLine: String) {
-        let line = rawLine.trimmingWhitespace()
-        if line.hasPrefix("HTTP/") {
+        var line = rawLine
+        line.withUTF8 { consume(UnsafeRawBufferPointer($0)) }
+    }
+
+    /// Consumes one raw header line, as bytes. Read byte by byte, not as
+    /// Characters: every response of a list of small files passes here, and
+    /// a head is ASCII by the protocol (a field value may carry other bytes,
+    /// kept as UTF-8 with any invalid sequence replaced).
+    func consume(_ raw: UnsafeRawBufferPointer) {
+        let line = raw.trimmingASCIIWhitespace()
+        if line.starts(with: "HTTP/".utf8) {
             reset()
-            let parts = line.split(separator: " ", maxSplits: 2)
-            // A status is three digits (RFC 9110 15); anything else is no status.
-            if parts.count > 1, parts[1].count == 3, parts[1].allSatisfy({ $0.isASCII && $0.isNumber }) {
-                status = Int(parts[1]) ?? 0
+            // "HTTP/1.1 206 Partial Content": a status is the second word, three digits (RFC 9110 15).
+            let words = line.split(separator: UInt8(ascii: " "), maxSplits: 2)
+            if words.count > 1, words[1].count == 3, words[1].allSatisfy(\.isASCIIDigit) {
+                status = words[1].reduce(0) { $0 * 10 + Int($1 - UInt8(ascii: "0")) }
             }
             return
         }
@@ -39,9 +48,10 @@ final class HeaderCollector {
             isComplete = status != 0
             return
         }
-        guard !isComplete, let colon = line.firstIndex(of: ":") else { return }
-        let name = line[..<colon].lowercased()
-        let value = String(line[line.index(after: colon)...]).trimmingWhitespace()
+        guard !isComplete, let colon = line.firstIndex(of: UInt8(ascii: ":")) else { return }
+        // Field names are tokens (ASCII): lowercased byte by byte.
+        let name = String(decoding: line[..<colon].lazy.map(\.asciiLowercased), as: UTF8.self)
+        let value = String(decoding: line[(colon + 1)...].trimmingASCIIWhitespace(), as: UTF8.self)
         if let existing = fields[name] {
             fields[name] = existing + ", " + value
         } else {
