@@ -63,7 +63,7 @@ extension Download {
 
         let part = try PartialFile.claim(output: output, replacingOthers: restart, options: options)
         controller.setPartPath(part.files.data)
-        try part.resume(from: sources, restart: restart, onEvent: onEvent)
+        try part.resume(from: sources, restart: restart, nothingBeside: !partial && output == guessed, onEvent: onEvent)
         if tally.reused == nil { tally.reused = part.manifest?.done.byteCount ?? 0 }
         var policy = OutcomePolicy()
         while true {

@@ -173,16 +173,21 @@ public final class TransferLoop: @unchecked Sendable {
     }
 
     private func submit(_ change: (inout Shared) -> Void) {
-        let start = state.withLock { shared -> Bool in
+        enum Signal { case start, wake, none }
+        let signal = state.withLock { shared -> Signal in
+            // Woken once per batch: the loop takes every arrival and command
+            // at the start of its next turn, so a queue that was not empty
+            // already has its wakeup on the way (a list's lanes submit often).
+            let queued = !shared.arrivals.isEmpty || !shared.commands.isEmpty
             change(&shared)
-            guard !shared.threadRunning else { return false }
+            if shared.threadRunning { return queued ? .none : .wake }
             shared.threadRunning = true
-            return true
+            return .start
         }
-        if start {
-            startThread { [self] in threadBody() }
-        } else {
-            multi.wakeup()
+        switch signal {
+        case .start: startThread { [self] in threadBody() }
+        case .wake: multi.wakeup()
+        case .none: break
         }
     }
 

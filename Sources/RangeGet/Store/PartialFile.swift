@@ -6,6 +6,7 @@
 // durable and moves it to its final name. Download drives it; the engine
 // writes into `file` and checkpoints `manifest` at `files.manifest`.
 import Glibc
+import Synchronization
 
 final class PartialFile {
     /// The final name.
@@ -82,6 +83,7 @@ final class PartialFile {
             }
         }
         let folder = StateFile.directory(of: output)
+        if usableFolders.withLock({ $0.contains(folder) }) { return exists }
         var folderInfo = stat()
         guard stat(folder, &folderInfo) == 0, (folderInfo.st_mode & S_IFMT) == S_IFDIR else {
             throw .usage("\(folder) is not a directory")
@@ -89,20 +91,29 @@ final class PartialFile {
         guard access(folder, W_OK) == 0 else {
             throw .usage("cannot write to directory \(folder): \(String(cString: strerror(errno)))")
         }
+        usableFolders.withLock { _ = $0.insert(folder) }
         return exists
     }
 
+    /// The folders `checkOutput` found usable in this process: checked once,
+    /// not once per file of a list. (One that stops being usable later fails
+    /// the file's create instead, with the file system's own error.)
+    private static let usableFolders = Mutex<Set<String>>([])
+
     /// Takes up what an earlier run left, for the file `sources` serve now:
     /// its manifest when it still describes that file, else (or with
-    /// `restart`) nothing, the data file emptied.
-    func resume(from sources: [RemoteFile], restart: Bool, onEvent: @Sendable (DownloadEvent) -> Void) throws(DownloadError) {
+    /// `restart`) nothing, the data file emptied. `nothingBeside`: no
+    /// manifest or data file was there just before this claim created the
+    /// data file, so no manifest is looked for (a list's new files).
+    func resume(from sources: [RemoteFile], restart: Bool, nothingBeside: Bool = false,
+                onEvent: @Sendable (DownloadEvent) -> Void) throws(DownloadError) {
         if restart {
             try discard()
             return
         }
         let loaded: Manifest?
         do {
-            loaded = try Manifest.load(from: files.manifest)
+            loaded = nothingBeside && file.isNew ? nil : try Manifest.load(from: files.manifest)
         } catch {
             throw .manifest(error)
         }
