@@ -44,19 +44,32 @@ package enum FileName {
     /// URLComponents: a list names every file by its URL, and this runs once
     /// per file. The path starts at the first `/` after `scheme://` (the
     /// authority holds none) and ends at `?` or `#`.
+    /// Read as UTF-8 bytes: the delimiters are ASCII.
     package static func fromURL(_ url: String) -> String? {
-        guard let scheme = url.firstRange(of: "://") else { return nil }
-        let afterScheme = url[scheme.upperBound...]
-        guard let slash = afterScheme.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }),
-              afterScheme[slash] == "/" else { return nil }
-        let path = afterScheme[slash...].prefix { $0 != "?" && $0 != "#" }
-        guard let last = path.split(separator: "/").last else { return nil }
-        return percentDecoded(last) ?? String(last)
+        let bytes = url.utf8
+        let (slash, question, hash) = (UInt8(ascii: "/"), UInt8(ascii: "?"), UInt8(ascii: "#"))
+        guard let colon = bytes.indices.first(where: { index in
+            bytes[index...].starts(with: "://".utf8)
+        }) else { return nil }
+        let afterScheme = bytes[bytes.index(colon, offsetBy: 3)...]
+        guard let start = afterScheme.firstIndex(where: { $0 == slash || $0 == question || $0 == hash }),
+              afterScheme[start] == slash else { return nil }
+        let path = afterScheme[start...].prefix { $0 != question && $0 != hash }
+        guard let last = path.split(separator: slash).last else { return nil }
+        let segment = Substring(last)
+        return percentDecoded(segment) ?? String(segment)
     }
 
     /// A base name that cannot leave the target directory or hide itself; nil
     /// when nothing usable is left.
     package static func sanitize(_ name: String) -> String? {
+        // Most names are printable ASCII with nothing to remove: kept as they are.
+        let bytes = name.utf8
+        if let first = bytes.first, let last = bytes.last, bytes.count <= 200,
+           first != UInt8(ascii: "."), first != UInt8(ascii: " "), last != UInt8(ascii: " "),
+           bytes.allSatisfy({ (0x20...0x7E).contains($0) && $0 != UInt8(ascii: "/") && $0 != UInt8(ascii: "\\") }) {
+            return name
+        }
         // Work on scalars, not Characters: a combining or prepended mark glues
         // onto a `/` or `.` and hides it from Character comparisons.
         var scalars = Array(name.unicodeScalars)
