@@ -129,7 +129,7 @@ enum ResponseCheck {
         if let changed = validatorChange(head, expected: expected) { return .failure(.changed(changed)) }
         switch head.status {
         case 206:
-            if head["content-type"]?.lowercased().contains("multipart/") == true { return .failure(.multipart) }
+            if let type = head["content-type"], isMultipart(type) { return .failure(.multipart) }
             guard let contentRange = head.contentRange else { return .failure(.contentRange(head["content-range"])) }
             if let total = contentRange.total, let size = expected.size, total != size {
                 return .failure(.otherTotal(total))
@@ -152,6 +152,17 @@ enum ResponseCheck {
             return .failure(.status(416, retryAfter: nil))
         default:
             return .failure(.status(head.status, retryAfter: head.retryAfter))
+        }
+    }
+
+    /// True when a Content-Type names a multipart type (`multipart/byteranges`
+    /// or any other), in any case. Read as bytes: every 206 passes here.
+    static func isMultipart(_ contentType: String) -> Bool {
+        let wanted = Array("multipart/".utf8)
+        let type = Array(contentType.utf8)
+        guard type.count >= wanted.count else { return false }
+        return (0...(type.count - wanted.count)).contains { start in
+            wanted.indices.allSatisfy { type[start + $0].asciiLowercased == wanted[$0] }
         }
     }
 
