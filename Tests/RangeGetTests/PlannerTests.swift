@@ -71,6 +71,12 @@ final class PlannerTests: XCTestCase {
             (20, 200, 200, 0.01, nil),
             // The thief's share would be below the minimum split.
             (3, 1, 1, 1.2, nil),
+            // The end game of a large file at 20 MiB/s per connection: 0.2 s
+            // left is worth a request (a steal saves 0.1 s or more), so the
+            // connections that just finished their pieces are not left idle.
+            (4, 20, 20, 0.005, 2.05),
+            // 0.1 s left: not worth one.
+            (2, 20, 20, 0.005, nil),
         ]
         for (remaining, victim, thief, setup, expected) in cases {
             let stolen = planner.steal(from: ByteRange(0, remaining * mib), victimRate: victim.map { $0 * Double(mib) },
