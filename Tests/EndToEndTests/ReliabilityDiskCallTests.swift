@@ -248,29 +248,67 @@ final class ReliabilityDiskCallTests: EndToEndTestCase {
                 return fdatasync(descriptor)
             }
             let outputs = (0..<4).map { path("s\(code)-\($0)") }
-            let results = Mutex<[String: Result<DownloadResult, DownloadError>]>([:])
-            let finished = DispatchGroup()
-            for output in outputs {
-                var options = DownloadOptions()
-                options.syncGroup = group
-                options.systemCalls = calls
-                let download = Download(url: server.url("s"), destination: .file(output), options: options)
-                finished.enter()
-                Thread.detachNewThread {
-                    let result = Result { () throws(DownloadError) in try download.run { _ in } }
-                    results.withLock { $0[output] = result }
-                    finished.leave()
-                }
-            }
-            XCTAssertEqual(finished.wait(timeout: .now() + 60), .success)
+            let results = downloadTogether(server.url("s"), to: outputs, group: group, calls: calls)
             XCTAssertGreaterThan(faults.failed[0], 0, "errno \(code): no batch was committed with syncfs")
             for output in outputs {
-                if case let .failure(error)? = results.withLock({ $0[output] }) {
-                    XCTFail("errno \(code): \(output): \(error)")
-                }
+                if case let .failure(error)? = results[output] { XCTFail("errno \(code): \(output): \(error)") }
                 assertSameBytes(output, small)
             }
         }
+    }
+
+    /// A batch whose syncfs succeeds (Linux 5.8 on: it reports writeback
+    /// errors) is durable without an fdatasync per file, each a disk flush.
+    func test20ABatchWhoseSyncfsSucceedsNeedsNoFdatasyncPerFile() throws {
+        try XCTSkipUnless(SystemCalls.syncfsReportsErrors, "a kernel before 5.8: syncfs reports no writeback errors")
+        let small = Resource.generated(size: 256 << 10, seed: 222)
+        server.setResource(small, at: "s")
+        final class Counts: Sendable {
+            let syncs = Atomic<Int>(0)
+            let fileSystemSyncs = Atomic<Int>(0)
+        }
+        let counts = Counts()
+        var calls = SystemCalls.live
+        // A slow fdatasync holds the group's turn (its first file commits alone) while the others queue.
+        calls.fdatasync = { descriptor in
+            counts.syncs.add(1, ordering: .relaxed)
+            usleep(300_000)
+            return SystemCalls.live.fdatasync(descriptor)
+        }
+        calls.syncfs = { descriptor in
+            counts.fileSystemSyncs.add(1, ordering: .relaxed)
+            return SystemCalls.live.syncfs(descriptor)
+        }
+        let outputs = (0..<4).map { path("batch-\($0)") }
+        let results = downloadTogether(server.url("s"), to: outputs, group: SyncGroup(), calls: calls)
+        for output in outputs {
+            if case let .failure(error)? = results[output] { XCTFail("\(output): \(error)") }
+            assertSameBytes(output, small)
+        }
+        XCTAssertGreaterThan(counts.fileSystemSyncs.load(ordering: .relaxed), 0, "no batch was committed with syncfs")
+        XCTAssertLessThan(counts.syncs.load(ordering: .relaxed), outputs.count, "every file was fdatasynced all the same")
+    }
+
+    /// Downloads `url` to each of `outputs` at once, on threads of their own,
+    /// committing through `group` with `calls`; the result of each.
+    private func downloadTogether(_ url: String, to outputs: [String], group: SyncGroup,
+                                  calls: SystemCalls) -> [String: Result<DownloadResult, DownloadError>] {
+        let results = Mutex<[String: Result<DownloadResult, DownloadError>]>([:])
+        let finished = DispatchGroup()
+        for output in outputs {
+            var options = DownloadOptions()
+            options.syncGroup = group
+            options.systemCalls = calls
+            let download = Download(url: url, destination: .file(output), options: options)
+            finished.enter()
+            Thread.detachNewThread {
+                let result = Result { () throws(DownloadError) in try download.run { _ in } }
+                results.withLock { $0[output] = result }
+                finished.leave()
+            }
+        }
+        XCTAssertEqual(finished.wait(timeout: .now() + 60), .success)
+        return results.withLock { $0 }
     }
 
     /// One run of `row` with `code` injected, then a run without it.

@@ -7,6 +7,7 @@
 import CCurlShim
 import FoundationEssentials
 import Glibc
+import Synchronization
 
 /// An open data file: positioned writes, sync, size, an exclusive lock.
 final class OutputFile: Sendable {
@@ -14,6 +15,9 @@ final class OutputFile: Sendable {
     let descriptor: Int32
     /// True when this open created the file (it is empty, and nothing was beside it to discard).
     let isNew: Bool
+    /// When this open came among the opens of this process: a batch's
+    /// first-opened file is the one its `syncfs` reports errors since.
+    let openOrder: Int
     /// The disk calls used on this file and the state files beside it.
     let calls: SystemCalls
 
@@ -35,6 +39,7 @@ final class OutputFile: Sendable {
         self.path = path
         self.descriptor = descriptor
         isNew = flags & O_CREAT != 0
+        openOrder = Self.opens.add(1, ordering: .relaxed).newValue
         self.calls = calls
     }
 
@@ -175,11 +180,23 @@ final class OutputFile: Sendable {
 
     /// Writes back every dirty file of this file's file system and waits
     /// (`syncfs`): one call for a batch of files, where an `fdatasync` each
-    /// would wait for each in turn. Errors are left to `synchronize`, which
-    /// reports this file's own (and then finds little left to write).
-    func synchronizeFileSystem() {
-        _ = retryingOnInterrupt { calls.syncfs(descriptor) }
+    /// would wait for each in turn. True when it succeeded and that means
+    /// something: since Linux 5.8 `syncfs` reports every writeback error on
+    /// the file system since this descriptor was opened (the superblock's
+    /// error sequence, sampled at open). False when it failed or the kernel
+    /// is older: each file's `synchronize` then reports its own errors.
+    func synchronizeFileSystem() -> Bool {
+        retryingOnInterrupt { calls.syncfs(descriptor) } == 0 && SystemCalls.syncfsReportsErrors
     }
+
+    /// The file system the file is on (`st_dev`), nil when it cannot be examined.
+    var device: UInt? {
+        var info = stat()
+        return fstat(descriptor, &info) == 0 ? UInt(info.st_dev) : nil
+    }
+
+    /// Opens so far in this process, for `openOrder`.
+    private static let opens = Atomic<Int>(0)
 
     /// Starts writeback of the file's dirty pages without waiting for it
     /// (`sync_file_range(SYNC_FILE_RANGE_WRITE)`), so the next `synchronize`

@@ -4,10 +4,11 @@
 // sync of a small file costs a journal commit, far more than fetching it over
 // a fast link. Threads that commit while another thread is committing queue
 // their file; when that commit is done, one of them commits everything queued
-// meanwhile, in one pass: one syncfs writes back all their data at once,
-// each is fdatasynced (which reports its own errors, and finds little left),
-// each is published, and each directory is fsynced once however many files
-// were renamed into it. A commit returns only when its own file is done, so
+// meanwhile, in one pass: one syncfs writes back all their data at once
+// (and reports their errors; where it cannot, each is fdatasynced, which
+// reports its own), each is published, and each directory is fsynced once
+// however many files were renamed into it. A commit returns only when its
+// own file is done, so
 // the promise per file is the one a lone download keeps: its final name
 // appears only after its data is durable, and it is reported saved only
 // after the name is.
@@ -90,11 +91,19 @@ public final class SyncGroup: Sendable {
     static func run(_ batch: [Commit], calls: SystemCalls) {
         // One syncfs writes back every file of the batch with their I/O in
         // flight together (an fdatasync each waits for each in turn, where a
-        // file system syncs each inode alone); each fdatasync then reports
-        // its own file's errors and finds it clean.
-        // (A file on another file system is simply synced by its fdatasync.)
-        if batch.count > 1 { batch[0].file.synchronizeFileSystem() }
-        for commit in batch {
+        // file system syncs each inode alone). Called on the file opened
+        // first, a syncfs that succeeds (Linux 5.8 on) vouches for every file
+        // of the batch on its file system: each was written after that open,
+        // so any writeback error of theirs would have been reported. Those
+        // need no fdatasync (each one a disk cache flush of its own). When it
+        // fails, or on an older kernel, or for a file on another file system,
+        // each file's fdatasync reports its own errors, finding it clean.
+        var vouched: Set<ObjectIdentifier> = []
+        if batch.count > 1, let first = batch.min(by: { $0.file.openOrder < $1.file.openOrder }),
+           first.file.synchronizeFileSystem(), let device = first.file.device {
+            for commit in batch where commit.file.device == device { vouched.insert(ObjectIdentifier(commit)) }
+        }
+        for commit in batch where !vouched.contains(ObjectIdentifier(commit)) {
             do { try commit.file.synchronize() } catch { commit.failure = error }
         }
         for commit in batch where commit.failure == nil {

@@ -114,3 +114,15 @@ func retryingOnInterrupt<T: BinaryInteger>(_ call: () -> T) -> T {
         if result >= 0 || errno != EINTR { return result }
     }
 }
+
+extension SystemCalls {
+    /// True on Linux 5.8 and later, whose `syncfs` reports writeback errors.
+    package static let syncfsReportsErrors: Bool = {
+        var name = utsname()
+        guard uname(&name) == 0 else { return false }
+        let release = withUnsafeBytes(of: &name.release) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        let numbers = release.split(whereSeparator: { !$0.isNumber }).prefix(2).compactMap { Int($0) }
+        guard numbers.count == 2 else { return false }
+        return (numbers[0], numbers[1]) >= (5, 8)
+    }()
+}
