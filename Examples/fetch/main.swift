@@ -95,6 +95,8 @@ let display = Task {
             say("paused: no connection open, resume state saved")
         case .resumed:
             say("resumed")
+        case .fetched:
+            say("fetched: verifying and saving")
         case let .finished(result):
             say("finished: \(result.size) bytes in \(result.path)")
         case .pieceStarted, .pieceFinished, .stolen, .raced, .connectionsMoved, .checkpoint:

@@ -86,6 +86,7 @@ extension Download {
             let outcome = run(engine, tally: &tally)
             switch policy.next(after: outcome, url: url, mirrors: sources.map(\.url), unprobed: unprobed) {
             case let .finish(size):
+                onEvent(.fetched(bytes: size))
                 try part.commit(size: size, remote: remote, onEvent: onEvent)
                 return finished(path: output, size: size, tally: tally, since: started, probed: probeReports,
                                 prober: prober, onEvent: onEvent)

@@ -73,6 +73,11 @@ public enum DownloadEvent: Sendable {
     /// A paused download goes on after `resume()`: it fetches only what is
     /// missing, with `If-Range` (or after a new probe), so a changed file restarts.
     case resumed
+    /// Every byte of the file is fetched and written: it is verified (its
+    /// length, and its checksum when one is expected), made durable and
+    /// moved to its name next, and `finished` follows. (A list starts its
+    /// next file here: the commit no longer needs the network.)
+    case fetched(bytes: Int64)
     /// The file is complete and in place.
     case finished(DownloadResult)
 }

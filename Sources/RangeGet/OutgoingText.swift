@@ -100,7 +100,7 @@ extension DownloadEvent {
         case var .finished(result):
             result.mirrors = result.mirrors.map(\.cleaned)
             return .finished(result)
-        case .resuming, .progress, .pieceFinished, .stolen, .raced, .checkpoint, .paused, .resumed:
+        case .resuming, .progress, .pieceFinished, .stolen, .raced, .checkpoint, .paused, .resumed, .fetched:
             return self
         }
     }

@@ -3,14 +3,18 @@
 // next) whose connection limit is `-n`: a new file's first transfer comes
 // before another transfer of a running one, so files go on in list order and
 // a large one ends up with every connection the small ones no longer need.
-// At most `--jobs` files are in flight, each on a thread of its own (a lane)
-// for the steps that block (claiming the .part, a checksum, the commit):
-// while one file syncs, the connections serve the next. Finished files are
-// made durable together (a SyncGroup, a group commit). A failed file does not stop
+// At most `--jobs` files are fetched at once, each on a thread of its own (a
+// lane) for the steps that block (claiming the .part, a checksum, the
+// commit). A file whose bytes are all fetched hands its turn on (the
+// `fetched` event) while it is verified and synced, so the connections serve
+// the next file meanwhile: there are twice `--jobs` lanes, half of them at
+// most waiting on commits. Finished files are made durable together (a
+// SyncGroup, a group commit). A failed file does not stop
 // the others; a line on stderr (also with -q), the summary and the exit code
 // say which failed. Nothing is kept per finished file but its failure, so a
 // list of 100,000 files runs in the memory of a short one; `--json` prints
 // each file's object as it ends, then a summary line.
+import Dispatch
 import FoundationEssentials
 import Glibc
 import RangeGet
@@ -29,6 +33,8 @@ final class BatchRun: Sendable {
     private struct State {
         var next = 0
         var running: [Int: Download] = [:]
+        /// The running files that hold a fetching turn (until `fetched`, or their end).
+        var fetching: Set<Int> = []
         var progress: [Int: DownloadProgress] = [:]
         /// What the next run can make of each running file, should it be interrupted.
         var resumability: [Int: Resumability] = [:]
@@ -42,6 +48,8 @@ final class BatchRun: Sendable {
 
     /// `--checksum-file`'s digests by file name, nil without one.
     private let checksums: [String: Checksum]?
+    /// Turns to fetch a file: `--jobs` of them (set in `run`).
+    private let turns = DispatchSemaphore(value: 0)
 
     init(entries: [ListEntry], settings: GetSettings, checksums: [String: Checksum]? = nil) {
         self.checksums = checksums
@@ -54,7 +62,10 @@ final class BatchRun: Sendable {
 
     /// Downloads every entry; returns the exit code.
     func run(jobs: Int) -> Int32 {
-        let lanes = max(1, min(jobs, entries.count))
+        let jobs = max(1, min(jobs, entries.count))
+        // As many lanes again as turns: a lane whose file is being committed holds none.
+        let lanes = min(2 * jobs, entries.count)
+        for _ in 0..<jobs { turns.signal() }
         // One multi handle and one connection limit for every file.
         let loop: TransferLoop
         do {
@@ -77,21 +88,28 @@ final class BatchRun: Sendable {
         return finish()
     }
 
-    /// One lane: takes the next entry until none is left.
+    /// One lane: takes a turn, then the next entry, until none is left.
     private func work(loop: TransferLoop) {
         while true {
+            turns.wait()
             let taken: (index: Int, download: Download)? = state.withLock { state in
                 guard !state.stopping, state.next < entries.count else { return nil }
                 let index = state.next
                 state.next += 1
                 let download = makeDownload(entries[index], loop: loop)
                 state.running[index] = download
+                state.fetching.insert(index)
                 return (index, download)
             }
-            guard let (index, download) = taken else { return }
+            guard let (index, download) = taken else {
+                // Nothing left to fetch: the turn goes to the next lane, which finds the same.
+                turns.signal()
+                return
+            }
             let result = Result { () throws(DownloadError) in
                 try download.run { [self] event in observe(event, of: index) }
             }
+            handTurnOn(from: index)
             let resumability = state.withLock { state in
                 state.running[index] = nil
                 state.progress[index] = nil
@@ -136,7 +154,13 @@ final class BatchRun: Sendable {
         return Download(mirrors: entry.urls, destination: destination, options: options)
     }
 
+    /// Gives the fetching turn of file `index` to the next lane, once.
+    private func handTurnOn(from index: Int) {
+        if state.withLock({ $0.fetching.remove(index) }) != nil { turns.signal() }
+    }
+
     private func observe(_ event: DownloadEvent, of index: Int) {
+        if case .fetched = event { handTurnOn(from: index) }
         guard case let .progress(progress) = event else {
             state.withLock { $0.resumability[index] = ($0.resumability[index] ?? .resumable).after(event) }
             GetCommand.report(event, display: display, quiet: settings.quiet, file: Manifest.redacting(entries[index].urls[0]))

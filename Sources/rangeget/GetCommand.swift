@@ -40,7 +40,7 @@ enum GetCommand {
             .value("i", "input-file", "FILE", "download every file listed in FILE (one per line; '-' reads stdin)") {
                 $0.inputFile = $1
             },
-            .value("j", "jobs", "N", "with -i: at most N files at once, up to 1000 (default: one per connection)") { settings, text throws(UsageError) in
+            .value("j", "jobs", "N", "with -i: at most N files fetched at once, up to 1000 (default: one per connection)") { settings, text throws(UsageError) in
                 settings.jobs = try Parse.positiveInteger(text, "jobs", max: 1000)
             },
             .value("n", "connections", "N", "connections at once, for the whole run, shared by the files of a list (default 8, at most 256)") { settings, text throws(UsageError) in
@@ -252,8 +252,8 @@ enum GetCommand {
             if !quiet { display.message("dropping mirror \(url): \(reason)") }
         case let .notice(message):
             say(message)
-        case .probed, .retry, .stolen, .raced, .connectionsMoved, .checkpoint, .finished, .pieceStarted, .pieceFinished, .paused,
-             .resumed:
+        case .probed, .retry, .stolen, .raced, .connectionsMoved, .checkpoint, .fetched, .finished, .pieceStarted,
+             .pieceFinished, .paused, .resumed:
             break
         }
     }

@@ -308,6 +308,10 @@ final class LibraryTests: EndToEndTestCase {
         XCTAssertEqual(remote.size, size)
         guard case let .finished(finished)? = seen.last else { return XCTFail("finished comes last: \(seen.suffix(3))") }
         XCTAssertEqual(finished, result)
+        guard case let .fetched(bytes)? = seen.dropLast().last else {
+            return XCTFail("fetched comes right before finished: \(seen.suffix(3))")
+        }
+        XCTAssertEqual(bytes, size)
         XCTAssertEqual(seen.filter(isProbed).count, 1)
         let progress = seen.compactMap { event -> DownloadProgress? in
             if case let .progress(value) = event { return value }
@@ -323,6 +327,32 @@ final class LibraryTests: EndToEndTestCase {
         let again = try await download.run()
         XCTAssertEqual(again, result)
         for await event in download.events { XCTFail("event after the end: \(event)") }
+    }
+
+    /// `fetched` says every byte is there before the file is verified and
+    /// made durable (a list starts its next file then): here the commit's
+    /// fdatasync takes 0.3 s, and `fetched` comes that much before `finished`.
+    func testFetchedComesBeforeTheCommitAndFinishedAfterIt() throws {
+        let resource = Resource.generated(size: 256 << 10, seed: 88)
+        server.setResource(resource, at: "f")
+        var options = DownloadOptions()
+        options.systemCalls.fdatasync = { descriptor in
+            usleep(300_000)
+            return SystemCalls.live.fdatasync(descriptor)
+        }
+        let download = Download(url: server.url("f"), destination: .file(path("f")), options: options)
+        let times = Mutex<(fetched: Double?, finished: Double?)>((nil, nil))
+        _ = try download.run { event in
+            switch event {
+            case .fetched: times.withLock { $0.fetched = MonotonicClock.now() }
+            case .finished: times.withLock { $0.finished = MonotonicClock.now() }
+            default: break
+            }
+        }
+        assertSameBytes(path("f"), resource)
+        let (fetched, finished) = times.withLock { $0 }
+        guard let fetched, let finished else { return XCTFail("fetched \(String(describing: fetched)), finished \(String(describing: finished))") }
+        XCTAssertGreaterThanOrEqual(finished - fetched, 0.25, "fetched was sent after the commit")
     }
 
     // MARK: - Small files in memory

@@ -27,6 +27,7 @@
 import Foundation
 import Glibc
 import RangeServer
+import Synchronization
 import XCTest
 
 final class ListEngineTests: EndToEndTestCase {
@@ -296,6 +297,35 @@ final class ListEngineTests: EndToEndTestCase {
         let text = (try? String(contentsOf: url, encoding: .utf8)) ?? ""
         return text.split(separator: "\n", omittingEmptySubsequences: true).dropLast(text.hasSuffix("\n") ? 0 : 1)
             .compactMap { (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any] }
+    }
+
+    // MARK: - 5. The next file is fetched while the last one is committed
+
+    /// With `-j 1`, a file whose bytes are all fetched hands its turn on
+    /// while it is verified and synced: the list's next file is requested
+    /// while the first one's checksum (64 MiB of SHA-256, a few tenths of a
+    /// second) is still being computed, so before its final name exists.
+    func testTheNextFileIsRequestedWhileTheLastOneIsCommitted() throws {
+        let large = Resource.generated(size: 64 << 20, seed: 1900)
+        let small = Resource.generated(size: 16 << 10, seed: 1901)
+        server.setResource(large, at: "large")
+        let finalName = downloads + "/large"
+        let committedBeforeTheNext = Mutex<Bool?>(nil)
+        let next = try scriptedServer { request in
+            committedBeforeTheNext.withLock { if $0 == nil { $0 = FileManager.default.fileExists(atPath: finalName) } }
+            return .serving(small, request)
+        }
+        try writeList([(server.url("large"), nil), (next.url("small"), nil)])
+        let sums = "\(try sha256(of: large))  large\n\(try sha256(of: small))  small\n"
+        try Data(sums.utf8).write(to: URL(fileURLWithPath: path("SUMS")))
+
+        let run = try CLI.run(["-q", "-n", "1", "-j", "1", "-i", "list", "-d", "out", "--checksum-file", path("SUMS")],
+                              in: directory, timeout: 60)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        assertSameBytes(finalName, large)
+        assertSameBytes(downloads + "/small", small)
+        XCTAssertEqual(committedBeforeTheNext.withLock { $0 }, false,
+                       "the next file was requested only after the first was verified, synced and renamed")
     }
 
     /// The last path component of a `file` field, nil if there is none.
