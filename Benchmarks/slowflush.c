@@ -1,0 +1,27 @@
+/* slowflush: an LD_PRELOAD shim that makes every flush of the disk slower,
+ * for the benchmark's hard variants of list scenarios (small-slowflush).
+ * fsync, fdatasync and syncfs each wait SLOW_FLUSH_US microseconds (default
+ * 5000) before doing the real call: a disk whose cache flush takes 5 ms, as a
+ * SATA SSD's or a spinning disk's can, where this VM's virtual disk flushes
+ * in about 0.1 ms. Tools that never sync are not slowed at all. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static void wait_for_the_disk(void) {
+    const char *text = getenv("SLOW_FLUSH_US");
+    usleep(text ? (useconds_t)atoi(text) : 5000);
+}
+
+#define SLOWED(name) \
+    int name(int fd) { \
+        static int (*real)(int); \
+        if (!real) real = (int (*)(int))dlsym(RTLD_NEXT, #name); \
+        wait_for_the_disk(); \
+        return real(fd); \
+    }
+
+SLOWED(fsync)
+SLOWED(fdatasync)
+SLOWED(syncfs)
