@@ -166,7 +166,7 @@ final class BatchRun: Sendable {
             GetCommand.report(event, display: display, quiet: settings.quiet, file: Manifest.redacting(entries[index].urls[0]))
             return
         }
-        let total = state.withLock { state -> DownloadProgress in
+        let (total, finished) = state.withLock { state -> (DownloadProgress, Int) in
             state.progress[index] = progress
             var sum = DownloadProgress(bytesDone: 0, totalBytes: 0, bytesPerSecond: 0, activeConnections: 0)
             // Each file's size is the server's word: the sums saturate instead of trapping.
@@ -176,9 +176,8 @@ final class BatchRun: Sendable {
                 sum.bytesPerSecond += value.bytesPerSecond
                 sum.activeConnections += value.activeConnections
             }
-            return sum
+            return (sum, state.finished)
         }
-        let finished = state.withLock { $0.finished }
         display.show(total, prefix: "[\(finished)/\(entries.count) files]")
     }
 

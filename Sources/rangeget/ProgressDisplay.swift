@@ -33,7 +33,8 @@ final class ProgressDisplay: Sendable {
         unicode = locale.uppercased().contains("UTF-8") || locale.uppercased().contains("UTF8")
     }
 
-    func show(_ progress: DownloadProgress, prefix: String = "") {
+    /// Draws `progress` when a draw is due (`prefix`, read only then, goes before it).
+    func show(_ progress: DownloadProgress, prefix: @autoclosure () -> String = "") {
         let now = MonotonicClock.now()
         let interval = mode == .terminal ? 0.1 : 5.0
         let draw: (due: Bool, rate: Double?) = state.withLock { state in
@@ -46,6 +47,7 @@ final class ProgressDisplay: Sendable {
         guard draw.due else { return }
         var progress = progress
         progress.bytesPerSecond = draw.rate ?? 0
+        let prefix = prefix()
         var figures = prefix.isEmpty ? "" : prefix + " "
         if let total = progress.totalBytes, total > 0 {
             figures += String(format1: Double(progress.bytesDone) * 100 / Double(total)) + "%  "
