@@ -81,7 +81,7 @@ struct Planner: Sendable {
     /// 0.25 s, a large file's last pieces at 20 MiB/s per connection (5 MiB
     /// each) were never cut: the connections that finished first idled
     /// through a 0.2 s tail, about 10% of a one-second download (bulk-mixed
-    /// 0.89 of ideal, cap 0.93). At 0.1 s: 0.95 and 0.955, and a bursty
-    /// server's run is unchanged.
+    /// 0.92 of ideal over 7 runs). At 0.1 s: 0.97; a single file (cap) and a
+    /// bursty server's run are unchanged.
     static let minimumGain = 0.1
 }
