@@ -2,6 +2,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 #include <stdio.h>
+#include <sys/vfs.h>
 #include <sys/xattr.h>
 #include "CCurlShim.h"
 /* The commit the binary was built from: scripts/build-info writes this
@@ -54,6 +55,12 @@ int rg_start_writeback(int fd) {
 
 int rg_sync_file_system(int fd) {
     return syncfs(fd);
+}
+
+long long rg_file_system_type(int fd) {
+    struct statfs info;
+    if (fstatfs(fd, &info) != 0) return -1;
+    return (long long)(unsigned long)info.f_type;
 }
 
 const char *rg_build_commit(void) {

@@ -75,8 +75,9 @@ public enum DownloadEvent: Sendable {
     case resumed
     /// Every byte of the file is fetched and written: it is verified (its
     /// length, and its checksum when one is expected), made durable and
-    /// moved to its name next, and `finished` follows. (A list starts its
-    /// next file here: the commit no longer needs the network.)
+    /// moved to its name next, and `finished` follows (or, when that fails,
+    /// the download's error). A list starts its next file here: the commit
+    /// no longer needs the network.
     case fetched(bytes: Int64)
     /// The file is complete and in place.
     case finished(DownloadResult)

@@ -303,10 +303,11 @@ final class ListEngineTests: EndToEndTestCase {
 
     /// With `-j 1`, a file whose bytes are all fetched hands its turn on
     /// while it is verified and synced: the list's next file is requested
-    /// while the first one's checksum (64 MiB of SHA-256, a few tenths of a
-    /// second) is still being computed, so before its final name exists.
+    /// while the first one's checksum (128 MiB of SHA-256, about half a
+    /// second of CPU) is still being computed, so before its final name
+    /// exists. (Before, with one lane, the name was always there first.)
     func testTheNextFileIsRequestedWhileTheLastOneIsCommitted() throws {
-        let large = Resource.generated(size: 64 << 20, seed: 1900)
+        let large = Resource.generated(size: 128 << 20, seed: 1900)
         let small = Resource.generated(size: 16 << 10, seed: 1901)
         server.setResource(large, at: "large")
         let finalName = downloads + "/large"

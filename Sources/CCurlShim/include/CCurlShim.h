@@ -33,6 +33,9 @@ int rg_start_writeback(int fd);
 /// syncfs(2): writes back every dirty file of `fd`'s file system and waits.
 int rg_sync_file_system(int fd);
 
+/// fstatfs(2)'s `f_type` for `fd` (the file system's magic number), or -1.
+long long rg_file_system_type(int fd);
+
 /// The commit the binary was built from ("unknown" outside `make`), and
 /// whether the tree differed from it.
 const char *rg_build_commit(void);

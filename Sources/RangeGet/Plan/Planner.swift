@@ -77,7 +77,9 @@ struct Planner: Sendable {
         return victimRate * (fresh + Self.minimumGain) < bytes
     }
 
-    /// Seconds a steal must save at least to be worth a new request. At
+    /// Seconds a victim must have left beyond a new request's setup delay
+    /// for a steal (or a race) to be worth it; at equal rates a steal then
+    /// saves half of that at least. At
     /// 0.25 s, a large file's last pieces at 20 MiB/s per connection (5 MiB
     /// each) were never cut: the connections that finished first idled
     /// through a 0.2 s tail, about 10% of a one-second download (bulk-mixed

@@ -180,13 +180,19 @@ final class OutputFile: Sendable {
 
     /// Writes back every dirty file of this file's file system and waits
     /// (`syncfs`): one call for a batch of files, where an `fdatasync` each
-    /// would wait for each in turn. True when it succeeded and that means
-    /// something: since Linux 5.8 `syncfs` reports every writeback error on
-    /// the file system since this descriptor was opened (the superblock's
-    /// error sequence, sampled at open). False when it failed or the kernel
-    /// is older: each file's `synchronize` then reports its own errors.
+    /// would wait for each in turn. True when it succeeded and that vouches
+    /// for every file on the file system opened since this descriptor was:
+    /// see `SystemCalls.syncfsVouches`. False otherwise; each file's
+    /// `synchronize` then reports its own errors. Called once, never again
+    /// on EINTR: the kernel consumes the error it reports (it advances this
+    /// descriptor's error sequence even when the sync failed), so a retry
+    /// could succeed over a lost write.
     func synchronizeFileSystem() -> Bool {
-        retryingOnInterrupt { calls.syncfs(descriptor) } == 0 && SystemCalls.syncfsReportsErrors
+        guard SystemCalls.syncfsVouches(forFileSystemOf: descriptor) else {
+            _ = calls.syncfs(descriptor)
+            return false
+        }
+        return calls.syncfs(descriptor) == 0
     }
 
     /// The file system the file is on (`st_dev`), nil when it cannot be examined.

@@ -92,12 +92,13 @@ public final class SyncGroup: Sendable {
         // One syncfs writes back every file of the batch with their I/O in
         // flight together (an fdatasync each waits for each in turn, where a
         // file system syncs each inode alone). Called on the file opened
-        // first, a syncfs that succeeds (Linux 5.8 on) vouches for every file
-        // of the batch on its file system: each was written after that open,
-        // so any writeback error of theirs would have been reported. Those
-        // need no fdatasync (each one a disk cache flush of its own). When it
-        // fails, or on an older kernel, or for a file on another file system,
-        // each file's fdatasync reports its own errors, finding it clean.
+        // first, a syncfs that succeeds (on a kernel and a file system where
+        // that means something: SystemCalls.syncfsVouches) vouches for every
+        // file of the batch on its file system: each was written after that
+        // open, so any writeback error of theirs would have been reported.
+        // Those need no fdatasync (each one a disk cache flush of its own).
+        // When it fails, or cannot vouch, or for a file on another file
+        // system, each file's fdatasync reports its own errors, finding it clean.
         var vouched: Set<ObjectIdentifier> = []
         if batch.count > 1, let first = batch.min(by: { $0.file.openOrder < $1.file.openOrder }),
            first.file.synchronizeFileSystem(), let device = first.file.device {

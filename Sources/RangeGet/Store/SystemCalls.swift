@@ -116,13 +116,33 @@ func retryingOnInterrupt<T: BinaryInteger>(_ call: () -> T) -> T {
 }
 
 extension SystemCalls {
-    /// True on Linux 5.8 and later, whose `syncfs` reports writeback errors.
-    package static let syncfsReportsErrors: Bool = {
+    /// True when a `syncfs` that returns 0 on the file system of `descriptor`
+    /// proves every byte written there since the descriptor was opened
+    /// durable, so files it vouches for need no `fdatasync` of their own.
+    /// That takes a kernel that reports both writeback errors (the
+    /// superblock's error sequence, Linux 5.8) and the file system's own
+    /// sync errors (`sync_filesystem` returning `->sync_fs`'s, 5.17), and a
+    /// file system whose `syncfs` flushes the disk itself: ext4, XFS, btrfs
+    /// (and tmpfs, where nothing is durable anyway). Not FUSE (its `syncfs`
+    /// reaches no daemon but virtiofs's), overlayfs (its errors land on the
+    /// upper file system's superblock), network file systems or others
+    /// unknown: there each file is fdatasynced.
+    package static func syncfsVouches(forFileSystemOf descriptor: Int32) -> Bool {
+        guard kernelReportsSyncErrors else { return false }
+        let type = rg_file_system_type(descriptor)
+        return type >= 0 && vouchingFileSystems.contains(UInt64(type))
+    }
+
+    /// ext4 (and ext2/3), XFS, btrfs, tmpfs: `statfs`'s `f_type`.
+    private static let vouchingFileSystems: Set<UInt64> = [0xEF53, 0x5846_5342, 0x9123_683E, 0x0102_1994]
+
+    /// True on Linux 5.17 and later (see `syncfsVouches`).
+    package static let kernelReportsSyncErrors: Bool = {
         var name = utsname()
         guard uname(&name) == 0 else { return false }
         let release = withUnsafeBytes(of: &name.release) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
         let numbers = release.split(whereSeparator: { !$0.isNumber }).prefix(2).compactMap { Int($0) }
         guard numbers.count == 2 else { return false }
-        return (numbers[0], numbers[1]) >= (5, 8)
+        return (numbers[0], numbers[1]) >= (5, 17)
     }()
 }
