@@ -53,7 +53,7 @@ package enum OutgoingText {
     /// `text` with every control character written as `\u{XX}`, URLs left as they are.
     package static func escapingControls(_ text: String) -> String {
         // Printable ASCII holds none (the common case, every event's URL): not decoded.
-        if text.utf8.allSatisfy({ (0x20...0x7E).contains($0) }) { return text }
+        if text.utf8.allSatisfy(\.isPrintableASCII) { return text }
         guard text.unicodeScalars.contains(where: isControl) else { return text }
         var result = String.UnicodeScalarView()
         for scalar in text.unicodeScalars {

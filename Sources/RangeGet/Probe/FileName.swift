@@ -67,7 +67,7 @@ package enum FileName {
         let bytes = name.utf8
         if let first = bytes.first, let last = bytes.last, bytes.count <= 200,
            first != UInt8(ascii: "."), first != UInt8(ascii: " "), last != UInt8(ascii: " "),
-           bytes.allSatisfy({ (0x20...0x7E).contains($0) && $0 != UInt8(ascii: "/") && $0 != UInt8(ascii: "\\") }) {
+           bytes.allSatisfy({ $0.isPrintableASCII && $0 != UInt8(ascii: "/") && $0 != UInt8(ascii: "\\") }) {
             return name
         }
         // Work on scalars, not Characters: a combining or prepended mark glues

@@ -188,11 +188,7 @@ final class OutputFile: Sendable {
     /// descriptor's error sequence even when the sync failed), so a retry
     /// could succeed over a lost write.
     func synchronizeFileSystem() -> Bool {
-        guard SystemCalls.syncfsVouches(forFileSystemOf: descriptor) else {
-            _ = calls.syncfs(descriptor)
-            return false
-        }
-        return calls.syncfs(descriptor) == 0
+        calls.syncfs(descriptor) == 0 && SystemCalls.syncfsVouches(forFileSystemOf: descriptor)
     }
 
     /// The file system the file is on (`st_dev`), nil when it cannot be examined.

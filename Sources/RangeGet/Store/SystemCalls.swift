@@ -137,7 +137,7 @@ extension SystemCalls {
     private static let vouchingFileSystems: Set<UInt64> = [0xEF53, 0x5846_5342, 0x9123_683E, 0x0102_1994]
 
     /// True on Linux 5.17 and later (see `syncfsVouches`).
-    package static let kernelReportsSyncErrors: Bool = {
+    private static let kernelReportsSyncErrors: Bool = {
         var name = utsname()
         guard uname(&name) == 0 else { return false }
         let release = withUnsafeBytes(of: &name.release) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
