@@ -159,10 +159,21 @@ final class BatchRun: Sendable {
         if state.withLock({ $0.fetching.remove(index) }) != nil { turns.signal() }
     }
 
+    /// Called by the files' lanes and the loop's thread at once: the run's
+    /// lock is taken only for what needs it.
     private func observe(_ event: DownloadEvent, of index: Int) {
-        if case .fetched = event { handTurnOn(from: index) }
-        guard case let .progress(progress) = event else {
+        switch event {
+        case .fetched:
+            handTurnOn(from: index)
+        case .probed, .restarting:
+            // The events that `Resumability.after` reads.
             state.withLock { $0.resumability[index] = ($0.resumability[index] ?? .resumable).after(event) }
+        case .progress where !display.draws:
+            return
+        default:
+            break
+        }
+        guard case let .progress(progress) = event else {
             GetCommand.report(event, display: display, quiet: settings.quiet, file: Manifest.redacting(entries[index].urls[0]))
             return
         }

@@ -33,6 +33,9 @@ final class ProgressDisplay: Sendable {
         unicode = locale.uppercased().contains("UTF-8") || locale.uppercased().contains("UTF8")
     }
 
+    /// False with -q: nothing is ever drawn.
+    var draws: Bool { mode != .off }
+
     /// Draws `progress` when a draw is due (`prefix`, read only then, goes before it).
     func show(_ progress: DownloadProgress, prefix: @autoclosure () -> String = "") {
         let now = MonotonicClock.now()
