@@ -109,33 +109,45 @@ final class ListEngineTests: EndToEndTestCase {
 
     // MARK: - 2. No manifest for a file fetched whole by its first response
 
-    /// 64 KiB, below the 1 MiB minimum split: the opening request
-    /// (`Range: bytes=0-1048575`) gets it whole. Served at 32 KiB/s it takes
-    /// about 2 s; while it comes its `.part` is there and no `.part.json`
-    /// ever is. Killed (-9) half way, the same command run again completes
-    /// it (restarted or resumed, never refused).
+    /// 256 KiB, below the 1 MiB minimum split and above the 128 KiB that an
+    /// opening request keeps in memory: the opening request
+    /// (`Range: bytes=0-1048575`) gets it whole, written as it comes. Served
+    /// at 32 KiB/s it takes about 8 s; while it comes its `.part` is there
+    /// and no `.part.json` ever is. Killed (-9) after 32 KiB, the same
+    /// command run again completes it (restarted or resumed, never refused).
     func testNoManifestForASingleFileFetchedWholeByItsFirstResponse() throws {
-        let resource = Resource.generated(size: 64 << 10, seed: 1700)
-        server.setResource(resource, at: "small.bin")
-        server.setRatePerConnection(32 << 10)
-        let arguments = ["-q", "-d", "out", server.url("small.bin")]
-
-        let child = try launch(arguments)
-        let watched = watchDownloads(timeout: 20) { server.statistics.bodyBytesSent >= 32 << 10 }
-        child.kill9()
-        XCTAssertTrue(watched.met, "half of the file was sent")
+        let resource = Resource.generated(size: 256 << 10, seed: 1700)
+        let watched = try killWhileServedSlowly(resource)
         XCTAssertEqual(server.statistics.requests.first?.rangeHeader, "bytes=0-1048575",
                        "the first request asks for the minimum split, which holds the whole file")
-        XCTAssertTrue(watched.seen.contains("small.bin.part"), "the .part was there: \(watched.seen)")
-        XCTAssertFalse(watched.seen.contains { $0.hasSuffix(".part.json") },
-                       "a file fetched whole by its first response needs no manifest, but one appeared: \(watched.seen)")
+        XCTAssertTrue(watched.contains("small.bin.part"), "the .part was there: \(watched)")
+        XCTAssertFalse(watched.contains { $0.hasSuffix(".part.json") },
+                       "a file fetched whole by its first response needs no manifest, but one appeared: \(watched)")
         XCTAssertFalse(downloaded().contains { $0.hasSuffix(".part.json") }, "after the kill: \(downloaded())")
+        try assertRerunCompletes(resource)
+    }
 
+    /// Serves `resource` as `small.bin` at 32 KiB/s, runs `rangeget -q -d out`
+    /// on it and kills it (-9) once 32 KiB are sent; what `out` held meanwhile.
+    private func killWhileServedSlowly(_ resource: Resource) throws -> Set<String> {
+        server.setResource(resource, at: "small.bin")
+        server.setRatePerConnection(32 << 10)
+        let child = try launch(["-q", "-d", "out", server.url("small.bin")])
+        let watched = watchDownloads(timeout: 20) { server.statistics.bodyBytesSent >= 32 << 10 }
+        child.kill9()
+        XCTAssertTrue(watched.met, "32 KiB of the file were sent")
+        return watched.seen
+    }
+
+    /// The same command as `killWhileServedSlowly`'s, run again at full
+    /// speed, completes the file (never refused).
+    private func assertRerunCompletes(_ resource: Resource, file: StaticString = #filePath, line: UInt = #line) throws {
         server.setRatePerConnection(nil)
-        let rerun = try CLI.run(arguments, in: directory, timeout: 30)
-        XCTAssertEqual(rerun.status, 0, "the rerun after a kill in the middle is never refused: \(rerun.stderr)")
-        assertSameBytes(downloads + "/small.bin", resource)
-        XCTAssertEqual(downloaded(), ["small.bin"])
+        let rerun = try CLI.run(["-q", "-d", "out", server.url("small.bin")], in: directory, timeout: 30)
+        XCTAssertEqual(rerun.status, 0, "the rerun after a kill in the middle is never refused: \(rerun.stderr)",
+                       file: file, line: line)
+        assertSameBytes(downloads + "/small.bin", resource, file: file, line: line)
+        XCTAssertEqual(downloaded(), ["small.bin"], file: file, line: line)
     }
 
     /// The same for an entry of a list (named with `out=`), between two
@@ -145,7 +157,7 @@ final class ListEngineTests: EndToEndTestCase {
         // A server of its own for the slow file: a rate set on it slows that file and nothing else.
         let slow = try anotherServer()
         let first = Resource.generated(size: 16 << 10, seed: 1710)
-        let held = Resource.generated(size: 64 << 10, seed: 1711)
+        let held = Resource.generated(size: 256 << 10, seed: 1711)
         let last = Resource.generated(size: 16 << 10, seed: 1712)
         server.setResource(first, at: "a")
         slow.setResource(held, at: "held")
@@ -157,7 +169,7 @@ final class ListEngineTests: EndToEndTestCase {
         let child = try launch(arguments)
         let watched = watchDownloads(timeout: 20) { slow.statistics.bodyBytesSent >= 32 << 10 }
         child.kill9()
-        XCTAssertTrue(watched.met, "half of the held file was sent")
+        XCTAssertTrue(watched.met, "32 KiB of the held file were sent")
         XCTAssertEqual(slow.statistics.requests.first?.rangeHeader, "bytes=0-1048575")
         XCTAssertTrue(watched.seen.contains("renamed.bin.part"), "the .part was there: \(watched.seen)")
         XCTAssertFalse(watched.seen.contains { $0.hasSuffix(".part.json") },
@@ -171,6 +183,34 @@ final class ListEngineTests: EndToEndTestCase {
         assertSameBytes(downloads + "/renamed.bin", held)
         assertSameBytes(downloads + "/b", last)
         XCTAssertEqual(downloaded(), ["a", "b", "renamed.bin"])
+    }
+
+    /// 64 KiB, at most the 128 KiB an opening request keeps in memory: no
+    /// file of it is made until every byte is in, so a kill -9 while it
+    /// comes (at 32 KiB/s) leaves nothing behind, and the rerun fetches it.
+    func testASmallFileIsKeptInMemoryUntilItIsWhole() throws {
+        let resource = Resource.generated(size: 64 << 10, seed: 1730)
+        let seen = try killWhileServedSlowly(resource)
+        XCTAssertEqual(seen, [], "nothing is written before the whole file is in")
+        XCTAssertEqual(downloaded(), [], "after the kill")
+        try assertRerunCompletes(resource)
+    }
+
+    /// A small file whose 206 runs past its own Content-Range (1000 bytes
+    /// more): the request that would keep it in memory ends at the first
+    /// byte too many, none of it is written, and the file is fetched again.
+    func testASmallFileWhoseAnswerRunsPastItsContentRangeIsFetchedAgain() throws {
+        let resource = Resource.generated(size: 16 << 10, seed: 1740)
+        server.setResource(resource, at: "small.bin")
+        server.setFaults([FaultRule(.overlong(1000), when: .nthRequest(1))])
+
+        let run = try CLI.run(["-q", "-d", "out", server.url("small.bin")], in: directory, timeout: 30)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        assertSameBytes(downloads + "/small.bin", resource)
+        let requests = server.statistics.requests
+        XCTAssertEqual(requests.first?.fault, "overlong:1000")
+        XCTAssertTrue(requests.dropFirst().contains { $0.method == "GET" && $0.fault == nil },
+                      "fetched again: \(requests)")
     }
 
     // MARK: - 3. A kill -9 in the middle of a list

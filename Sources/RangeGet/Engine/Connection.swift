@@ -22,8 +22,18 @@ final class Connection {
     private(set) var isPaused = false
     private var waitsForRoom = false
     /// True while this connection carries the opening request: a transfer
-    /// with no piece yet, held paused at its first body byte.
+    /// with no piece yet, held paused at its first body byte (or, for a whole
+    /// small file, kept whole in `heldBody`).
     private(set) var isOpening = false
+    /// The opening request's range, and the largest whole file whose body it
+    /// keeps in memory instead of pausing (0: none).
+    private var openingRange = ByteRange(0, 0)
+    private var holdLimit: Int64 = 0
+    /// Whether the opening's head was judged (`holdsBody`), and the body
+    /// of a whole file it keeps, with the length its head gave.
+    private var holdJudged = false
+    private(set) var heldBody: [UInt8]?
+    private var heldLength = 0
 
     /// The work in flight; nil when idle.
     private(set) var piece: Piece?
@@ -92,9 +102,13 @@ final class Connection {
 
     /// Prepares the opening request for `range` of `url` with the user's
     /// headers. Its head is the probe; its body waits (paused) until `adopt`
-    /// names the piece it belongs to.
-    func open(_ url: String, range: ByteRange, now: Double) throws(CurlError) {
+    /// names the piece it belongs to, unless the head is a 206 with a whole
+    /// file of at most `holdLimit` bytes: that body is kept in `heldBody`.
+    func open(_ url: String, range: ByteRange, holdLimit: Int64, now: Double) throws(CurlError) {
         isOpening = true
+        openingRange = range
+        self.holdLimit = holdLimit
+        (holdJudged, heldBody, heldLength) = (false, nil, 0)
         responseHeaders.reset()
         startedAt = now
         lastProgress = now
@@ -118,6 +132,25 @@ final class Connection {
         // call the write callback from inside this call).
         curl_easy_pause(easy.raw, CURLPAUSE_CONT)
     }
+
+    /// True when the opening request keeps its body in memory: its head, once
+    /// in, is a usable 206 (the checks of `ResponseCheck.partialContent`)
+    /// with the whole file, of at most the hold limit. Judged once, on the
+    /// loop's thread: at the first body byte or when the head is seen in.
+    func holdsBody() -> Bool {
+        if holdJudged || holdLimit == 0 || !responseHeaders.head.isFinal { return heldBody != nil }
+        holdJudged = true
+        guard case let .success(answer) = ResponseCheck.partialContent(
+            responseHeaders.head, answering: .prefix(of: openingRange), expected: .unknown),
+            answer.served == ByteRange(0, answer.total), answer.total <= holdLimit else { return false }
+        heldLength = Int(answer.total)
+        heldBody = []
+        heldBody?.reserveCapacity(heldLength)
+        return true
+    }
+
+    /// True when the held body has every byte its head announced.
+    var holdsWholeBody: Bool { heldBody?.count == heldLength }
 
     /// Notes that the transfer ended with `result` while no client owned it.
     func endedUnowned(_ result: CURLcode) {
@@ -298,6 +331,13 @@ final class Connection {
 
     fileprivate func receiveBody(_ data: UnsafeMutablePointer<CChar>, count: Int) -> Int {
         if isOpening {
+            if holdsBody() {
+                // Checked again by the probe, and written only once whole. More
+                // than the head announced contradicts it: the request ends.
+                guard heldLength - heldBody!.count >= count else { return 0 }
+                heldBody!.append(contentsOf: UnsafeRawBufferPointer(start: data, count: count))
+                return count
+            }
             // The probe's verdict is pending: hold the body of a 206 (or of a
             // 200, the whole file as one stream), refuse anything else.
             let status = responseHeaders.head.status

@@ -34,13 +34,29 @@ final class Opening: LoopClient {
     /// True while the request holds a slot of the loop's connection limit
     /// (from its sending until the engine takes it over, or it ends).
     private var holdsSlot = false
+    /// True once the head showed a body to keep in memory (judged on the
+    /// loop's thread before the request's waiter resumes), and once the
+    /// transfer ended with all of it.
+    private var holding = false
+    private var completed = false
+    /// When the request was sent, and then the seconds its held transfer took.
+    private var sentAt = 0.0
+    private(set) var heldSeconds = 0.0
+    /// Body bytes held at the last look, to push the deadline while they come.
+    private var heldSeen = 0
 
-    /// Prepares the request for the first `length` bytes of `url` on `loop`;
-    /// `probe` sends it.
-    init(url: String, length: Int64, options: TransferOptions, loop: TransferLoop) throws(CurlError) {
+    /// The largest whole file an opening request keeps in memory instead of
+    /// pausing: a few of them at once cost little memory (`--jobs` at most).
+    static let holdLimit: Int64 = 128 << 10
+
+    /// Prepares the request for the first `length` bytes of `url` on `loop`,
+    /// keeping a whole small file in memory when `holding` (a download to a
+    /// file without a rate limit, whose bytes would bypass it); `probe` sends it.
+    init(url: String, length: Int64, options: TransferOptions, holding: Bool, loop: TransferLoop) throws(CurlError) {
         self.loop = loop
         connection = try Connection(id: 0, sink: nil, options: options)
-        try connection.open(url, range: ByteRange(0, length), now: MonotonicClock.now())
+        let holdLimit = holding && options.rateLimit == nil ? Self.holdLimit : 0
+        try connection.open(url, range: ByteRange(0, length), holdLimit: holdLimit, now: MonotonicClock.now())
         self.length = length
     }
 
@@ -48,8 +64,8 @@ final class Opening: LoopClient {
         cancel()
     }
 
-    /// Sends the request and waits until its head is in (or `timeout`
-    /// seconds pass); the file it describes when the head is a 206 whose
+    /// Sends the request and waits until its head is in (a body kept in
+    /// memory: until its end), or `timeout` seconds pass without it; the file it describes when the head is a 206 whose
     /// body can be written as it comes, or, when `wholeFile`, a 200 (ranges
     /// unsupported: the whole file as one plain stream). Otherwise the
     /// request is ended and nil returned.
@@ -57,7 +73,8 @@ final class Opening: LoopClient {
         self.timeout = timeout
         loop.run(self)
         let head = connection.responseHead
-        guard !ended, head.isFinal else {
+        // A held body cut short by the deadline cannot be handed on either.
+        guard !ended, head.isFinal, completed || !holding else {
             cancel()
             return nil
         }
@@ -67,6 +84,9 @@ final class Opening: LoopClient {
             remote = RemoteFile(url: url, effectiveURL: connection.easy.effectiveURL, head: head, size: answer.total,
                                 acceptsRanges: true)
             served = answer.served
+            if completed, connection.heldBody?.count != Int(answer.served.count) {
+                return nil
+            }
         // Ranges unsupported, and one URL: the whole file as one plain stream. A
         // size past `RemoteFile.largestSize` is left to the classic probe, which refuses it.
         case .failure(.rangeIgnored) where wholeFile && (head.contentLength ?? 0) <= RemoteFile.largestSize:
@@ -79,6 +99,10 @@ final class Opening: LoopClient {
         isUsable = true
         return remote
     }
+
+    /// The whole file, when the request kept it in memory (`holdLimit`) and
+    /// its transfer ended with every byte its usable head announced.
+    var heldBody: [UInt8]? { isUsable && completed ? connection.heldBody : nil }
 
     /// TCP connections the request opened.
     var connectionsOpened: Int { connection.easy.connectionsOpened }
@@ -107,7 +131,7 @@ final class Opening: LoopClient {
 
     // MARK: - LoopClient: waiting for a slot, then for the head
 
-    var waitsForFirstConnection: Bool { !holdsSlot && !ended }
+    var waitsForFirstConnection: Bool { !holdsSlot && !ended && !completed }
 
     func begin(now: Double) {
         _ = send(now: now)
@@ -117,7 +141,7 @@ final class Opening: LoopClient {
     private func send(now: Double) -> Bool {
         guard loop.takeSlot(first: true) else { return false }
         holdsSlot = true
-        deadline = now + timeout
+        (sentAt, deadline) = (now, now + timeout)
         do {
             try loop.multi.add(connection.easy)
             isRunning = true
@@ -129,14 +153,22 @@ final class Opening: LoopClient {
     }
 
     func beforeTransfers(now: Double) -> Bool {
-        if !holdsSlot, !ended, !send(now: now) { return false }
+        if !holdsSlot, !ended, !completed, !send(now: now) { return false }
         return waited(now: now)
     }
 
     func transferFinished(_ connection: Connection, result: CURLcode, now: Double) -> Bool {
-        // A transfer that already ended (cut, refused) cannot be handed on.
-        ended = true
         isRunning = false
+        if result == CURLE_OK, connection.holdsWholeBody {
+            // The whole file is in memory: the slot is free for the next request now.
+            completed = true
+            heldSeconds = now - sentAt
+            holdsSlot = false
+            loop.giveSlots(1)
+        } else {
+            // A transfer that already ended (cut, refused) cannot be handed on.
+            ended = true
+        }
         return true
     }
 
@@ -153,7 +185,15 @@ final class Opening: LoopClient {
     }
 
     private func waited(now: Double) -> Bool {
-        ended || connection.responseHead.isFinal || now >= deadline
+        if ended || completed { return true }
+        if connection.responseHead.isFinal, connection.holdsBody() {
+            // A body kept in memory is waited for while its bytes come.
+            holding = true
+            let held = connection.heldBody?.count ?? 0
+            if held > heldSeen { (heldSeen, deadline) = (held, now + timeout) }
+            return now >= deadline
+        }
+        return connection.responseHead.isFinal || now >= deadline
     }
 }
 

@@ -29,7 +29,7 @@ extension Download {
         if let loop {
             let transfer = options.transfer
             let request = try? Opening(url: url, length: min(options.minimumSplit, options.openingLimit), options: transfer,
-                                       loop: loop)
+                                       holding: window == nil, loop: loop)
             // With other mirrors, one that ignores ranges is dropped rather than
             // making the whole download one stream (the classic probe and the
             // engine see to that).
