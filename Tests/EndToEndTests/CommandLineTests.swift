@@ -133,6 +133,20 @@ final class CommandLineTests: EndToEndTestCase {
         assertSameBytes(path("f"), resource)
     }
 
+    /// Small files too: an opening request keeps a whole small file in
+    /// memory only without a rate limit, whose budget those bytes would escape.
+    func testMaxSpeedCapsAListOfSmallFiles() throws {
+        let resources = (0..<20).map { Resource.generated(size: 64 << 10, seed: 86 + UInt64($0)) }
+        for (index, resource) in resources.enumerated() { server.setResource(resource, at: "s\(index)") }
+        try resources.indices.map { server.url("s\($0)") }.joined(separator: "\n")
+            .write(toFile: path("list"), atomically: true, encoding: .utf8)
+        let started = Date()
+        let run = try CLI.run(["-q", "-n", "4", "--max-speed", "1M", "-i", path("list"), "-d", path("out")], in: directory)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertGreaterThan(Date().timeIntervalSince(started), 0.9, "1.25 MiB at 1 MiB/s takes about 1.2 s")
+        for (index, resource) in resources.enumerated() { assertSameBytes(path("out/s\(index)"), resource) }
+    }
+
     func testManPageAndCompletionsAreGeneratedFromTheOptionTables() throws {
         let help = try CLI.run(["--help"], in: directory).stdout
         let options = help.split(separator: "\n").compactMap { line -> String? in
