@@ -61,7 +61,7 @@ extension Download {
             return result
         }
 
-        let part = try PartialFile.claim(output: output, replacingOthers: restart, options: options)
+        let part = try PartialFile.claim(output: output, remote: remote, replacingOthers: restart, options: options)
         controller.setPartPath(part.files.data)
         try part.resume(from: sources, restart: restart, nothingBeside: !partial && output == guessed, onEvent: onEvent)
         if tally.reused == nil { tally.reused = part.manifest?.done.byteCount ?? 0 }

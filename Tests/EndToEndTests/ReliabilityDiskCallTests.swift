@@ -120,9 +120,6 @@ final class ReliabilityDiskCallTests: EndToEndTestCase {
         case checkpointing
         /// A new download with `overwrite` (--force): renamed over whatever has the final name.
         case replacing
-        /// A new download from a server that sends no Last-Modified: the
-        /// finished file's attribute for it is removed, not set.
-        case withoutLastModified
         /// `--restart` over a partial download (data, manifest and journal).
         case restart
     }
@@ -174,7 +171,8 @@ final class ReliabilityDiskCallTests: EndToEndTestCase {
         Row(.open, .journalTemporary, .fresh, .finishes),
         Row(.posixFallocate, .journalTemporary, .fresh, .finishes),
         Row(.rename, .journalTemporary, .fresh, .finishes),
-        // The end: data durable, origin recorded, renamed, mark and state files removed, directory durable.
+        // The end: data durable, origin recorded (the mark, the validators, stays), renamed, state files
+        // removed, directory durable.
         Row(.fdatasync, .data, .fresh, .fails("sync")),
         Row(.fsetxattr, .data, from: 1, .fresh, .fails("record the origin of")),
         Row(.renameNoReplace, .data, .fresh, .fails("rename")),
@@ -182,8 +180,6 @@ final class ReliabilityDiskCallTests: EndToEndTestCase {
         // Where renameat2 is unsupported: a hard link, then the old name removed.
         Row(.link, .data, .fresh, .fails("rename"), setup: [(.renameNoReplace, .data, EINVAL)]),
         Row(.unlink, .data, .fresh, .fails("remove", published: true), setup: [(.renameNoReplace, .data, EINVAL)]),
-        Row(.fremovexattr, .data, .withoutLastModified, .finishes),
-        Row(.fremovexattr, .output, .fresh, .finishes),
         Row(.unlink, .journal, .fresh, .fails("remove", published: true)),
         Row(.unlink, .manifest, .fresh, .fails("remove", published: true)),
         Row(.open, .directory, .fresh, .fails("open directory", published: true)),
@@ -206,9 +202,6 @@ final class ReliabilityDiskCallTests: EndToEndTestCase {
         try super.setUpWithError()
         resource = Resource.generated(size: 2 << 20, seed: 220)
         server.setResource(resource, at: "f")
-        var withoutLastModified = resource!
-        withoutLastModified.lastModified = nil
-        server.setResource(withoutLastModified, at: "n")
     }
 
     /// ENOSPC and EIO at each call in turn: the outcome the row names, a
@@ -323,7 +316,7 @@ final class ReliabilityDiskCallTests: EndToEndTestCase {
         let faults = DiskFaults(
             [DiskFaults.Rule(call: row.call, path: target, from: row.from, times: times, code: code)]
                 + row.setup.map { DiskFaults.Rule(call: $0.call, path: $0.file.path(output: output), code: $0.code) })
-        let url = server.url(row.scenario == .withoutLastModified ? "n" : "f")
+        let url = server.url("f")
         server.setRatePerConnection(row.scenario == .checkpointing ? 512 << 10 : nil)
         let faulted = runLibrary([url], to: output) { options in
             options.connections = 4

@@ -155,7 +155,8 @@ final class RerunTests: EndToEndTestCase {
 
     /// After a download the file carries its URL without user:password
     /// (`user.xdg.origin.url`) and the server's ETag and Last-Modified
-    /// (`user.rangeget.*`), and a rerun compares them with the server's: a
+    /// (`user.rangeget.validators`, which marked its `.part` as rangeget's
+    /// and stays), and a rerun compares them with the server's: a
     /// new ETag on a file of the same size and bytes is refused without
     /// --force, and the attribute, not anything else, decides (set by hand
     /// to the new ETag, the file passes). A new Last-Modified is refused too.
@@ -170,9 +171,8 @@ final class RerunTests: EndToEndTestCase {
         let downloaded = try CLI.run(["-q"] + arguments, in: directory)
         XCTAssertEqual(downloaded.status, 0, downloaded.stderr)
         XCTAssertEqual(attribute("user.xdg.origin.url", of: output), url)
-        XCTAssertEqual(attribute("user.rangeget.etag", of: output), resource.etag)
-        XCTAssertEqual(attribute("user.rangeget.last_modified", of: output), defaultLastModifiedHeader)
-        XCTAssertNil(attribute("user.rangeget.part", of: output), "the finished file is no .part any more")
+        XCTAssertEqual(attribute("user.rangeget.validators", of: output), resource.etag! + "\n" + defaultLastModifiedHeader)
+        XCTAssertNil(attribute("user.rangeget.part", of: output), "no mark of earlier versions")
         XCTAssertFalse(try String(contentsOfFile: output, encoding: .isoLatin1).contains("secret"))
 
         let same = try CLI.run(arguments, in: directory)
@@ -187,10 +187,11 @@ final class RerunTests: EndToEndTestCase {
         XCTAssertEqual(refused.status, 2, refused.stderr)
         XCTAssertTrue(refused.stderr.contains("it was downloaded with ETag \(resource.etag!) and the server's is now \"v2\"); "
                                               + "use --force to replace it"), refused.stderr)
-        XCTAssertEqual(attribute("user.rangeget.etag", of: output), resource.etag, "the refused rerun left the file alone")
+        XCTAssertEqual(attribute("user.rangeget.validators", of: output), resource.etag! + "\n" + defaultLastModifiedHeader,
+                       "the refused rerun left the file alone")
 
         // What the attribute says is what the rerun compares.
-        try setAttribute("user.rangeget.etag", to: "\"v2\"", of: output)
+        try setAttribute("user.rangeget.validators", to: "\"v2\"\n" + defaultLastModifiedHeader, of: output)
         let accepted = try CLI.run(arguments, in: directory)
         XCTAssertEqual(accepted.status, 0, accepted.stderr)
         XCTAssertTrue(accepted.stdout.contains("already complete"), accepted.stdout)
@@ -207,10 +208,53 @@ final class RerunTests: EndToEndTestCase {
         let forced = try CLI.run(["--force"] + arguments, in: directory)
         XCTAssertEqual(forced.status, 0, forced.stderr)
         assertSameBytes(output, resource)
-        XCTAssertEqual(attribute("user.rangeget.etag", of: output), "\"v2\"")
-        XCTAssertEqual(attribute("user.rangeget.last_modified", of: output), "Tue, 02 Jan 2024 00:00:00 GMT")
+        XCTAssertEqual(attribute("user.rangeget.validators", of: output), "\"v2\"\nTue, 02 Jan 2024 00:00:00 GMT")
         XCTAssertEqual(attribute("user.xdg.origin.url", of: output), url)
         XCTAssertEqual(directoryEntries(), ["f", "list"])
+    }
+
+    /// A file saved by an earlier version carries its validators as
+    /// `user.rangeget.etag` and `user.rangeget.last_modified`: a rerun still
+    /// compares them (the same: already complete; a new ETag: refused).
+    func testTheOriginAttributesOfEarlierVersionsStillDecideTheRerun() throws {
+        try assertUserAttributesWork()
+        let resource = Resource.generated(size: 64 << 10, seed: 1431)
+        server.setResource(resource, at: "f")
+        let output = path("f")
+        try resource.write(to: output)
+        try setAttribute("user.xdg.origin.url", to: server.url("f"), of: output)
+        try setAttribute("user.rangeget.etag", to: resource.etag!, of: output)
+        try setAttribute("user.rangeget.last_modified", to: defaultLastModifiedHeader, of: output)
+        let arguments = ["-o", output, server.url("f")]
+
+        let same = try CLI.run(arguments, in: directory)
+        XCTAssertEqual(same.status, 0, same.stderr)
+        XCTAssertTrue(same.stdout.contains("already complete"), same.stdout)
+
+        var retagged = resource
+        retagged.etag = "\"v2\""
+        server.setResource(retagged, at: "f")
+        let refused = try CLI.run(arguments, in: directory)
+        XCTAssertEqual(refused.status, 2, refused.stderr)
+        XCTAssertTrue(refused.stderr.contains("it was downloaded with ETag \(resource.etag!)"), refused.stderr)
+    }
+
+    /// A `.part` an earlier version left with its mark (`user.rangeget.part`)
+    /// and no manifest is still rangeget's: taken (started over), not
+    /// refused, and the finished file carries the new origin, not the old mark.
+    func testAPartMarkedByAnEarlierVersionIsStillTaken() throws {
+        try assertUserAttributesWork()
+        let resource = Resource.generated(size: 64 << 10, seed: 1432)
+        server.setResource(resource, at: "f")
+        let output = path("f")
+        XCTAssertTrue(FileManager.default.createFile(atPath: output + ".part", contents: Data([1, 2, 3])))
+        try setAttribute("user.rangeget.part", to: "1", of: output + ".part")
+
+        let run = try CLI.run(["-q", "-o", output, server.url("f")], in: directory)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        assertSameBytes(output, resource)
+        XCTAssertNil(attribute("user.rangeget.part", of: output))
+        XCTAssertEqual(attribute("user.rangeget.validators", of: output), resource.etag! + "\n" + defaultLastModifiedHeader)
     }
 
     /// The test directory must keep user extended attributes (the project's

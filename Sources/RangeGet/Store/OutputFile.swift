@@ -65,7 +65,8 @@ final class OutputFile: Sendable {
     /// browser's `name.part`, a link someone planted) is never truncated or
     /// written through: it is refused, or with `replacingOthers` (--restart)
     /// its name is removed and a new file created.
-    static func claim(_ files: PartialFiles, replacingOthers: Bool, calls: SystemCalls) throws(ClaimError) -> OutputFile {
+    static func claim(_ files: PartialFiles, replacingOthers: Bool, validators: [UInt8],
+                      calls: SystemCalls) throws(ClaimError) -> OutputFile {
         // A few rounds: each removal of a name, or a file gone between two
         // calls, may meet another process doing the same.
         for _ in 0..<4 {
@@ -74,7 +75,7 @@ final class OutputFile: Sendable {
                 let locked: Bool
                 do {
                     locked = try file.lockExclusively()
-                    if locked { try file.mark() }
+                    if locked { try file.mark(validators: validators) }
                 } catch {
                     // Empty and unmarked, it would look like another program's
                     // file to the next run, which would then refuse it.
@@ -94,7 +95,10 @@ final class OutputFile: Sendable {
                 let file = try OutputFile(existing: files.data, calls: calls)
                 guard try file.lockExclusively() else { throw ClaimError.busy }
                 guard let found = file.ownershipProblem(manifest: files.manifest) else {
-                    if !file.isMarked { try file.mark() }
+                    // `ownershipProblem` found where its mark is, if it has one.
+                    if ![.attribute, .besideFile].contains(file.markPlace.withLock({ $0 })) {
+                        try file.mark(validators: validators)
+                    }
                     return file
                 }
                 problem = found
@@ -125,14 +129,25 @@ final class OutputFile: Sendable {
         return "was not made by rangeget (no mark, no manifest beside it), perhaps another program's download"
     }
 
-    /// The extended attribute that marks a data file as rangeget's.
-    private static let markAttribute = "user.rangeget.part"
+    /// The mark of a data file of an earlier version, and where this file's
+    /// mark is (known once it was written or found).
+    private static let legacyMarkAttribute = "user.rangeget.part"
+    private let markPlace = Mutex(MarkPlace.unknown)
+    private enum MarkPlace { case unknown, attribute, legacyAttribute, besideFile }
 
-    /// Marks the file as one rangeget made: an extended attribute, or where
-    /// the file system has none, a small file beside it (`OUTPUT.part.mark`)
-    /// that names this file's device and inode.
-    func mark() throws(IOError) {
-        if retryingOnInterrupt({ calls.fsetxattr(descriptor, Self.markAttribute, Array("1".utf8)) }) == 0 { return }
+    /// Marks the file as one rangeget made: the `validators` of the file it is
+    /// fetched from (`FileOrigin.validatorsAttribute`, kept on the finished
+    /// file), or where the file system has no attributes, a small file beside
+    /// it (`OUTPUT.part.mark`) that names this file's device and inode. An
+    /// earlier version's mark gives way to it.
+    func mark(validators: [UInt8]) throws(IOError) {
+        if retryingOnInterrupt({ calls.fsetxattr(descriptor, FileOrigin.validatorsAttribute, validators) }) == 0 {
+            if markPlace.withLock({ $0 }) == .legacyAttribute {
+                _ = retryingOnInterrupt { calls.fremovexattr(descriptor, Self.legacyMarkAttribute) }
+            }
+            markPlace.withLock { $0 = .attribute }
+            return
+        }
         guard errno == ENOTSUP || errno == EPERM else { throw IOError("mark", path) }
         try markBeside()
     }
@@ -143,21 +158,42 @@ final class OutputFile: Sendable {
         guard let identity = FileIdentity(descriptor: descriptor),
               let data = try? JSONEncoder().encode(identity) else { throw IOError("mark", path) }
         try StateFile.replace(markPath, with: data, durable: false, calls: calls)
+        markPlace.withLock { $0 = .besideFile }
     }
 
-    /// True when the file carries rangeget's mark (attribute, or a mark file naming this very file).
+    /// True when the file carries rangeget's mark (the validators attribute,
+    /// an earlier version's, or a mark file naming this very file).
     var isMarked: Bool {
-        if rg_get_attribute(descriptor, Self.markAttribute, nil, 0) >= 0 { return true }
-        guard let data = try? StateFile.read(PartialFiles(data: path).mark),
-              let identity = try? JSONDecoder().decode(FileIdentity.self, from: data) else { return false }
-        return identity == FileIdentity(descriptor: descriptor)
+        let place: MarkPlace
+        if rg_get_attribute(descriptor, FileOrigin.validatorsAttribute, nil, 0) >= 0 {
+            place = .attribute
+        } else if rg_get_attribute(descriptor, Self.legacyMarkAttribute, nil, 0) >= 0 {
+            place = .legacyAttribute
+        } else {
+            guard let data = try? StateFile.read(PartialFiles(data: path).mark),
+                  let identity = try? JSONDecoder().decode(FileIdentity.self, from: data),
+                  identity == FileIdentity(descriptor: descriptor) else { return false }
+            place = .besideFile
+        }
+        markPlace.withLock { $0 = place }
+        return true
     }
 
-    /// Removes the mark (from a finished file, or one about to be deleted).
+    /// Removes what marks the file as a partial download (from a finished
+    /// file, or one about to be deleted): nothing when that is the validators
+    /// attribute, which stays with the file as its origin.
     func unmark() {
-        // The mark is the attribute, or (where there are none) a file beside it.
-        if retryingOnInterrupt({ calls.fremovexattr(descriptor, Self.markAttribute) }) == 0 { return }
-        try? StateFile.remove(PartialFiles(data: path).mark, calls: calls)
+        switch markPlace.withLock({ $0 }) {
+        case .attribute:
+            return
+        case .legacyAttribute:
+            _ = retryingOnInterrupt { calls.fremovexattr(descriptor, Self.legacyMarkAttribute) }
+        case .besideFile:
+            try? StateFile.remove(PartialFiles(data: path).mark, calls: calls)
+        case .unknown:
+            _ = retryingOnInterrupt { calls.fremovexattr(descriptor, Self.legacyMarkAttribute) }
+            try? StateFile.remove(PartialFiles(data: path).mark, calls: calls)
+        }
     }
 
     /// Takes an exclusive advisory lock without waiting; false if another

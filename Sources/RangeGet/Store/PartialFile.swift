@@ -25,12 +25,17 @@ final class PartialFile {
         self.options = options
     }
 
-    /// Claims the data file of a download to `output`: creates it, or takes
-    /// an earlier run's (any other `.part` too when `replacingOthers`).
-    static func claim(output: String, replacingOthers: Bool, options: DownloadOptions) throws(DownloadError) -> PartialFile {
+    /// Claims the data file of a download of `remote` to `output`: creates
+    /// it, or takes an earlier run's (any other `.part` too when
+    /// `replacingOthers`); its mark holds the remote's validators.
+    static func claim(output: String, remote: RemoteFile, replacingOthers: Bool,
+                      options: DownloadOptions) throws(DownloadError) -> PartialFile {
         let files = PartialFiles(output: output)
         do {
-            let file = try OutputFile.claim(files, replacingOthers: replacingOthers, calls: options.systemCalls)
+            let file = try OutputFile.claim(
+                files, replacingOthers: replacingOthers,
+                validators: FileOrigin.validators(etag: remote.etag, lastModified: remote.lastModified),
+                calls: options.systemCalls)
             return PartialFile(output: output, file: file, options: options)
         } catch {
             switch error {
