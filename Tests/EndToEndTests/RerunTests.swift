@@ -175,18 +175,7 @@ final class RerunTests: EndToEndTestCase {
         XCTAssertNil(attribute("user.rangeget.part", of: output), "no mark of earlier versions")
         XCTAssertFalse(try String(contentsOfFile: output, encoding: .isoLatin1).contains("secret"))
 
-        let same = try CLI.run(arguments, in: directory)
-        XCTAssertEqual(same.status, 0, same.stderr)
-        XCTAssertTrue(same.stdout.contains("already complete"), same.stdout)
-
-        // The same bytes under another ETag: the server says it is another version.
-        var retagged = resource
-        retagged.etag = "\"v2\""
-        server.setResource(retagged, at: "f")
-        let refused = try CLI.run(arguments, in: directory)
-        XCTAssertEqual(refused.status, 2, refused.stderr)
-        XCTAssertTrue(refused.stderr.contains("it was downloaded with ETag \(resource.etag!) and the server's is now \"v2\"); "
-                                              + "use --force to replace it"), refused.stderr)
+        var retagged = try assertRerunIsCompleteThenRefusedUnderANewETag(arguments, resource)
         XCTAssertEqual(attribute("user.rangeget.validators", of: output), resource.etag! + "\n" + defaultLastModifiedHeader,
                        "the refused rerun left the file alone")
 
@@ -227,16 +216,26 @@ final class RerunTests: EndToEndTestCase {
         try setAttribute("user.rangeget.last_modified", to: defaultLastModifiedHeader, of: output)
         let arguments = ["-o", output, server.url("f")]
 
-        let same = try CLI.run(arguments, in: directory)
-        XCTAssertEqual(same.status, 0, same.stderr)
-        XCTAssertTrue(same.stdout.contains("already complete"), same.stdout)
+        _ = try assertRerunIsCompleteThenRefusedUnderANewETag(arguments, resource)
+    }
 
+    /// Runs `arguments` on the downloaded `resource` (served as `f`): already
+    /// complete; then, the same bytes served under another ETag (another
+    /// version, the server says), refused. Returns the retagged resource.
+    private func assertRerunIsCompleteThenRefusedUnderANewETag(
+        _ arguments: [String], _ resource: Resource, file: StaticString = #filePath, line: UInt = #line
+    ) throws -> Resource {
+        let same = try CLI.run(arguments, in: directory)
+        XCTAssertEqual(same.status, 0, same.stderr, file: file, line: line)
+        XCTAssertTrue(same.stdout.contains("already complete"), same.stdout, file: file, line: line)
         var retagged = resource
         retagged.etag = "\"v2\""
         server.setResource(retagged, at: "f")
         let refused = try CLI.run(arguments, in: directory)
-        XCTAssertEqual(refused.status, 2, refused.stderr)
-        XCTAssertTrue(refused.stderr.contains("it was downloaded with ETag \(resource.etag!)"), refused.stderr)
+        XCTAssertEqual(refused.status, 2, refused.stderr, file: file, line: line)
+        XCTAssertTrue(refused.stderr.contains("it was downloaded with ETag \(resource.etag!) and the server's is now \"v2\"); "
+                                              + "use --force to replace it"), refused.stderr, file: file, line: line)
+        return retagged
     }
 
     /// A `.part` an earlier version left with its mark (`user.rangeget.part`)
