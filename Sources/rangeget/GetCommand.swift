@@ -68,6 +68,9 @@ enum GetCommand {
                 $0.checksumFile = $1
             },
             .flag(nil, "force", "overwrite an existing complete file") { $0.options.overwrite = true },
+            .flag(nil, "xattr", "record the URL on the saved file as the extended attribute user.xdg.origin.url, as curl --xattr does") {
+                $0.options.recordOriginURL = true
+            },
             .value(nil, "retries", "N", "attempts at a piece that fail without progress before giving up (default 5, at most 1000)") { settings, text throws(UsageError) in
                 settings.options.retries = try Parse.count(text, "retries", max: 1000)
             },

@@ -319,6 +319,8 @@ final class ReliabilityDiskCallTests: EndToEndTestCase {
         let url = server.url("f")
         server.setRatePerConnection(row.scenario == .checkpointing ? 512 << 10 : nil)
         let faulted = runLibrary([url], to: output) { options in
+            // The URL too, for every attribute call there is.
+            options.recordOriginURL = true
             options.connections = 4
             options.minimumSplit = 256 << 10
             options.checkpointInterval = row.scenario == .checkpointing ? 0.1 : 1000

@@ -153,8 +153,8 @@ final class RerunTests: EndToEndTestCase {
 
     // MARK: - The origin kept as extended attributes
 
-    /// After a download the file carries its URL without user:password
-    /// (`user.xdg.origin.url`) and the server's ETag and Last-Modified
+    /// After a download with `--xattr` the file carries its URL without
+    /// user:password (`user.xdg.origin.url`) and the server's ETag and Last-Modified
     /// (`user.rangeget.validators`, which marked its `.part` as rangeget's
     /// and stays), and a rerun compares them with the server's: a
     /// new ETag on a file of the same size and bytes is refused without
@@ -167,7 +167,7 @@ final class RerunTests: EndToEndTestCase {
         let url = server.url("f")
         let withCredentials = url.replacingOccurrences(of: "http://", with: "http://user:secret@")
         let output = path("f")
-        let arguments = ["-o", output, withCredentials]
+        let arguments = ["--xattr", "-o", output, withCredentials]
         let downloaded = try CLI.run(["-q"] + arguments, in: directory)
         XCTAssertEqual(downloaded.status, 0, downloaded.stderr)
         XCTAssertEqual(attribute("user.xdg.origin.url", of: output), url)
@@ -240,7 +240,8 @@ final class RerunTests: EndToEndTestCase {
 
     /// A `.part` an earlier version left with its mark (`user.rangeget.part`)
     /// and no manifest is still rangeget's: taken (started over), not
-    /// refused, and the finished file carries the new origin, not the old mark.
+    /// refused, and the finished file carries the new origin, not the old
+    /// mark, and without `--xattr` no URL.
     func testAPartMarkedByAnEarlierVersionIsStillTaken() throws {
         try assertUserAttributesWork()
         let resource = Resource.generated(size: 64 << 10, seed: 1432)
@@ -253,6 +254,7 @@ final class RerunTests: EndToEndTestCase {
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(output, resource)
         XCTAssertNil(attribute("user.rangeget.part", of: output))
+        XCTAssertNil(attribute("user.xdg.origin.url", of: output))
         XCTAssertEqual(attribute("user.rangeget.validators", of: output), resource.etag! + "\n" + defaultLastModifiedHeader)
     }
 

@@ -1,16 +1,16 @@
 // FileOrigin: where a finished file came from, kept with the file itself as
-// extended attributes in the `user.` namespace: the URL
+// extended attributes in the `user.` namespace: the validators the bytes were
+// checked against (`user.rangeget.validators`: `ETAG` LF `LAST-MODIFIED`,
+// either empty when the server sent none), and with `--xattr` the URL
 // (`user.xdg.origin.url`, the freedesktop name `curl --xattr` and
-// `wget --xattr` use too), and the validators the bytes were checked against
-// (`user.rangeget.validators`: `ETAG` LF `LAST-MODIFIED`, either empty when
-// the server sent none). A later run of the same command can then tell a
+// `wget --xattr` record). A later run of the same command can then tell a
 // file that is still the server's ("already complete") from one that
 // changed, without fetching it again.
 // The validators are written when the `.part` is claimed, where they are
-// rangeget's mark (OutputFile), and stay: a file costs two attribute writes,
-// where a separate mark (set, then removed) and three attributes cost five
-// calls and as many rewrites of an ext4 inode's attribute block (a tenth of a
-// 20,000-file list's CPU). The price: a finished file renamed by hand back to
+// rangeget's mark (OutputFile), and stay: a file costs one attribute write
+// (two with the URL), where a separate mark (set, then removed) and three
+// attributes cost five calls and as many rewrites of an ext4 inode's
+// attribute block (a tenth of a 20,000-file list's CPU). The price: a finished file renamed by hand back to
 // its own `.part` name passes for a partial download (and, with no manifest
 // beside it, is started over). Files saved before keep their
 // `user.rangeget.etag` and `user.rangeget.last_modified`, still read.
@@ -19,8 +19,8 @@ import Glibc
 
 /// The URL and validators a finished file was downloaded with.
 struct FileOrigin: Equatable, Sendable {
-    /// The URL, without userinfo.
-    var url: String
+    /// The URL, without userinfo; recorded only when asked (`--xattr`).
+    var url: String?
     var etag: String?
     var lastModified: String?
 
@@ -42,7 +42,7 @@ struct FileOrigin: Equatable, Sendable {
     /// a later run only compares sizes).
     func record(on file: OutputFile) throws(IOError) -> Bool {
         let validators = Self.validators(etag: etag, lastModified: lastModified)
-        var values = [(Self.urlAttribute, Array(url.utf8))]
+        var values = url.map { [(Self.urlAttribute, Array($0.utf8))] } ?? []
         if Self.bytes(of: Self.validatorsAttribute, on: file.descriptor) != validators {
             values.append((Self.validatorsAttribute, validators))
         }
@@ -60,8 +60,7 @@ struct FileOrigin: Equatable, Sendable {
         let descriptor = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
         guard descriptor >= 0 else { return nil }
         defer { close(descriptor) }
-        guard let url = Self.bytes(of: Self.urlAttribute, on: descriptor) else { return nil }
-        self.url = String(decoding: url, as: UTF8.self)
+        url = Self.bytes(of: Self.urlAttribute, on: descriptor).map { String(decoding: $0, as: UTF8.self) }
         if let validators = Self.bytes(of: Self.validatorsAttribute, on: descriptor) {
             let lines = validators.split(separator: UInt8(ascii: "\n"), maxSplits: 1, omittingEmptySubsequences: false)
             let text = lines.map { $0.isEmpty ? nil : String(decoding: $0, as: UTF8.self) }
@@ -71,10 +70,11 @@ struct FileOrigin: Equatable, Sendable {
             etag = Self.bytes(of: Self.legacyETagAttribute, on: descriptor).map { String(decoding: $0, as: UTF8.self) }
             lastModified = Self.bytes(of: Self.legacyLastModifiedAttribute, on: descriptor)
                 .map { String(decoding: $0, as: UTF8.self) }
+            if url == nil, etag == nil, lastModified == nil { return nil }
         }
     }
 
-    init(url: String, etag: String?, lastModified: String?) {
+    init(url: String?, etag: String?, lastModified: String?) {
         self.url = url
         self.etag = etag
         self.lastModified = lastModified

@@ -297,7 +297,7 @@ final class PartialFile {
                             + "the data stays in \(file.path)", remedy: .restart)
                 }
             }
-            let origin = FileOrigin(url: Manifest.redacting(remote.url), etag: remote.etag,
+            let origin = FileOrigin(url: options.recordOriginURL ? Manifest.redacting(remote.url) : nil, etag: remote.etag,
                                     lastModified: remote.lastModified)
             if try !origin.record(on: file) {
                 onEvent(.notice("the file system of \(output) keeps no extended attributes: a later run can compare "
