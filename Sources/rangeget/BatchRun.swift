@@ -33,11 +33,7 @@ final class BatchRun: Sendable {
     private struct State {
         var next = 0
         var running: [Int: Download] = [:]
-        /// The running files that hold a fetching turn (until `fetched`, or their end).
-        var fetching: Set<Int> = []
         var progress: [Int: DownloadProgress] = [:]
-        /// What the next run can make of each running file, should it be interrupted.
-        var resumability: [Int: Resumability] = [:]
         var stopping = false
         /// Files ended, and of those the complete ones already there (skipped).
         var finished = 0
@@ -50,6 +46,15 @@ final class BatchRun: Sendable {
     private let checksums: [String: Checksum]?
     /// Turns to fetch a file: `--jobs` of them (set in `run`).
     private let turns = DispatchSemaphore(value: 0)
+
+    /// What a lane keeps of its running file, its own: the run's lock is
+    /// not taken for it (the lanes queued on that lock).
+    private final class Lane: Sendable {
+        /// True while the file holds a fetching turn (until `fetched`, or its end).
+        let fetching = Atomic<Bool>(true)
+        /// What the next run can make of the file, should it be interrupted.
+        let resumability = Mutex(Resumability.resumable)
+    }
 
     init(entries: [ListEntry], settings: GetSettings, checksums: [String: Checksum]? = nil) {
         self.checksums = checksums
@@ -98,7 +103,6 @@ final class BatchRun: Sendable {
                 state.next += 1
                 let download = makeDownload(entries[index], loop: loop)
                 state.running[index] = download
-                state.fetching.insert(index)
                 return (index, download)
             }
             guard let (index, download) = taken else {
@@ -106,11 +110,12 @@ final class BatchRun: Sendable {
                 turns.signal()
                 return
             }
+            let lane = Lane()
             let result = Result { () throws(DownloadError) in
-                try download.run { [self] event in observe(event, of: index) }
+                try download.run { [self] event in observe(event, of: index, lane: lane) }
             }
-            handTurnOn(from: index)
-            let resumability = state.withLock { state in
+            handTurnOn(from: lane)
+            state.withLock { state in
                 state.running[index] = nil
                 state.progress[index] = nil
                 state.finished += 1
@@ -118,8 +123,8 @@ final class BatchRun: Sendable {
                 case let .success(done): if done.alreadyComplete { state.skipped += 1 }
                 case let .failure(error): state.failed.append((index, ExitCode(error)))
                 }
-                return state.resumability.removeValue(forKey: index) ?? .resumable
             }
+            let resumability = lane.resumability.withLock { $0 }
             if settings.json {
                 switch result {
                 case let .success(done): printJSONLine(JSONSummary(result: done))
@@ -154,20 +159,20 @@ final class BatchRun: Sendable {
         return Download(mirrors: entry.urls, destination: destination, options: options)
     }
 
-    /// Gives the fetching turn of file `index` to the next lane, once.
-    private func handTurnOn(from index: Int) {
-        if state.withLock({ $0.fetching.remove(index) }) != nil { turns.signal() }
+    /// Gives the fetching turn of `lane`'s file to the next lane, once.
+    private func handTurnOn(from lane: Lane) {
+        if lane.fetching.exchange(false, ordering: .acquiringAndReleasing) { turns.signal() }
     }
 
     /// Called by the files' lanes and the loop's thread at once: the run's
-    /// lock is taken only for what needs it.
-    private func observe(_ event: DownloadEvent, of index: Int) {
+    /// lock is taken only for the progress of the whole run.
+    private func observe(_ event: DownloadEvent, of index: Int, lane: Lane) {
         switch event {
         case .fetched:
-            handTurnOn(from: index)
+            handTurnOn(from: lane)
         case .probed, .restarting:
             // The events that `Resumability.after` reads.
-            state.withLock { $0.resumability[index] = ($0.resumability[index] ?? .resumable).after(event) }
+            lane.resumability.withLock { $0 = $0.after(event) }
         case .progress where !display.draws:
             return
         default:
