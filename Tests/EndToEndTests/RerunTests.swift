@@ -258,6 +258,49 @@ final class RerunTests: EndToEndTestCase {
         XCTAssertEqual(attribute("user.rangeget.validators", of: output), resource.etag! + "\n" + defaultLastModifiedHeader)
     }
 
+    /// A finished file whose name is another download's `.part` (here
+    /// saved with `-o a.part`) carries the validators, not the mark of a
+    /// partial download: the download to `a` refuses it and leaves it whole.
+    func testAFinishedFileNamedLikeAPartIsNotTakenForOne() throws {
+        try assertUserAttributesWork()
+        let first = Resource.generated(size: 64 << 10, seed: 1434)
+        let second = Resource.generated(size: 64 << 10, seed: 1435)
+        server.setResource(first, at: "first")
+        server.setResource(second, at: "second")
+        let saved = try CLI.run(["-q", "-o", path("a.part"), server.url("first")], in: directory)
+        XCTAssertEqual(saved.status, 0, saved.stderr)
+
+        let refused = try CLI.run(["-q", "-o", path("a"), server.url("second")], in: directory)
+        XCTAssertEqual(refused.status, 2, refused.stderr)
+        XCTAssertTrue(refused.stderr.contains("not made by rangeget"), refused.stderr)
+        assertSameBytes(path("a.part"), first)
+    }
+
+    /// A small file the server names (Content-Disposition) whose `.part`
+    /// an earlier run left with a manifest and its second half done: the
+    /// opening request keeps the whole file in memory (the name is known
+    /// only from its head), and the resume writes it whole, at once.
+    func testAHeldSmallFileCompletesAPartialDownloadOfItsName() throws {
+        var resource = Resource.generated(size: 96 << 10, seed: 1436)
+        resource.contentDisposition = "attachment; filename=\"named.bin\""
+        server.setResource(resource, at: "get")
+        let folder = path("out")
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        let half: Int64 = 48 << 10
+        var partial = [UInt8](repeating: 0, count: Int(half)) + resource.bytes(in: half..<resource.size)
+        XCTAssertTrue(FileManager.default.createFile(atPath: folder + "/named.bin.part", contents: Data(partial)))
+        partial = Array("""
+            {"done":[[\(half),\(resource.size)]],"etag":\(String(reflecting: resource.etag!)),\
+            "lastModified":"\(defaultLastModifiedHeader)","size":\(resource.size),"url":"\(server.url("get"))","version":1}
+            """.utf8)
+        XCTAssertTrue(FileManager.default.createFile(atPath: folder + "/named.bin.part.json", contents: Data(partial)))
+
+        let run = try CLI.run(["-q", "-d", folder, server.url("get")], in: directory, timeout: 20)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        assertSameBytes(folder + "/named.bin", resource)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: folder), ["named.bin"])
+    }
+
     /// The test directory must keep user extended attributes (the project's
     /// own file system does; tmpfs before Linux 6.6 does not).
     private func assertUserAttributesWork() throws {

@@ -236,7 +236,7 @@ final class StateFileTests: XCTestCase {
         // Another file under the same name (the first stays open, so its inode is not reused).
         try FileManager.default.removeItem(atPath: files.data)
         XCTAssertFalse(try OutputFile(creating: files.data, calls: .live).isMarked, "a mark left by a deleted file")
-        file.unmark()
+        file.unmark(keeping: nil)
         XCTAssertFalse(FileManager.default.fileExists(atPath: files.mark))
     }
 }

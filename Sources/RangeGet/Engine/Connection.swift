@@ -149,6 +149,12 @@ final class Connection {
         return true
     }
 
+    /// Decides, if it is not decided yet, that the body is not kept (the
+    /// opening's waiter has resumed without it). Loop thread.
+    func settleHold() {
+        holdJudged = true
+    }
+
     /// True when the held body has every byte its head announced.
     var holdsWholeBody: Bool { heldBody?.count == heldLength }
 

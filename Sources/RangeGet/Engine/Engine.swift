@@ -160,8 +160,8 @@ final class Engine: LoopClient {
 
     /// Runs the download until it completes, fails or is stopped.
     func run() -> EngineOutcome {
-        if let opening, let body = opening.heldBody, window == nil, written.isEmpty {
-            return write(held: body, from: opening)
+        if let opening, let body = opening.heldBody, window == nil {
+            return isStopping ? .stopped : write(held: body, from: opening)
         }
         loop.run(self)
         return outcome ?? .stopped
@@ -202,7 +202,7 @@ final class Engine: LoopClient {
     func begin(now: Double) {
         // A plain stream starts from byte 0 anyway; a ranged plan needs byte 0 to be missing.
         let adopted = opening.flatMap { opening in
-            opening.isUsable && (plain || !written.contains(ByteRange(0, 1))) ? opening : nil
+            opening.isUsable && !opening.isHeld && (plain || !written.contains(ByteRange(0, 1))) ? opening : nil
         }
         if let adopted {
             let connection = adopted.handOver()

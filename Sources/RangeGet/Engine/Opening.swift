@@ -42,6 +42,11 @@ final class Opening: LoopClient {
     /// When the request was sent, and then the seconds its held transfer took.
     private var sentAt = 0.0
     private(set) var heldSeconds = 0.0
+    /// The head, and the TCP connections the request opened, as they were
+    /// when its waiter resumed: taken on the loop's thread, which may still
+    /// run the transfer (paused, or until `cancel` reaches it).
+    private var head = ResponseHead(status: 0, fields: [:], isComplete: false)
+    private(set) var connectionsOpened = 0
     /// Body bytes held at the last look, to push the deadline while they come.
     private var heldSeen = 0
 
@@ -72,7 +77,6 @@ final class Opening: LoopClient {
     func probe(url: String, timeout: Double, wholeFile: Bool) -> RemoteFile? {
         self.timeout = timeout
         loop.run(self)
-        let head = connection.responseHead
         // A held body cut short by the deadline cannot be handed on either.
         guard !ended, head.isFinal, completed || !holding else {
             cancel()
@@ -104,8 +108,8 @@ final class Opening: LoopClient {
     /// its transfer ended with every byte its usable head announced.
     var heldBody: [UInt8]? { isUsable && completed ? connection.heldBody : nil }
 
-    /// TCP connections the request opened.
-    var connectionsOpened: Int { connection.easy.connectionsOpened }
+    /// True when the transfer ended with the whole file in memory: nothing to hand over.
+    var isHeld: Bool { completed }
 
     /// Ends the request (its connection's handle leaves the multi handle, on the loop's thread).
     func cancel() {
@@ -123,7 +127,7 @@ final class Opening: LoopClient {
 
     /// Hands the running request, and its slot, to its new owner, the engine (on the loop's thread).
     func handOver() -> Connection {
-        precondition(isUsable)
+        precondition(isUsable && !completed)
         isRunning = false
         holdsSlot = false
         return connection
@@ -182,18 +186,26 @@ final class Opening: LoopClient {
 
     func end() {
         connection.client = nil
+        // A head that comes from now on finds the body's fate decided: paused, not kept.
+        connection.settleHold()
+        head = connection.responseHead
+        connectionsOpened = connection.easy.connectionsOpened
     }
 
     private func waited(now: Double) -> Bool {
         if ended || completed { return true }
-        if connection.responseHead.isFinal, connection.holdsBody() {
+        let final = connection.responseHead.isFinal
+        if final, connection.holdsBody() {
             // A body kept in memory is waited for while its bytes come.
             holding = true
             let held = connection.heldBody?.count ?? 0
             if held > heldSeen { (heldSeen, deadline) = (held, now + timeout) }
             return now >= deadline
         }
-        return connection.responseHead.isFinal || now >= deadline
+        if final { return true }
+        // No head in time: whatever comes later is not this request's to use.
+        if now >= deadline { ended = true }
+        return ended
     }
 }
 

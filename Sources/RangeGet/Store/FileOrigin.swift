@@ -6,14 +6,14 @@
 // `wget --xattr` record). A later run of the same command can then tell a
 // file that is still the server's ("already complete") from one that
 // changed, without fetching it again.
-// The validators are written when the `.part` is claimed, where they are
-// rangeget's mark (OutputFile), and stay: a file costs one attribute write
-// (two with the URL), where a separate mark (set, then removed) and three
-// attributes cost five calls and as many rewrites of an ext4 inode's
-// attribute block (a tenth of a 20,000-file list's CPU). The price: a finished file renamed by hand back to
-// its own `.part` name passes for a partial download (and, with no manifest
-// beside it, is started over). Files saved before keep their
-// `user.rangeget.etag` and `user.rangeget.last_modified`, still read.
+// The same attribute is rangeget's mark on a `.part` (OutputFile), written
+// when it is claimed with a third line, `partial`, that the commit drops
+// once the file has its final name: a finished file never passes for a
+// partial download. Two or three attribute writes per file, where a separate
+// mark (set, then removed) and three attributes cost five calls and as many
+// rewrites of an ext4 inode's attribute block (a tenth of a 20,000-file
+// list's CPU). Files saved before keep their `user.rangeget.etag` and
+// `user.rangeget.last_modified`, still read.
 import CCurlShim
 import Glibc
 
@@ -31,27 +31,32 @@ struct FileOrigin: Equatable, Sendable {
     private static let legacyETagAttribute = "user.rangeget.etag"
     private static let legacyLastModifiedAttribute = "user.rangeget.last_modified"
 
-    /// The value of `validatorsAttribute` for these validators.
-    static func validators(etag: String?, lastModified: String?) -> [UInt8] {
+    /// The value of `validatorsAttribute` on a finished file.
+    var validators: [UInt8] {
         Array(((etag ?? "") + "\n" + (lastModified ?? "")).utf8)
     }
 
-    /// Stores the origin on `file`, the `.part` claimed with the validators
-    /// as its mark (rewritten only if they changed since, on a restart);
-    /// false where the file system keeps no user extended attributes (then
-    /// a later run only compares sizes).
+    /// The value of `validatorsAttribute` on a `.part`: its mark.
+    var partMark: [UInt8] { validators + Self.partialLine }
+
+    private static let partialLine = Array("\npartial".utf8)
+
+    /// True when the open file `descriptor` carries rangeget's mark of a `.part`.
+    static func marksPartialDownload(_ descriptor: Int32) -> Bool {
+        bytes(of: validatorsAttribute, on: descriptor).map { $0.count >= partialLine.count
+            && $0.suffix(partialLine.count).elementsEqual(partialLine) } ?? false
+    }
+
+    /// Stores the URL on `file` when it has one to record (the validators
+    /// are its mark, made final by `OutputFile.unmark`); false where the file
+    /// system keeps no user extended attributes.
     func record(on file: OutputFile) throws(IOError) -> Bool {
-        let validators = Self.validators(etag: etag, lastModified: lastModified)
-        var values = url.map { [(Self.urlAttribute, Array($0.utf8))] } ?? []
-        if Self.bytes(of: Self.validatorsAttribute, on: file.descriptor) != validators {
-            values.append((Self.validatorsAttribute, validators))
+        guard let url else { return true }
+        if retryingOnInterrupt({ file.calls.fsetxattr(file.descriptor, Self.urlAttribute, Array(url.utf8)) }) == 0 {
+            return true
         }
-        for (name, value) in values {
-            if retryingOnInterrupt({ file.calls.fsetxattr(file.descriptor, name, value) }) == 0 { continue }
-            if errno == ENOTSUP || errno == EPERM { return false }
-            throw IOError("record the origin of", file.path)
-        }
-        return true
+        if errno == ENOTSUP || errno == EPERM { return false }
+        throw IOError("record the origin of", file.path)
     }
 
     /// The origin stored on the file at `path` (a link is not followed);
@@ -62,7 +67,8 @@ struct FileOrigin: Equatable, Sendable {
         defer { close(descriptor) }
         url = Self.bytes(of: Self.urlAttribute, on: descriptor).map { String(decoding: $0, as: UTF8.self) }
         if let validators = Self.bytes(of: Self.validatorsAttribute, on: descriptor) {
-            let lines = validators.split(separator: UInt8(ascii: "\n"), maxSplits: 1, omittingEmptySubsequences: false)
+            // (A third line, `partial`, is a .part's mark.)
+            let lines = validators.split(separator: UInt8(ascii: "\n"), maxSplits: 2, omittingEmptySubsequences: false)
             let text = lines.map { $0.isEmpty ? nil : String(decoding: $0, as: UTF8.self) }
             etag = text[0]
             lastModified = text.count > 1 ? text[1] : nil

@@ -65,7 +65,7 @@ final class OutputFile: Sendable {
     /// browser's `name.part`, a link someone planted) is never truncated or
     /// written through: it is refused, or with `replacingOthers` (--restart)
     /// its name is removed and a new file created.
-    static func claim(_ files: PartialFiles, replacingOthers: Bool, validators: [UInt8],
+    static func claim(_ files: PartialFiles, replacingOthers: Bool, mark: [UInt8],
                       calls: SystemCalls) throws(ClaimError) -> OutputFile {
         // A few rounds: each removal of a name, or a file gone between two
         // calls, may meet another process doing the same.
@@ -75,7 +75,7 @@ final class OutputFile: Sendable {
                 let locked: Bool
                 do {
                     locked = try file.lockExclusively()
-                    if locked { try file.mark(validators: validators) }
+                    if locked { try file.mark(mark) }
                 } catch {
                     // Empty and unmarked, it would look like another program's
                     // file to the next run, which would then refuse it.
@@ -97,7 +97,7 @@ final class OutputFile: Sendable {
                 guard let found = file.ownershipProblem(manifest: files.manifest) else {
                     // `ownershipProblem` found where its mark is, if it has one.
                     if ![.attribute, .besideFile].contains(file.markPlace.withLock({ $0 })) {
-                        try file.mark(validators: validators)
+                        try file.mark(mark)
                     }
                     return file
                 }
@@ -135,13 +135,13 @@ final class OutputFile: Sendable {
     private let markPlace = Mutex(MarkPlace.unknown)
     private enum MarkPlace { case unknown, attribute, legacyAttribute, besideFile }
 
-    /// Marks the file as one rangeget made: the `validators` of the file it is
-    /// fetched from (`FileOrigin.validatorsAttribute`, kept on the finished
-    /// file), or where the file system has no attributes, a small file beside
-    /// it (`OUTPUT.part.mark`) that names this file's device and inode. An
-    /// earlier version's mark gives way to it.
-    func mark(validators: [UInt8]) throws(IOError) {
-        if retryingOnInterrupt({ calls.fsetxattr(descriptor, FileOrigin.validatorsAttribute, validators) }) == 0 {
+    /// Marks the file as one rangeget made: `FileOrigin.validatorsAttribute`
+    /// set to `value` (the validators of the file it is fetched from, and
+    /// `partial`: `FileOrigin.partMark`), or where the file system has no
+    /// attributes, a small file beside it (`OUTPUT.part.mark`) that names
+    /// this file's device and inode. An earlier version's mark gives way to it.
+    func mark(_ value: [UInt8]) throws(IOError) {
+        if retryingOnInterrupt({ calls.fsetxattr(descriptor, FileOrigin.validatorsAttribute, value) }) == 0 {
             if markPlace.withLock({ $0 }) == .legacyAttribute {
                 _ = retryingOnInterrupt { calls.fremovexattr(descriptor, Self.legacyMarkAttribute) }
             }
@@ -161,11 +161,11 @@ final class OutputFile: Sendable {
         markPlace.withLock { $0 = .besideFile }
     }
 
-    /// True when the file carries rangeget's mark (the validators attribute,
-    /// an earlier version's, or a mark file naming this very file).
+    /// True when the file carries rangeget's mark (the validators attribute
+    /// of a `.part`, an earlier version's, or a mark file naming this very file).
     var isMarked: Bool {
         let place: MarkPlace
-        if rg_get_attribute(descriptor, FileOrigin.validatorsAttribute, nil, 0) >= 0 {
+        if FileOrigin.marksPartialDownload(descriptor) {
             place = .attribute
         } else if rg_get_attribute(descriptor, Self.legacyMarkAttribute, nil, 0) >= 0 {
             place = .legacyAttribute
@@ -179,13 +179,19 @@ final class OutputFile: Sendable {
         return true
     }
 
-    /// Removes what marks the file as a partial download (from a finished
-    /// file, or one about to be deleted): nothing when that is the validators
-    /// attribute, which stays with the file as its origin.
-    func unmark() {
+    /// True when the mark is a file beside this one (the file system keeps no attributes).
+    var isMarkedBeside: Bool { markPlace.withLock { $0 } == .besideFile }
+
+    /// Removes what marks the file as a partial download: from a finished
+    /// file, whose mark attribute becomes its `validators` (best effort: a
+    /// mark left there still reads as those validators), or from one about to
+    /// be deleted (nil: the attribute goes with it).
+    func unmark(keeping validators: [UInt8]?) {
         switch markPlace.withLock({ $0 }) {
         case .attribute:
-            return
+            if let validators {
+                _ = retryingOnInterrupt { calls.fsetxattr(descriptor, FileOrigin.validatorsAttribute, validators) }
+            }
         case .legacyAttribute:
             _ = retryingOnInterrupt { calls.fremovexattr(descriptor, Self.legacyMarkAttribute) }
         case .besideFile:

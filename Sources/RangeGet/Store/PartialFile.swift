@@ -34,7 +34,7 @@ final class PartialFile {
         do {
             let file = try OutputFile.claim(
                 files, replacingOthers: replacingOthers,
-                validators: FileOrigin.validators(etag: remote.etag, lastModified: remote.lastModified),
+                mark: FileOrigin(url: nil, etag: remote.etag, lastModified: remote.lastModified).partMark,
                 calls: options.systemCalls)
             return PartialFile(output: output, file: file, options: options)
         } catch {
@@ -219,7 +219,7 @@ final class PartialFile {
             if plain { try file.checkFreeSpace(for: size) } else { try file.preallocate(size: size) }
         } catch {
             // The data file is empty here: nothing of it is worth keeping.
-            file.unmark()
+            file.unmark(keeping: nil)
             for path in [files.data, files.manifest] { try? StateFile.remove(path, calls: options.systemCalls) }
             throw .io(error)
         }
@@ -266,7 +266,7 @@ final class PartialFile {
             throw .io(error)
         }
         do {
-            file.unmark()
+            file.unmark(keeping: nil)
             for path in [files.journal, partPath, files.manifest] { try StateFile.remove(path, calls: calls) }
         } catch {
             throw .io(error)
@@ -299,7 +299,7 @@ final class PartialFile {
             }
             let origin = FileOrigin(url: options.recordOriginURL ? Manifest.redacting(remote.url) : nil, etag: remote.etag,
                                     lastModified: remote.lastModified)
-            if try !origin.record(on: file) {
+            if try !origin.record(on: file) || file.isMarkedBeside {
                 onEvent(.notice("the file system of \(output) keeps no extended attributes: a later run can compare "
                                 + "only its size with the server's, not its ETag"))
             }
@@ -312,7 +312,8 @@ final class PartialFile {
                     throw DownloadError.usage("\(output) appeared during the download (the data stays in \(file.path))",
                                               remedy: .overwrite)
                 }
-                file.unmark()
+                // The mark becomes the finished file's validators.
+                file.unmark(keeping: origin.validators)
                 // Without a manifest there is no journal either (the engine keeps one only beside a manifest).
                 if manifest != nil {
                     for path in [files.journal, files.manifest] { try StateFile.remove(path, calls: options.systemCalls) }
