@@ -179,6 +179,11 @@ extension Download {
                                  tcpConnections: Int) throws(DownloadError) -> DownloadResult {
         var info = stat()
         guard lstat(output, &info) == 0 else { throw .io(IOError("examine", output)) }
+        // Another download's data file (marked, or with its manifest beside it) may have every byte's room and no byte.
+        var manifestInfo = stat()
+        if Manifest.isPartialDownload(dataFile: output) || lstat(PartialFiles(data: output).manifest, &manifestInfo) == 0 {
+            throw .usage("\(output) already exists and is a partial download, not a finished file", remedy: .overwrite)
+        }
         if let why = FileOrigin.difference(size: Int64(info.st_size), origin: FileOrigin(path: output), remote: remote) {
             throw .usage("\(output) already exists and is not the server's file now (\(why))", remedy: .overwrite)
         }

@@ -276,6 +276,23 @@ final class RerunTests: EndToEndTestCase {
         assertSameBytes(path("a.part"), first)
     }
 
+    /// An output that is another download's data file (`-o a.part` while a
+    /// download to `a` is partial, its room reserved): not "already
+    /// complete", though its size and validators match, but refused.
+    func testAnotherDownloadsPartIsNotAFinishedOutput() throws {
+        let resource = Resource.generated(size: 4 << 20, seed: 1437)
+        server.setResource(resource, at: "f")
+        server.setRatePerConnection(256 << 10)
+        let child = try launch(["-q", "-n", "2", "--min-split", "1M", "-o", path("a"), server.url("f")])
+        XCTAssertTrue(wait(timeout: 20) { FileManager.default.fileExists(atPath: self.path("a.part.json")) })
+        child.kill9()
+        server.setRatePerConnection(nil)
+
+        let run = try CLI.run(["-q", "-o", path("a.part"), server.url("f")], in: directory)
+        XCTAssertEqual(run.status, 2, run.stderr)
+        XCTAssertTrue(run.stderr.contains("is a partial download, not a finished file"), run.stderr)
+    }
+
     /// A small file the server names (Content-Disposition) whose `.part`
     /// an earlier run left with a manifest and its second half done: the
     /// opening request keeps the whole file in memory (the name is known

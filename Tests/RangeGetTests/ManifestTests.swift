@@ -239,6 +239,25 @@ final class StateFileTests: XCTestCase {
         file.unmark(keeping: nil)
         XCTAssertFalse(FileManager.default.fileExists(atPath: files.mark))
     }
+
+    /// The mark attribute counts only with three lines whose third is the
+    /// file's own name: not on the finished file (two lines, or three when
+    /// the last rewrite was lost, naming the `.part` it was), nor when the
+    /// server's Last-Modified reads like a name.
+    func testTheMarkAttributeNamesItsOwnFile() throws {
+        let output = directory + "/a"
+        let files = PartialFiles(output: output)
+        let origin = FileOrigin(url: nil, etag: "\"e\"", lastModified: "partial")
+        let file = try OutputFile(creating: files.data, calls: .live)
+        try file.mark(origin.partMark(path: files.data))
+        XCTAssertTrue(file.isMarked)
+        try file.move(to: output, replacing: false)
+        let moved = try OutputFile(existing: output, calls: .live)
+        XCTAssertFalse(moved.isMarked, "the mark of a.part, the rewrite after the rename lost")
+        file.unmark(keeping: origin.validators)
+        XCTAssertFalse(try OutputFile(existing: output, calls: .live).isMarked, "ETAG LF partial")
+        XCTAssertEqual(FileOrigin(path: output), origin)
+    }
 }
 
 final class SpotCheckTests: XCTestCase {

@@ -46,6 +46,7 @@ final class Opening: LoopClient {
     /// when its waiter resumed: taken on the loop's thread, which may still
     /// run the transfer (paused, or until `cancel` reaches it).
     private var head = ResponseHead(status: 0, fields: [:], isComplete: false)
+    private var effectiveURL: String?
     private(set) var connectionsOpened = 0
     /// Body bytes held at the last look, to push the deadline while they come.
     private var heldSeen = 0
@@ -85,7 +86,7 @@ final class Opening: LoopClient {
         let remote: RemoteFile
         switch ResponseCheck.partialContent(head, answering: .prefix(of: ByteRange(0, length)), expected: .unknown) {
         case let .success(answer):
-            remote = RemoteFile(url: url, effectiveURL: connection.easy.effectiveURL, head: head, size: answer.total,
+            remote = RemoteFile(url: url, effectiveURL: effectiveURL, head: head, size: answer.total,
                                 acceptsRanges: true)
             served = answer.served
             if completed, connection.heldBody?.count != Int(answer.served.count) {
@@ -94,7 +95,7 @@ final class Opening: LoopClient {
         // Ranges unsupported, and one URL: the whole file as one plain stream. A
         // size past `RemoteFile.largestSize` is left to the classic probe, which refuses it.
         case .failure(.rangeIgnored) where wholeFile && (head.contentLength ?? 0) <= RemoteFile.largestSize:
-            remote = RemoteFile(url: url, effectiveURL: connection.easy.effectiveURL, head: head,
+            remote = RemoteFile(url: url, effectiveURL: effectiveURL, head: head,
                                 size: head.contentEncoding == nil ? head.contentLength : nil, acceptsRanges: false)
         case .failure:
             cancel()
@@ -189,6 +190,7 @@ final class Opening: LoopClient {
         // A head that comes from now on finds the body's fate decided: paused, not kept.
         connection.settleHold()
         head = connection.responseHead
+        effectiveURL = connection.easy.effectiveURL
         connectionsOpened = connection.easy.connectionsOpened
     }
 

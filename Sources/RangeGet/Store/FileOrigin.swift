@@ -7,9 +7,11 @@
 // file that is still the server's ("already complete") from one that
 // changed, without fetching it again.
 // The same attribute is rangeget's mark on a `.part` (OutputFile), written
-// when it is claimed with a third line, `partial`, that the commit drops
-// once the file has its final name: a finished file never passes for a
-// partial download. Two or three attribute writes per file, where a separate
+// when it is claimed with a third line, the `.part`'s own name, which the
+// commit drops once the file has its final name. Only a value of three lines
+// whose third is the file's present name is a mark: a finished file never
+// passes for a partial download, not even when that last write was lost (a
+// full disk, a power cut) or the server's Last-Modified reads like a name. Two or three attribute writes per file, where a separate
 // mark (set, then removed) and three attributes cost five calls and as many
 // rewrites of an ext4 inode's attribute block (a tenth of a 20,000-file
 // list's CPU). Files saved before keep their `user.rangeget.etag` and
@@ -36,15 +38,18 @@ struct FileOrigin: Equatable, Sendable {
         Array(((etag ?? "") + "\n" + (lastModified ?? "")).utf8)
     }
 
-    /// The value of `validatorsAttribute` on a `.part`: its mark.
-    var partMark: [UInt8] { validators + Self.partialLine }
+    /// The value of `validatorsAttribute` on the `.part` at `path`: its mark.
+    func partMark(path: String) -> [UInt8] { validators + Array(("\n" + Self.name(of: path)).utf8) }
 
-    private static let partialLine = Array("\npartial".utf8)
+    /// True when the open file `descriptor`, at `path`, carries rangeget's mark of a `.part`.
+    static func marksPartialDownload(_ descriptor: Int32, path: String) -> Bool {
+        guard let value = bytes(of: validatorsAttribute, on: descriptor) else { return false }
+        let lines = value.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
+        return lines.count == 3 && lines[2].elementsEqual(name(of: path).utf8)
+    }
 
-    /// True when the open file `descriptor` carries rangeget's mark of a `.part`.
-    static func marksPartialDownload(_ descriptor: Int32) -> Bool {
-        bytes(of: validatorsAttribute, on: descriptor).map { $0.count >= partialLine.count
-            && $0.suffix(partialLine.count).elementsEqual(partialLine) } ?? false
+    private static func name(of path: String) -> Substring {
+        path.lastIndex(of: "/").map { path[path.index(after: $0)...] } ?? path[...]
     }
 
     /// Stores the URL on `file` when it has one to record (the validators
@@ -67,7 +72,7 @@ struct FileOrigin: Equatable, Sendable {
         defer { close(descriptor) }
         url = Self.bytes(of: Self.urlAttribute, on: descriptor).map { String(decoding: $0, as: UTF8.self) }
         if let validators = Self.bytes(of: Self.validatorsAttribute, on: descriptor) {
-            // (A third line, `partial`, is a .part's mark.)
+            // (A third line, a name, is a .part's mark.)
             let lines = validators.split(separator: UInt8(ascii: "\n"), maxSplits: 2, omittingEmptySubsequences: false)
             let text = lines.map { $0.isEmpty ? nil : String(decoding: $0, as: UTF8.self) }
             etag = text[0]
@@ -86,10 +91,18 @@ struct FileOrigin: Equatable, Sendable {
         self.lastModified = lastModified
     }
 
-    /// The value of attribute `name` of the open file `descriptor`, nil when it has none.
+    /// The value of attribute `name` of the open file `descriptor`, nil when
+    /// it has none (a value past 4 KiB, which XFS and btrfs allow, is asked
+    /// for its length first).
     private static func bytes(of name: String, on descriptor: Int32) -> [UInt8]? {
         var buffer = [UInt8](repeating: 0, count: 4096)
-        let length = rg_get_attribute(descriptor, name, &buffer, buffer.count)
+        var length = rg_get_attribute(descriptor, name, &buffer, buffer.count)
+        if length < 0, errno == ERANGE {
+            length = rg_get_attribute(descriptor, name, nil, 0)
+            guard length >= 0 else { return nil }
+            buffer = [UInt8](repeating: 0, count: Int(length))
+            length = rg_get_attribute(descriptor, name, &buffer, buffer.count)
+        }
         guard length >= 0 else { return nil }
         return Array(buffer.prefix(Int(length)))
     }

@@ -137,7 +137,7 @@ final class OutputFile: Sendable {
 
     /// Marks the file as one rangeget made: `FileOrigin.validatorsAttribute`
     /// set to `value` (the validators of the file it is fetched from, and
-    /// `partial`: `FileOrigin.partMark`), or where the file system has no
+    /// the file's name: `FileOrigin.partMark`), or where the file system has no
     /// attributes, a small file beside it (`OUTPUT.part.mark`) that names
     /// this file's device and inode. An earlier version's mark gives way to it.
     func mark(_ value: [UInt8]) throws(IOError) {
@@ -165,7 +165,7 @@ final class OutputFile: Sendable {
     /// of a `.part`, an earlier version's, or a mark file naming this very file).
     var isMarked: Bool {
         let place: MarkPlace
-        if FileOrigin.marksPartialDownload(descriptor) {
+        if FileOrigin.marksPartialDownload(descriptor, path: path) {
             place = .attribute
         } else if rg_get_attribute(descriptor, Self.legacyMarkAttribute, nil, 0) >= 0 {
             place = .legacyAttribute

@@ -34,7 +34,7 @@ final class PartialFile {
         do {
             let file = try OutputFile.claim(
                 files, replacingOthers: replacingOthers,
-                mark: FileOrigin(url: nil, etag: remote.etag, lastModified: remote.lastModified).partMark,
+                mark: FileOrigin(url: nil, etag: remote.etag, lastModified: remote.lastModified).partMark(path: files.data),
                 calls: options.systemCalls)
             return PartialFile(output: output, file: file, options: options)
         } catch {
