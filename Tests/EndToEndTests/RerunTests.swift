@@ -155,7 +155,7 @@ final class RerunTests: EndToEndTestCase {
 
     /// After a download with `--xattr` the file carries its URL without
     /// user:password (`user.xdg.origin.url`) and the server's ETag and Last-Modified
-    /// (`user.rangeget.validators`, which marked its `.part` as rangeget's
+    /// (`user.rangeget`, which marked its `.part` as rangeget's
     /// and stays), and a rerun compares them with the server's: a
     /// new ETag on a file of the same size and bytes is refused without
     /// --force, and the attribute, not anything else, decides (set by hand
@@ -171,16 +171,16 @@ final class RerunTests: EndToEndTestCase {
         let downloaded = try CLI.run(["-q"] + arguments, in: directory)
         XCTAssertEqual(downloaded.status, 0, downloaded.stderr)
         XCTAssertEqual(attribute("user.xdg.origin.url", of: output), url)
-        XCTAssertEqual(attribute("user.rangeget.validators", of: output), resource.etag! + "\n" + defaultLastModifiedHeader)
+        XCTAssertEqual(attribute("user.rangeget", of: output), resource.etag! + "\n" + defaultLastModifiedHeader + "\n////////")
         XCTAssertNil(attribute("user.rangeget.part", of: output), "no mark of earlier versions")
         XCTAssertFalse(try String(contentsOfFile: output, encoding: .isoLatin1).contains("secret"))
 
         var retagged = try assertRerunIsCompleteThenRefusedUnderANewETag(arguments, resource)
-        XCTAssertEqual(attribute("user.rangeget.validators", of: output), resource.etag! + "\n" + defaultLastModifiedHeader,
+        XCTAssertEqual(attribute("user.rangeget", of: output), resource.etag! + "\n" + defaultLastModifiedHeader + "\n////////",
                        "the refused rerun left the file alone")
 
         // What the attribute says is what the rerun compares.
-        try setAttribute("user.rangeget.validators", to: "\"v2\"\n" + defaultLastModifiedHeader, of: output)
+        try setAttribute("user.rangeget", to: "\"v2\"\n" + defaultLastModifiedHeader, of: output)
         let accepted = try CLI.run(arguments, in: directory)
         XCTAssertEqual(accepted.status, 0, accepted.stderr)
         XCTAssertTrue(accepted.stdout.contains("already complete"), accepted.stdout)
@@ -197,7 +197,7 @@ final class RerunTests: EndToEndTestCase {
         let forced = try CLI.run(["--force"] + arguments, in: directory)
         XCTAssertEqual(forced.status, 0, forced.stderr)
         assertSameBytes(output, resource)
-        XCTAssertEqual(attribute("user.rangeget.validators", of: output), "\"v2\"\nTue, 02 Jan 2024 00:00:00 GMT")
+        XCTAssertEqual(attribute("user.rangeget", of: output), "\"v2\"\nTue, 02 Jan 2024 00:00:00 GMT\n////////")
         XCTAssertEqual(attribute("user.xdg.origin.url", of: output), url)
         XCTAssertEqual(directoryEntries(), ["f", "list"])
     }
@@ -255,7 +255,7 @@ final class RerunTests: EndToEndTestCase {
         assertSameBytes(output, resource)
         XCTAssertNil(attribute("user.rangeget.part", of: output))
         XCTAssertNil(attribute("user.xdg.origin.url", of: output))
-        XCTAssertEqual(attribute("user.rangeget.validators", of: output), resource.etag! + "\n" + defaultLastModifiedHeader)
+        XCTAssertEqual(attribute("user.rangeget", of: output), resource.etag! + "\n" + defaultLastModifiedHeader + "\n////////")
     }
 
     /// A finished file whose name is another download's `.part` (here

@@ -1,17 +1,22 @@
 // FileOrigin: where a finished file came from, kept with the file itself as
 // extended attributes in the `user.` namespace: the validators the bytes were
-// checked against (`user.rangeget.validators`: `ETAG` LF `LAST-MODIFIED`,
-// either empty when the server sent none), and with `--xattr` the URL
+// checked against (`user.rangeget`: `ETAG` LF `LAST-MODIFIED` LF `////////`,
+// either validator empty when the server sent none), and with `--xattr` the URL
 // (`user.xdg.origin.url`, the freedesktop name `curl --xattr` and
 // `wget --xattr` record). A later run of the same command can then tell a
 // file that is still the server's ("already complete") from one that
 // changed, without fetching it again.
 // The same attribute is rangeget's mark on a `.part` (OutputFile), written
-// when it is claimed with a third line, the `.part`'s own name, which the
-// commit drops once the file has its final name. Only a value of three lines
-// whose third is the file's present name is a mark: a finished file never
-// passes for a partial download, not even when that last write was lost (a
-// full disk, a power cut) or the server's Last-Modified reads like a name. Two or three attribute writes per file, where a separate
+// when it is claimed with a third line naming the `.part` (8 hex digits of
+// its name's FNV-1a hash), which the commit overwrites with slashes once the
+// file has its final name. Only a third line naming the file's present name
+// is a mark: a finished file never passes for a partial download, not even
+// when that last write was lost (a full disk, a power cut) or a server's
+// Last-Modified reads like a line of the mark. The two values have one
+// length, so the rewrite stays where the mark was: inside the inode, for
+// a typical ETag, where a short name and 8 digits leave the ~90 bytes ext4
+// keeps there enough (a longer value, moved out of the inode and back, cost
+// a block allocated and freed, with a discard, per file). Two or three attribute writes per file, where a separate
 // mark (set, then removed) and three attributes cost five calls and as many
 // rewrites of an ext4 inode's attribute block (a tenth of a 20,000-file
 // list's CPU). Files saved before keep their `user.rangeget.etag` and
@@ -28,28 +33,34 @@ struct FileOrigin: Equatable, Sendable {
 
     private static let urlAttribute = "user.xdg.origin.url"
     /// The validators, and the mark of a `.part` rangeget made.
-    static let validatorsAttribute = "user.rangeget.validators"
+    static let validatorsAttribute = "user.rangeget"
     /// Where earlier versions kept the validators (read only).
     private static let legacyETagAttribute = "user.rangeget.etag"
     private static let legacyLastModifiedAttribute = "user.rangeget.last_modified"
 
-    /// The value of `validatorsAttribute` on a finished file.
+    /// The value of `validatorsAttribute` on a finished file: no name is slashes.
     var validators: [UInt8] {
-        Array(((etag ?? "") + "\n" + (lastModified ?? "")).utf8)
+        Array(((etag ?? "") + "\n" + (lastModified ?? "") + "\n////////").utf8)
     }
 
     /// The value of `validatorsAttribute` on the `.part` at `path`: its mark.
-    func partMark(path: String) -> [UInt8] { validators + Array(("\n" + Self.name(of: path)).utf8) }
+    func partMark(path: String) -> [UInt8] {
+        Array(((etag ?? "") + "\n" + (lastModified ?? "") + "\n" + Self.nameTag(of: path)).utf8)
+    }
 
     /// True when the open file `descriptor`, at `path`, carries rangeget's mark of a `.part`.
     static func marksPartialDownload(_ descriptor: Int32, path: String) -> Bool {
         guard let value = bytes(of: validatorsAttribute, on: descriptor) else { return false }
         let lines = value.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
-        return lines.count == 3 && lines[2].elementsEqual(name(of: path).utf8)
+        return lines.count == 3 && lines[2].elementsEqual(nameTag(of: path).utf8)
     }
 
-    private static func name(of path: String) -> Substring {
-        path.lastIndex(of: "/").map { path[path.index(after: $0)...] } ?? path[...]
+    /// 8 hex digits of the FNV-1a hash of the file name in `path`.
+    private static func nameTag(of path: String) -> String {
+        let name = path.lastIndex(of: "/").map { path[path.index(after: $0)...] } ?? path[...]
+        let hash = name.utf8.reduce(UInt32(2_166_136_261)) { ($0 ^ UInt32($1)) &* 16_777_619 }
+        let digits = String(hash, radix: 16)
+        return String(repeating: "0", count: 8 - digits.count) + digits
     }
 
     /// Stores the URL on `file` when it has one to record (the validators
@@ -72,7 +83,7 @@ struct FileOrigin: Equatable, Sendable {
         defer { close(descriptor) }
         url = Self.bytes(of: Self.urlAttribute, on: descriptor).map { String(decoding: $0, as: UTF8.self) }
         if let validators = Self.bytes(of: Self.validatorsAttribute, on: descriptor) {
-            // (A third line, a name, is a .part's mark.)
+            // (The third line names a .part, or is slashes.)
             let lines = validators.split(separator: UInt8(ascii: "\n"), maxSplits: 2, omittingEmptySubsequences: false)
             let text = lines.map { $0.isEmpty ? nil : String(decoding: $0, as: UTF8.self) }
             etag = text[0]

@@ -137,7 +137,7 @@ final class OutputFile: Sendable {
 
     /// Marks the file as one rangeget made: `FileOrigin.validatorsAttribute`
     /// set to `value` (the validators of the file it is fetched from, and
-    /// the file's name: `FileOrigin.partMark`), or where the file system has no
+    /// a tag of the file's name: `FileOrigin.partMark`), or where the file system has no
     /// attributes, a small file beside it (`OUTPUT.part.mark`) that names
     /// this file's device and inode. An earlier version's mark gives way to it.
     func mark(_ value: [UInt8]) throws(IOError) {
