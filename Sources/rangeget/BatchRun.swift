@@ -167,21 +167,13 @@ final class BatchRun: Sendable {
     /// Called by the files' lanes and the loop's thread at once: the run's
     /// lock is taken only for the progress of the whole run.
     private func observe(_ event: DownloadEvent, of index: Int, lane: Lane) {
-        switch event {
-        case .fetched:
-            handTurnOn(from: lane)
-        case .probed, .restarting:
-            // The events that `Resumability.after` reads.
-            lane.resumability.withLock { $0 = $0.after(event) }
-        case .progress where !display.draws:
-            return
-        default:
-            break
-        }
+        if case .fetched = event { handTurnOn(from: lane) }
         guard case let .progress(progress) = event else {
+            lane.resumability.withLock { $0 = $0.after(event) }
             GetCommand.report(event, display: display, quiet: settings.quiet, file: Manifest.redacting(entries[index].urls[0]))
             return
         }
+        guard display.draws else { return }
         let (total, finished) = state.withLock { state -> (DownloadProgress, Int) in
             state.progress[index] = progress
             var sum = DownloadProgress(bytesDone: 0, totalBytes: 0, bytesPerSecond: 0, activeConnections: 0)

@@ -16,10 +16,11 @@
 // length, so the rewrite stays where the mark was: inside the inode, for
 // a typical ETag, where a short name and 8 digits leave the ~90 bytes ext4
 // keeps there enough (a longer value, moved out of the inode and back, cost
-// a block allocated and freed, with a discard, per file). Two or three attribute writes per file, where a separate
-// mark (set, then removed) and three attributes cost five calls and as many
-// rewrites of an ext4 inode's attribute block (a tenth of a 20,000-file
-// list's CPU). Files saved before keep their `user.rangeget.etag` and
+// a block allocated and freed, with a discard, per file). Two attribute
+// writes per file (three with the URL), where a separate mark (set, then
+// removed) and three attributes cost five calls and as many rewrites of an
+// ext4 inode's attribute block (a tenth of a 20,000-file list's CPU). Files
+// saved before keep their `user.rangeget.etag` and
 // `user.rangeget.last_modified`, still read.
 import CCurlShim
 import Glibc
@@ -39,13 +40,13 @@ struct FileOrigin: Equatable, Sendable {
     private static let legacyLastModifiedAttribute = "user.rangeget.last_modified"
 
     /// The value of `validatorsAttribute` on a finished file: no name is slashes.
-    var validators: [UInt8] {
-        Array(((etag ?? "") + "\n" + (lastModified ?? "") + "\n////////").utf8)
-    }
+    var validators: [UInt8] { value(thirdLine: "////////") }
 
     /// The value of `validatorsAttribute` on the `.part` at `path`: its mark.
-    func partMark(path: String) -> [UInt8] {
-        Array(((etag ?? "") + "\n" + (lastModified ?? "") + "\n" + Self.nameTag(of: path)).utf8)
+    func partMark(path: String) -> [UInt8] { value(thirdLine: Self.nameTag(of: path)) }
+
+    private func value(thirdLine: String) -> [UInt8] {
+        Array(((etag ?? "") + "\n" + (lastModified ?? "") + "\n" + thirdLine).utf8)
     }
 
     /// True when the open file `descriptor`, at `path`, carries rangeget's mark of a `.part`.
