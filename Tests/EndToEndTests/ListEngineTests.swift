@@ -369,6 +369,52 @@ final class ListEngineTests: EndToEndTestCase {
                        "the next file was requested only after the first was verified, synced and renamed")
     }
 
+    // MARK: - 6. Held flushes do not hold back the fetching
+
+    /// Every flush of the disk is held: Benchmarks/slowflush.c, preloaded,
+    /// makes fsync, fdatasync and syncfs wait while a gate file exists, so
+    /// no file of the list can be committed. With `-n 1 -j 1` the twelve
+    /// files are all fetched meanwhile, one after another: a file whose
+    /// bytes are all there waits for its commit on its own lane, and another
+    /// lane takes the turn. (With a fixed two lanes per job, two files were
+    /// fetched, then nothing until a flush ended.) Once the gate goes, each
+    /// file is committed and saved byte for byte.
+    func testFilesAreFetchedWhileEveryFlushIsHeld() throws {
+        let count = 12
+        let resources = (0..<count).map { Resource.generated(size: 16 << 10, seed: 2000 + UInt64($0)) }
+        for (index, resource) in resources.enumerated() { server.setResource(resource, at: name(index)) }
+        try writeList((0..<count).map { (server.url(name($0)), nil) })
+        let shim = try buildFlushShim()
+        let gate = path("gate")
+        XCTAssertTrue(FileManager.default.createFile(atPath: gate, contents: nil))
+
+        let child = try launch(["LD_PRELOAD=\(shim)", "SLOW_FLUSH_US=0", "SLOW_FLUSH_GATE=\(gate)",
+                                CLI.binary, "-q", "-n", "1", "-j", "1", "-i", "list", "-d", "out"],
+                               executable: "/usr/bin/env")
+        let allRequested = wait(timeout: 30) { server.statistics.requests.count >= count }
+        let requestedWhileHeld = server.statistics.requests.count
+        let savedWhileHeld = downloaded().filter { !$0.hasSuffix(".part") }
+        try FileManager.default.removeItem(atPath: gate)
+        let run = child.finish(timeout: 60)
+
+        XCTAssertTrue(allRequested, "with every flush held, only \(requestedWhileHeld) of \(count) "
+                      + "files were requested: files waiting for their commit held back the fetching")
+        XCTAssertEqual(savedWhileHeld, [], "a final name appeared before its data was flushed")
+        XCTAssertEqual(run.status, 0, run.stderr)
+        for (index, resource) in resources.enumerated() { assertSameBytes(downloads + "/" + name(index), resource) }
+        XCTAssertEqual(downloaded(), (0..<count).map(name).sorted(), "nothing but the files is left")
+    }
+
+    /// Benchmarks/slowflush.c built as a shared library in the test directory.
+    private func buildFlushShim() throws -> String {
+        let source = CLI.repositoryRoot.appendingPathComponent("Benchmarks/slowflush.c").path
+        let library = path("slowflush.so")
+        let build = try CLI.run(["cc", "-shared", "-fPIC", "-O2", "-o", library, source, "-ldl"],
+                                in: directory, executable: "/usr/bin/env")
+        XCTAssertEqual(build.status, 0, "cc could not build \(source): \(build.stderr)")
+        return library
+    }
+
     /// The last path component of a `file` field, nil if there is none.
     private func fileName(_ value: Any?) -> String? {
         (value as? String).map { URL(fileURLWithPath: $0).lastPathComponent }
