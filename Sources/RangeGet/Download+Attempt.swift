@@ -61,7 +61,12 @@ extension Download {
             return result
         }
 
-        let part = try PartialFile.claim(output: output, remote: remote, replacingOthers: restart, options: options)
+        // A small file the opening request brought whole, with nothing beside
+        // its name to take up: its data file gets a name only at the commit.
+        let unnamed = opening?.heldBody != nil && !options.overwrite
+            && (output == guessed ? !partial : !PartialFile.exists(beside: output))
+        let part = try PartialFile.claim(output: output, remote: remote, replacingOthers: restart, unnamed: unnamed,
+                                         options: options)
         controller.setPartPath(part.files.data)
         try part.resume(from: sources, restart: restart, nothingBeside: !partial && output == guessed, onEvent: onEvent)
         if tally.reused == nil { tally.reused = part.manifest?.done.byteCount ?? 0 }

@@ -384,17 +384,11 @@ final class ListEngineTests: EndToEndTestCase {
         let resources = (0..<count).map { Resource.generated(size: 16 << 10, seed: 2000 + UInt64($0)) }
         for (index, resource) in resources.enumerated() { server.setResource(resource, at: name(index)) }
         try writeList((0..<count).map { (server.url(name($0)), nil) })
-        let shim = try buildFlushShim()
-        let gate = path("gate")
-        XCTAssertTrue(FileManager.default.createFile(atPath: gate, contents: nil))
-
-        let child = try launch(["LD_PRELOAD=\(shim)", "SLOW_FLUSH_US=0", "SLOW_FLUSH_GATE=\(gate)",
-                                CLI.binary, "-q", "-n", "1", "-j", "1", "-i", "list", "-d", "out"],
-                               executable: "/usr/bin/env")
+        let (child, gate) = try launchWithFlushesHeld(["-q", "-n", "1", "-j", "1", "-i", "list", "-d", "out"])
         let allRequested = wait(timeout: 30) { server.statistics.requests.count >= count }
         let requestedWhileHeld = server.statistics.requests.count
         let savedWhileHeld = downloaded().filter { !$0.hasSuffix(".part") }
-        try FileManager.default.removeItem(atPath: gate)
+        try gate.open()
         let run = child.finish(timeout: 60)
 
         XCTAssertTrue(allRequested, "with every flush held, only \(requestedWhileHeld) of \(count) "
@@ -403,16 +397,6 @@ final class ListEngineTests: EndToEndTestCase {
         XCTAssertEqual(run.status, 0, run.stderr)
         for (index, resource) in resources.enumerated() { assertSameBytes(downloads + "/" + name(index), resource) }
         XCTAssertEqual(downloaded(), (0..<count).map(name).sorted(), "nothing but the files is left")
-    }
-
-    /// Benchmarks/slowflush.c built as a shared library in the test directory.
-    private func buildFlushShim() throws -> String {
-        let source = CLI.repositoryRoot.appendingPathComponent("Benchmarks/slowflush.c").path
-        let library = path("slowflush.so")
-        let build = try CLI.run(["cc", "-shared", "-fPIC", "-O2", "-o", library, source, "-ldl"],
-                                in: directory, executable: "/usr/bin/env")
-        XCTAssertEqual(build.status, 0, "cc could not build \(source): \(build.stderr)")
-        return library
     }
 
     /// The last path component of a `file` field, nil if there is none.

@@ -18,7 +18,7 @@ import XCTest
 /// A call of the `SystemCalls` seam.
 enum DiskCall: Sendable {
     case open, pwrite, ftruncate, posixFallocate, flock, fsetxattr, fremovexattr, fdatasync, fsync, syncfs,
-         syncFileRange, rename, renameNoReplace, link, unlink
+         syncFileRange, rename, renameNoReplace, link, unlink, openUnnamed, linkOpenFile
 }
 
 /// Calls of the seam made to fail. Each rule fails one call on one path (by
@@ -90,6 +90,9 @@ final class DiskFaults: Sendable {
         calls.renameNoReplace = { [self] in fault(.renameNoReplace, $0).map(Self.fail) ?? live.renameNoReplace($0, $1) }
         calls.link = { [self] in fault(.link, $0).map(Self.fail) ?? live.link($0, $1) }
         calls.unlink = { [self] in fault(.unlink, $0).map(Self.fail) ?? live.unlink($0) }
+        // A small file's unnamed data file (UnnamedFileTests fault its calls by descriptor).
+        calls.openUnnamed = { [self] in fault(.openUnnamed, $0).map(Self.fail) ?? live.openUnnamed($0) }
+        calls.linkOpenFile = { [self] in fault(.linkOpenFile, $1).map(Self.fail) ?? live.linkOpenFile($0, $1) }
         return calls
     }
 }

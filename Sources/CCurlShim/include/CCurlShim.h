@@ -45,6 +45,14 @@ int rg_build_dirty(void);
 /// fails with EEXIST when `to` exists; EINVAL where the file system cannot.
 int rg_rename_noreplace(const char *from, const char *to);
 
+/// A file with no name in `directory` (`O_TMPFILE`), open for reading and
+/// writing: a descriptor, or -1 (EOPNOTSUPP, EISDIR or EINVAL where the file
+/// system or kernel has none).
+int rg_open_unnamed(const char *directory);
+/// Gives the open file `fd` (one `rg_open_unnamed` made) the name `to`
+/// (`linkat`); never replaces anything there (EEXIST). 0 or -1.
+int rg_link_open_file(int fd, const char *to);
+
 /// `fsetxattr(fd, name, value, size, 0)`: 0 or -1 with errno (ENOTSUP where
 /// the file system has no extended attributes).
 int rg_set_attribute(int fd, const char *name, const void *value, size_t size);

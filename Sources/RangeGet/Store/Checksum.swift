@@ -41,6 +41,12 @@ public struct Checksum: Sendable, Equatable, CustomStringConvertible {
         guard let hex = algorithm.hex(ofFileDescriptor: descriptor) else { throw IOError("read", path) }
         return hex
     }
+
+    /// The digest of the open `file` (read with pread: named or not), lowercase hex.
+    static func digest(of file: OutputFile, algorithm: DigestAlgorithm) throws(IOError) -> String {
+        guard let hex = algorithm.hex(ofFileDescriptor: file.descriptor) else { throw IOError("read", file.path) }
+        return hex
+    }
 }
 
 extension DownloadOptions {

@@ -33,14 +33,60 @@ final class OutputFile: Sendable {
         try self.init(path: path, flags: 0, calls: calls)
     }
 
-    private init(path: String, flags: Int32, calls: SystemCalls) throws(IOError) {
+    private convenience init(path: String, flags: Int32, calls: SystemCalls) throws(IOError) {
         let descriptor = retryingOnInterrupt { calls.open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | flags, 0o644) }
         guard descriptor >= 0 else { throw IOError("open", path) }
+        self.init(path: path, descriptor: descriptor, isNew: flags & O_CREAT != 0, unnamed: false, calls: calls)
+    }
+
+    private init(path: String, descriptor: Int32, isNew: Bool, unnamed: Bool, calls: SystemCalls) {
         self.path = path
         self.descriptor = descriptor
-        isNew = flags & O_CREAT != 0
+        self.isNew = isNew
+        isUnnamed = Atomic(unnamed)
         openOrder = Self.opens.add(1, ordering: .relaxed).newValue
         self.calls = calls
+    }
+
+    /// A new file with no name yet in `directory` (`O_TMPFILE`): it gets one
+    /// with `link(to:)`, once its data is durable, and a kill before that
+    /// leaves nothing on disk. `path` is the name it is kept under if the
+    /// final one is taken (its `.part`), and what messages call it. Nil
+    /// where the kernel or the file system has no such files, or the
+    /// descriptor could not be linked for want of /proc (the caller then
+    /// claims a `.part` as for any download).
+    static func unnamed(in directory: String, keptAs path: String, calls: SystemCalls) -> OutputFile? {
+        guard canLinkOpenFiles else { return nil }
+        let descriptor = retryingOnInterrupt { calls.openUnnamed(directory) }
+        guard descriptor >= 0 else { return nil }
+        return OutputFile(path: path, descriptor: descriptor, isNew: true, unnamed: true, calls: calls)
+    }
+
+    /// True when an unnamed file can be linked: through /proc/self/fd, or
+    /// without it as root (`AT_EMPTY_PATH` wants CAP_DAC_READ_SEARCH).
+    private static let canLinkOpenFiles = access("/proc/self/fd", F_OK) == 0 || geteuid() == 0
+
+    /// True until an unnamed file (`unnamed(in:keptAs:calls:)`) is linked to a name.
+    private let isUnnamed: Atomic<Bool>
+    var hasNoName: Bool { isUnnamed.load(ordering: .relaxed) }
+
+    /// Gives an unnamed file the name `destination`, never over anything
+    /// there (EEXIST). The directory's fsync does not make the link durable:
+    /// the file's own link count changed too (SyncGroup syncs both).
+    func link(to destination: String) throws(IOError) {
+        guard retryingOnInterrupt({ calls.linkOpenFile(descriptor, destination) }) == 0 else {
+            throw IOError("save", destination)
+        }
+        isUnnamed.store(false, ordering: .relaxed)
+    }
+
+    /// Sets `FileOrigin.validatorsAttribute` to `value` on a file that has no
+    /// mark to keep (an unnamed one); false where the file system keeps no
+    /// extended attributes.
+    func recordValidators(_ value: [UInt8]) throws(IOError) -> Bool {
+        if retryingOnInterrupt({ calls.fsetxattr(descriptor, FileOrigin.validatorsAttribute, value) }) == 0 { return true }
+        if errno == ENOTSUP || errno == EPERM { return false }
+        throw IOError("record the origin of", path)
     }
 
     deinit {
@@ -218,6 +264,11 @@ final class OutputFile: Sendable {
     /// Makes every byte written so far durable (`fdatasync`).
     func synchronize() throws(IOError) {
         guard retryingOnInterrupt({ calls.fdatasync(descriptor) }) == 0 else { throw IOError("sync", path) }
+    }
+
+    /// Makes the file's data and its inode durable (`fsync`): its link count too.
+    func synchronizeWithInode() throws(IOError) {
+        guard retryingOnInterrupt({ calls.fsync(descriptor) }) == 0 else { throw IOError("sync", path) }
     }
 
     /// Writes back every dirty file of this file's file system and waits

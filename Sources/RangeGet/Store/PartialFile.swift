@@ -28,9 +28,18 @@ final class PartialFile {
     /// Claims the data file of a download of `remote` to `output`: creates
     /// it, or takes an earlier run's (any other `.part` too when
     /// `replacingOthers`); its mark holds the remote's validators.
-    static func claim(output: String, remote: RemoteFile, replacingOthers: Bool,
+    /// `unnamed`: the caller has the whole file in memory, and found nothing
+    /// beside `output`: the data file gets no name until it is committed
+    /// (`OutputFile.unnamed`), so it costs no `.part` created, marked and
+    /// renamed, and a kill meanwhile leaves nothing (those bytes are fetched
+    /// again). Where the file system has no unnamed files, a `.part` as usual.
+    static func claim(output: String, remote: RemoteFile, replacingOthers: Bool, unnamed: Bool = false,
                       options: DownloadOptions) throws(DownloadError) -> PartialFile {
         let files = PartialFiles(output: output)
+        if unnamed, let file = OutputFile.unnamed(in: StateFile.directory(of: output), keptAs: files.data,
+                                                  calls: options.systemCalls) {
+            return PartialFile(output: output, file: file, options: options)
+        }
         do {
             let file = try OutputFile.claim(
                 files, replacingOthers: replacingOthers,
@@ -112,6 +121,8 @@ final class PartialFile {
     /// data file, so no manifest is looked for (a list's new files).
     func resume(from sources: [RemoteFile], restart: Bool, nothingBeside: Bool = false,
                 onEvent: @Sendable (DownloadEvent) -> Void) throws(DownloadError) {
+        // An unnamed file is new, and nothing was beside its name.
+        if file.hasNoName { return }
         if restart {
             try discard()
             return
@@ -285,35 +296,47 @@ final class PartialFile {
             guard actual == size else {
                 throw DownloadError.verification("\(file.path) has \(actual) bytes, expected \(size)")
             }
-            if let checksum = try options.expectedChecksum(savingAs: output, data: file.path) {
-                let actual = try Checksum.digest(of: file.path, algorithm: checksum.algorithm)
+            let origin = FileOrigin(url: options.recordOriginURL ? Manifest.redacting(remote.url) : nil, etag: remote.etag,
+                                    lastModified: remote.lastModified)
+            let expected: Checksum?
+            do {
+                expected = try options.expectedChecksum(savingAs: output, data: file.path)
+            } catch {
+                try keepUnnamed(origin)
+                throw error
+            }
+            if let checksum = expected {
+                let actual = try Checksum.digest(of: file, algorithm: checksum.algorithm)
                 guard actual == checksum.hex else {
                     let problem = "\(checksum.algorithm.rawValue) is \(actual), expected \(checksum.hex)"
                     // Complete, but not what was expected: `status` says so, and
                     // a rerun checks again without fetching a byte.
+                    try keepUnnamed(origin)
                     try keepAsComplete(remote: remote, size: size, problem: problem)
                     throw DownloadError.verification(
                         "\(checksum.algorithm.rawValue) of the download is \(actual), expected \(checksum.hex); "
                             + "the data stays in \(file.path)", remedy: .restart)
                 }
             }
-            let origin = FileOrigin(url: options.recordOriginURL ? Manifest.redacting(remote.url) : nil, etag: remote.etag,
-                                    lastModified: remote.lastModified)
-            if try !origin.record(on: file) || file.isMarkedBeside {
+            // An unnamed file has no mark: its validators are written once, final.
+            let unnamed = file.hasNoName
+            let attributes = try origin.record(on: file) && (!unnamed || file.recordValidators(origin.validators))
+            if !attributes || file.isMarkedBeside {
                 onEvent(.notice("the file system of \(output) keeps no extended attributes: a later run can compare "
                                 + "only its size with the server's, not its ETag"))
             }
             // Once the data is durable: the final name, then the directory made durable.
             let commit = SyncGroup.Commit(file: file, directory: StateFile.directory(of: output)) { [self] in
                 do {
-                    try file.move(to: output, replacing: options.overwrite)
+                    if unnamed { try file.link(to: output) } else { try file.move(to: output, replacing: options.overwrite) }
                 } catch let error as IOError where error.code == EEXIST {
+                    try keepUnnamed(origin)
                     try keepAsComplete(remote: remote, size: size)
                     throw DownloadError.usage("\(output) appeared during the download (the data stays in \(file.path))",
                                               remedy: .overwrite)
                 }
                 // The mark becomes the finished file's validators.
-                file.unmark(keeping: origin.validators)
+                if !unnamed { file.unmark(keeping: origin.validators) }
                 // Without a manifest there is no journal either (the engine keeps one only beside a manifest).
                 if manifest != nil {
                     for path in [files.journal, files.manifest] { try StateFile.remove(path, calls: options.systemCalls) }
@@ -330,6 +353,15 @@ final class PartialFile {
         } catch {
             throw error as! DownloadError
         }
+    }
+
+    /// Gives an unnamed file its `.part` name, marked, where the data is to
+    /// stay (a checksum that failed, a final name taken meanwhile): the
+    /// messages say it is there.
+    private func keepUnnamed(_ origin: FileOrigin) throws(IOError) {
+        guard file.hasNoName else { return }
+        try file.mark(origin.partMark(path: files.data))
+        try file.link(to: files.data)
     }
 
     /// Saves the manifest as complete, durably (a new one for a file fetched

@@ -1,6 +1,7 @@
 // SyncGroup: the group commit of the files of a list. A finished file is
 // committed in three steps: its data made durable (fdatasync), then published
-// (renamed to its final name), then its directory made durable (fsync). Each
+// (renamed to its final name, or an unnamed file linked to it), then its
+// directory made durable (fsync; after links, a second syncfs). Each
 // sync of a small file costs a journal commit, far more than fetching it over
 // a fast link. Threads that commit while another thread is committing queue
 // their file; when that commit is done, one of them commits everything queued
@@ -107,11 +108,30 @@ public final class SyncGroup: Sendable {
         for commit in batch where !vouched.contains(ObjectIdentifier(commit)) {
             do { try commit.file.synchronize() } catch { commit.failure = error }
         }
+        let unnamed = Set(batch.filter { $0.file.hasNoName }.map(ObjectIdentifier.init))
         for commit in batch where commit.failure == nil {
             do { try commit.publish() } catch { commit.failure = error }
         }
+        // A rename changes its directory only, which the directory's fsync
+        // makes durable. A link of an unnamed file (OutputFile.unnamed)
+        // changes the file too (its link count), which that fsync does not
+        // write: in a batch of several (the first syncfs wrote their data
+        // back already) a second syncfs makes both durable, the directories
+        // of every file of the batch on its file system too, where it
+        // vouches; otherwise each linked file is fsynced, then its directory.
+        let linked = batch.filter { $0.failure == nil && unnamed.contains(ObjectIdentifier($0)) }
+        var named: Set<ObjectIdentifier> = []
+        if batch.count > 1, let first = linked.min(by: { $0.file.openOrder < $1.file.openOrder }),
+           first.file.synchronizeFileSystem(), let device = first.file.device {
+            for commit in batch where commit.failure == nil && commit.file.device == device {
+                named.insert(ObjectIdentifier(commit))
+            }
+        }
+        for commit in linked where !named.contains(ObjectIdentifier(commit)) {
+            do { try commit.file.synchronizeWithInode() } catch { commit.failure = error }
+        }
         var directories: [String: IOError?] = [:]
-        for commit in batch where commit.failure == nil {
+        for commit in batch where commit.failure == nil && !named.contains(ObjectIdentifier(commit)) {
             if directories[commit.directory] == nil {
                 do {
                     try StateFile.synchronize(directory: commit.directory, calls: calls)

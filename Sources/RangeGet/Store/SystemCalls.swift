@@ -41,6 +41,10 @@ package struct SystemCalls: Sendable {
     package var link: @Sendable (_ existing: String, _ new: String) -> Int32
     /// `unlink(2)`: 0 or -1.
     package var unlink: @Sendable (_ path: String) -> Int32
+    /// `open(2)` of a file with no name in `directory` (`O_TMPFILE`): a descriptor, or -1.
+    package var openUnnamed: @Sendable (_ directory: String) -> Int32
+    /// `linkat(2)` of such a file to the name `new`, never over anything there: 0 or -1.
+    package var linkOpenFile: @Sendable (_ descriptor: Int32, _ new: String) -> Int32
 
     /// The calls of the operating system.
     package static let live = SystemCalls(
@@ -63,7 +67,9 @@ package struct SystemCalls: Sendable {
         rename: { Glibc.rename($0, $1) },
         renameNoReplace: { rg_rename_noreplace($0, $1) },
         link: { Glibc.link($0, $1) },
-        unlink: { Glibc.unlink($0) }
+        unlink: { Glibc.unlink($0) },
+        openUnnamed: { rg_open_unnamed($0) },
+        linkOpenFile: { rg_link_open_file($0, $1) }
     )
 
     /// Writes all of `count` bytes at `offset` of the file `path` open as
