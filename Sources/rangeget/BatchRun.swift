@@ -50,9 +50,13 @@ final class BatchRun: Sendable {
     private let turns = DispatchSemaphore(value: 0)
     /// The lanes running; `run` waits for them.
     private let lanes = DispatchGroup()
-    /// Lanes not bound to a file (waiting for a turn, or about to), and all lanes.
+    /// Lanes not bound to a file (waiting for a turn, or about to), lanes
+    /// started, and turns given but not yet taken: while fewer lanes are
+    /// free than turns wait, another lane is started (two files handing
+    /// their turns on at once may start one more than needed, never fewer).
     private let freeLanes = Atomic<Int>(0)
     private let laneCount = Atomic<Int>(0)
+    private let waitingTurns = Atomic<Int>(0)
     /// How many files at most wait for their commit beyond those fetched:
     /// a flush of 5 ms (a SATA SSD's) with 4000 small files a second
     /// finishing needs some 40 waiting to keep the connections busy.
@@ -79,6 +83,7 @@ final class BatchRun: Sendable {
     /// Downloads every entry; returns the exit code.
     func run(jobs: Int) -> Int32 {
         let jobs = max(1, min(jobs, entries.count))
+        waitingTurns.store(jobs, ordering: .relaxed)
         for _ in 0..<jobs { turns.signal() }
         // One multi handle and one connection limit for every file.
         let loop: TransferLoop
@@ -141,13 +146,16 @@ final class BatchRun: Sendable {
                 return
             }
             freeLanes.subtract(1, ordering: .relaxed)
+            waitingTurns.subtract(1, ordering: .relaxed)
             let lane = Lane()
             let result = Result { () throws(DownloadError) in
                 try download.run { [self] event in
                     if case .fetched = event {
                         handTurnOn(from: lane)
                         // The turn needs a free lane to take it while this one waits for the commit.
-                        if freeLanes.load(ordering: .relaxed) == 0 { addLane(loop: loop, limit: limit) }
+                        if freeLanes.load(ordering: .relaxed) < waitingTurns.load(ordering: .relaxed) {
+                            addLane(loop: loop, limit: limit)
+                        }
                     }
                     observe(event, of: index, lane: lane)
                 }
@@ -200,7 +208,9 @@ final class BatchRun: Sendable {
 
     /// Gives the fetching turn of `lane`'s file to the next lane, once.
     private func handTurnOn(from lane: Lane) {
-        if lane.fetching.exchange(false, ordering: .acquiringAndReleasing) { turns.signal() }
+        guard lane.fetching.exchange(false, ordering: .acquiringAndReleasing) else { return }
+        waitingTurns.add(1, ordering: .relaxed)
+        turns.signal()
     }
 
     /// Called by the files' lanes and the loop's thread at once: the run's

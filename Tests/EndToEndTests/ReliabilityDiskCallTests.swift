@@ -236,13 +236,7 @@ final class ReliabilityDiskCallTests: EndToEndTestCase {
         let group = SyncGroup()
         for code in [ENOSPC, EIO] {
             let faults = DiskFaults([DiskFaults.Rule(call: .syncfs, path: nil, code: code)])
-            var calls = faults.calls
-            // A slow fdatasync holds the group's turn while the other files finish, so they commit as one batch.
-            let fdatasync = calls.fdatasync
-            calls.fdatasync = { descriptor in
-                usleep(300_000)
-                return fdatasync(descriptor)
-            }
+            let calls = Self.batching(faults.calls)
             let outputs = (0..<4).map { path("s\(code)-\($0)") }
             let results = downloadTogether(server.url("s"), to: outputs, group: group, calls: calls)
             XCTAssertGreaterThan(faults.failed[0], 0, "errno \(code): no batch was committed with syncfs")
@@ -262,30 +256,67 @@ final class ReliabilityDiskCallTests: EndToEndTestCase {
                           "a kernel before 5.17 or a file system whose syncfs vouches for nothing")
         let small = Resource.generated(size: 256 << 10, seed: 222)
         server.setResource(small, at: "s")
-        final class Counts: Sendable {
-            let syncs = Atomic<Int>(0)
-            let fileSystemSyncs = Atomic<Int>(0)
-        }
-        let counts = Counts()
-        var calls = SystemCalls.live
-        // A slow fdatasync holds the group's turn (its first file commits alone) while the others queue.
-        calls.fdatasync = { descriptor in
-            counts.syncs.add(1, ordering: .relaxed)
-            usleep(300_000)
-            return SystemCalls.live.fdatasync(descriptor)
-        }
+        let counts = SyncCounts()
+        var calls = Self.batching(.live) { counts.syncs.add(1, ordering: .relaxed) }
         calls.syncfs = { descriptor in
             counts.fileSystemSyncs.add(1, ordering: .relaxed)
             return SystemCalls.live.syncfs(descriptor)
         }
         let outputs = (0..<4).map { path("batch-\($0)") }
-        let results = downloadTogether(server.url("s"), to: outputs, group: SyncGroup(), calls: calls)
-        for output in outputs {
-            if case let .failure(error)? = results[output] { XCTFail("\(output): \(error)") }
-            assertSameBytes(output, small)
-        }
+        downloadAllTogether(server.url("s"), small, to: outputs, calls: calls)
         XCTAssertGreaterThan(counts.fileSystemSyncs.load(ordering: .relaxed), 0, "no batch was committed with syncfs")
         XCTAssertLessThan(counts.syncs.load(ordering: .relaxed), outputs.count, "every file was fdatasynced all the same")
+    }
+
+    /// Small files are linked from no name (UnnamedFileTests), which changes
+    /// their inodes too: a batch's second syncfs, after the links, makes
+    /// their names durable; where it fails, each linked file is fsynced,
+    /// then its directory. Every download finishes.
+    func test20ALinkedBatchWhoseSyncfsFailsIsSyncedFileByFile() throws {
+        let small = Resource.generated(size: 16 << 10, seed: 223)
+        server.setResource(small, at: "t")
+        let counts = SyncCounts()
+        var calls = Self.batching(.live)
+        calls.syncfs = { _ in
+            counts.fileSystemSyncs.add(1, ordering: .relaxed)
+            errno = EIO
+            return -1
+        }
+        calls.fsync = { descriptor in
+            var info = stat()
+            if fstat(descriptor, &info) == 0, info.st_mode & S_IFMT == S_IFREG { counts.fileSyncs.add(1, ordering: .relaxed) }
+            return SystemCalls.live.fsync(descriptor)
+        }
+        let outputs = (0..<4).map { path("linked-\($0)") }
+        downloadAllTogether(server.url("t"), small, to: outputs, calls: calls)
+        XCTAssertGreaterThanOrEqual(counts.fileSystemSyncs.load(ordering: .relaxed), 2,
+                                    "no batch of several linked files was committed")
+        XCTAssertEqual(counts.fileSyncs.load(ordering: .relaxed), outputs.count,
+                       "each linked file is fsynced once, its link count with it")
+    }
+
+    /// `calls` with a slow fdatasync (0.3 s, after `counted`): it holds the
+    /// group's turn (its first file commits alone) while the other files
+    /// finish and queue, so they commit as one batch.
+    private static func batching(_ calls: SystemCalls, counted: @escaping @Sendable () -> Void = {}) -> SystemCalls {
+        var slowed = calls
+        slowed.fdatasync = { descriptor in
+            counted()
+            usleep(300_000)
+            return calls.fdatasync(descriptor)
+        }
+        return slowed
+    }
+
+    /// Downloads `url`, which serves `resource`, to each of `outputs` at once
+    /// through one SyncGroup: each must end saved with its bytes.
+    private func downloadAllTogether(_ url: String, _ resource: Resource, to outputs: [String], calls: SystemCalls,
+                                     file: StaticString = #filePath, line: UInt = #line) {
+        let results = downloadTogether(url, to: outputs, group: SyncGroup(), calls: calls)
+        for output in outputs {
+            if case let .failure(error)? = results[output] { XCTFail("\(output): \(error)", file: file, line: line) }
+            assertSameBytes(output, resource, file: file, line: line)
+        }
     }
 
     /// Downloads `url` to each of `outputs` at once, on threads of their own,
@@ -383,4 +414,11 @@ final class ReliabilityDiskCallTests: EndToEndTestCase {
         }
         return true
     }
+}
+
+/// Disk flushes counted by the batch tests.
+private final class SyncCounts: Sendable {
+    let syncs = Atomic<Int>(0)
+    let fileSystemSyncs = Atomic<Int>(0)
+    let fileSyncs = Atomic<Int>(0)
 }

@@ -10,6 +10,7 @@ import Foundation
 import Glibc
 import RangeGet
 import RangeServer
+import Synchronization
 import XCTest
 
 final class UnnamedFileTests: EndToEndTestCase {
@@ -96,10 +97,10 @@ final class UnnamedFileTests: EndToEndTestCase {
     }
 
     /// Each disk call on the unnamed file failing (EIO, in-process through
-    /// the SystemCalls seam): one clear line, and nothing left in the
-    /// directory, no final name and no `.part`; the next run saves the
-    /// file. Where no unnamed file can be made, the download takes a
-    /// `.part` as any other and finishes.
+    /// the SystemCalls seam): one clear line naming the output, and nothing
+    /// left in the directory, no final name and no `.part`; the next run
+    /// saves the file. Where no unnamed file can be made, the download
+    /// creates a `.part` as for any other file and finishes.
     func testEveryDiskCallOfAnUnnamedFileFailsCleanly() throws {
         let resource = Resource.generated(size: 16 << 10, seed: 2103)
         server.setResource(resource, at: "small.bin")
@@ -109,15 +110,22 @@ final class UnnamedFileTests: EndToEndTestCase {
             return -1
         }
         let live = SystemCalls.live
+        let partCreated = Mutex(false)
         let cases: [(name: String, expected: String?, fault: (inout SystemCalls) -> Void)] = [
-            ("no unnamed files", nil, { $0.openUnnamed = { _ in failing(EOPNOTSUPP) } }),
-            ("pwrite", "cannot write \(output).part", { calls in
+            ("no unnamed files", nil, { [output] calls in
+                calls.openUnnamed = { _ in failing(EOPNOTSUPP) }
+                calls.open = { path, flags, mode in
+                    if path == output + ".part", flags & O_CREAT != 0 { partCreated.withLock { $0 = true } }
+                    return live.open(path, flags, mode)
+                }
+            }),
+            ("pwrite", "cannot write \(output)", { calls in
                 calls.pwrite = { unnamed($0) ? Int(failing(EIO)) : live.pwrite($0, $1, $2, $3) }
             }),
-            ("fsetxattr", "cannot record the origin of \(output).part", { calls in
+            ("fsetxattr", "cannot record the origin of \(output)", { calls in
                 calls.fsetxattr = { unnamed($0) ? failing(EIO) : live.fsetxattr($0, $1, $2) }
             }),
-            ("fdatasync", "cannot sync \(output).part", { calls in
+            ("fdatasync", "cannot sync \(output)", { calls in
                 calls.fdatasync = { unnamed($0) ? failing(EIO) : live.fdatasync($0) }
             }),
             ("linkat", "cannot save \(output)", { $0.linkOpenFile = { _, _ in failing(EIO) } }),
@@ -131,6 +139,7 @@ final class UnnamedFileTests: EndToEndTestCase {
                 XCTAssertEqual(saved(), [], "\(name): the failed download left something behind")
             } else {
                 XCTAssertNil(run.error, name)
+                XCTAssertTrue(partCreated.withLock { $0 }, "\(name): no .part was created")
                 assertSameBytes(output, resource)
                 try FileManager.default.removeItem(atPath: output)
             }
@@ -140,5 +149,29 @@ final class UnnamedFileTests: EndToEndTestCase {
             XCTAssertEqual(saved(), ["small.bin"], name)
             try FileManager.default.removeItem(atPath: output)
         }
+    }
+
+    /// A small file whose list has no checksum for it stays as its `.part`,
+    /// recorded as complete: the next run, with the entry, verifies it and
+    /// saves it without fetching it again.
+    func testASmallFileMissingFromTheChecksumListIsKeptAsComplete() throws {
+        let resource = Resource.generated(size: 16 << 10, seed: 2104)
+        server.setResource(resource, at: "small.bin")
+        try Data(server.url("small.bin").utf8).write(to: URL(fileURLWithPath: path("list")))
+        try Data("\(String(repeating: "0", count: 64))  other.bin\n".utf8).write(to: URL(fileURLWithPath: path("SUMS")))
+        let arguments = ["-q", "-i", path("list"), "-d", path("out"), "--checksum-file", path("SUMS")]
+        let failed = try CLI.run(arguments, in: directory)
+        XCTAssertEqual(failed.status, 3, failed.stderr)
+        XCTAssertTrue(failed.stderr.contains("the data stays in \(output).part"), failed.stderr)
+        assertSameBytes(output + ".part", resource)
+
+        let fetched = server.statistics.requests.filter { $0.method == "GET" }.count
+        try Data("\(try sha256(of: resource))  small.bin\n".utf8).write(to: URL(fileURLWithPath: path("SUMS")))
+        let good = try CLI.run(arguments, in: directory)
+        XCTAssertEqual(good.status, 0, good.stderr)
+        assertSameBytes(output, resource)
+        XCTAssertEqual(saved(), ["small.bin"])
+        XCTAssertEqual(server.statistics.requests.filter { $0.method == "GET" && $0.headers["range"] != "bytes=0-0" }.count,
+                       fetched, "the kept data was fetched again: \(server.statistics.requests)")
     }
 }

@@ -50,21 +50,21 @@ final class OutputFile: Sendable {
 
     /// A new file with no name yet in `directory` (`O_TMPFILE`): it gets one
     /// with `link(to:)`, once its data is durable, and a kill before that
-    /// leaves nothing on disk. `path` is the name it is kept under if the
-    /// final one is taken (its `.part`), and what messages call it. Nil
-    /// where the kernel or the file system has no such files, or the
-    /// descriptor could not be linked for want of /proc (the caller then
-    /// claims a `.part` as for any download).
-    static func unnamed(in directory: String, keptAs path: String, calls: SystemCalls) -> OutputFile? {
+    /// leaves nothing on disk. `path`, what messages call it, is the name it
+    /// is to have. Nil where the kernel or the file system has no such
+    /// files, or without /proc, through which an unprivileged process links
+    /// one (`AT_EMPTY_PATH` wants CAP_DAC_READ_SEARCH, which root in a
+    /// container often lacks): the caller then claims a `.part` as for any
+    /// download. Nothing locks it: no other process can open it, and a second
+    /// run fetching the same file finds the final name taken at its commit.
+    static func unnamed(in directory: String, naming path: String, calls: SystemCalls) -> OutputFile? {
         guard canLinkOpenFiles else { return nil }
         let descriptor = retryingOnInterrupt { calls.openUnnamed(directory) }
         guard descriptor >= 0 else { return nil }
         return OutputFile(path: path, descriptor: descriptor, isNew: true, unnamed: true, calls: calls)
     }
 
-    /// True when an unnamed file can be linked: through /proc/self/fd, or
-    /// without it as root (`AT_EMPTY_PATH` wants CAP_DAC_READ_SEARCH).
-    private static let canLinkOpenFiles = access("/proc/self/fd", F_OK) == 0 || geteuid() == 0
+    private static let canLinkOpenFiles = access("/proc/self/fd", F_OK) == 0
 
     /// True until an unnamed file (`unnamed(in:keptAs:calls:)`) is linked to a name.
     private let isUnnamed: Atomic<Bool>
@@ -198,9 +198,11 @@ final class OutputFile: Sendable {
         try markBeside()
     }
 
-    /// The mark as a file beside this one, where extended attributes are unsupported.
-    func markBeside() throws(IOError) {
-        let markPath = PartialFiles(data: path).mark
+    /// The mark as a file beside this one (beside `dataPath`, where it is
+    /// linked under another name than `path`), where extended attributes
+    /// are unsupported.
+    func markBeside(dataPath: String? = nil) throws(IOError) {
+        let markPath = PartialFiles(data: dataPath ?? path).mark
         guard let identity = FileIdentity(descriptor: descriptor),
               let data = try? JSONEncoder().encode(identity) else { throw IOError("mark", path) }
         try StateFile.replace(markPath, with: data, durable: false, calls: calls)

@@ -36,7 +36,7 @@ final class PartialFile {
     static func claim(output: String, remote: RemoteFile, replacingOthers: Bool, unnamed: Bool = false,
                       options: DownloadOptions) throws(DownloadError) -> PartialFile {
         let files = PartialFiles(output: output)
-        if unnamed, let file = OutputFile.unnamed(in: StateFile.directory(of: output), keptAs: files.data,
+        if unnamed, let file = OutputFile.unnamed(in: StateFile.directory(of: output), naming: output,
                                                   calls: options.systemCalls) {
             return PartialFile(output: output, file: file, options: options)
         }
@@ -294,15 +294,17 @@ final class PartialFile {
             if file.currentSize() > size { try file.truncate(to: size) }
             let actual = file.currentSize()
             guard actual == size else {
-                throw DownloadError.verification("\(file.path) has \(actual) bytes, expected \(size)")
+                throw DownloadError.verification("\(files.data) has \(actual) bytes, expected \(size)")
             }
             let origin = FileOrigin(url: options.recordOriginURL ? Manifest.redacting(remote.url) : nil, etag: remote.etag,
                                     lastModified: remote.lastModified)
             let expected: Checksum?
             do {
-                expected = try options.expectedChecksum(savingAs: output, data: file.path)
+                expected = try options.expectedChecksum(savingAs: output, data: files.data)
             } catch {
+                // Kept as complete: a later run with a list that has the entry only verifies it.
                 try keepUnnamed(origin)
+                try keepAsComplete(remote: remote, size: size)
                 throw error
             }
             if let checksum = expected {
@@ -315,7 +317,7 @@ final class PartialFile {
                     try keepAsComplete(remote: remote, size: size, problem: problem)
                     throw DownloadError.verification(
                         "\(checksum.algorithm.rawValue) of the download is \(actual), expected \(checksum.hex); "
-                            + "the data stays in \(file.path)", remedy: .restart)
+                            + "the data stays in \(files.data)", remedy: .restart)
                 }
             }
             // An unnamed file has no mark: its validators are written once, final.
@@ -332,7 +334,7 @@ final class PartialFile {
                 } catch let error as IOError where error.code == EEXIST {
                     try keepUnnamed(origin)
                     try keepAsComplete(remote: remote, size: size)
-                    throw DownloadError.usage("\(output) appeared during the download (the data stays in \(file.path))",
+                    throw DownloadError.usage("\(output) appeared during the download (the data stays in \(files.data))",
                                               remedy: .overwrite)
                 }
                 // The mark becomes the finished file's validators.
@@ -355,13 +357,20 @@ final class PartialFile {
         }
     }
 
-    /// Gives an unnamed file its `.part` name, marked, where the data is to
-    /// stay (a checksum that failed, a final name taken meanwhile): the
-    /// messages say it is there.
+    /// Gives an unnamed file its `.part` name, marked and durable, where
+    /// the data is to stay (a checksum that failed or has no entry, a final
+    /// name taken meanwhile): the messages say it is there, and
+    /// `keepAsComplete` saves its manifest next (whose directory sync makes
+    /// the name durable). The mark attribute goes on before the link, so the
+    /// name never shows an unmarked file; a mark file, where there are no
+    /// attributes, after it (a link never replaces another run's `.part`,
+    /// but a mark file would replace its mark).
     private func keepUnnamed(_ origin: FileOrigin) throws(IOError) {
         guard file.hasNoName else { return }
-        try file.mark(origin.partMark(path: files.data))
+        let marked = try file.recordValidators(origin.partMark(path: files.data))
         try file.link(to: files.data)
+        if !marked { try file.markBeside(dataPath: files.data) }
+        try file.synchronizeWithInode()
     }
 
     /// Saves the manifest as complete, durably (a new one for a file fetched
