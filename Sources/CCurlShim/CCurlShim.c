@@ -1,5 +1,6 @@
 #define _GNU_SOURCE /* sync_file_range, renameat2, syncfs, O_TMPFILE */
 #include <errno.h>
+#include <malloc.h>
 #include <fcntl.h>
 #include <unistd.h>
 #include <stdio.h>
@@ -102,4 +103,8 @@ int rg_remove_attribute(int fd, const char *name) {
 
 void rg_store_release(int64_t *word, int64_t value) {
     __atomic_store_n(word, value, __ATOMIC_RELEASE);
+}
+
+void rg_limit_malloc_arenas(int count) {
+    mallopt(M_ARENA_MAX, count);
 }

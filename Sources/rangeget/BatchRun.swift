@@ -83,6 +83,11 @@ final class BatchRun: Sendable {
     /// Downloads every entry; returns the exit code.
     func run(jobs: Int) -> Int32 {
         let jobs = max(1, min(jobs, entries.count))
+        // Two malloc arenas, not glibc's eight per core: with a lane per file
+        // waiting for its commit (up to `committingLanes` more), each lane's
+        // arena kept its own free memory. 20,000 files of 4 KiB peaked at
+        // 31.5-32.4 MiB, against 35.7-40.9, in the same wall time (3 runs).
+        limitMallocArenas(to: 2)
         waitingTurns.store(jobs, ordering: .relaxed)
         for _ in 0..<jobs { turns.signal() }
         // One multi handle and one connection limit for every file.

@@ -52,6 +52,8 @@ int rg_open_unnamed(const char *directory);
 /// Gives the open file `fd` (one `rg_open_unnamed` made) the name `to`
 /// (`linkat`); never replaces anything there (EEXIST). 0 or -1.
 int rg_link_open_file(int fd, const char *to);
+/// glibc's `mallopt(M_ARENA_MAX, count)`: at most `count` malloc arenas.
+void rg_limit_malloc_arenas(int count);
 
 /// `fsetxattr(fd, name, value, size, 0)`: 0 or -1 with errno (ENOTSUP where
 /// the file system has no extended attributes).

@@ -4,6 +4,7 @@
 // per core, and Foundation's Thread would pull all of Foundation (and ICU)
 // into every program using the library. (RangeServer keeps a copy of its own:
 // it must not depend on this library.)
+import CCurlShim
 import Glibc
 
 /// Runs `body` on a new detached thread with a 4 MiB stack.
@@ -38,4 +39,11 @@ package func tryStartThread(_ body: @escaping @Sendable () -> Void) -> Bool {
         return false
     }
     return true
+}
+
+/// Caps glibc's malloc arenas (eight per core by default) at `count`, for
+/// a program about to run many threads that each allocate a little: every
+/// arena keeps its own free memory. Call it before those threads start.
+package func limitMallocArenas(to count: Int) {
+    rg_limit_malloc_arenas(Int32(count))
 }
