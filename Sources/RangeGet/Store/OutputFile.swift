@@ -66,7 +66,7 @@ final class OutputFile: Sendable {
 
     private static let canLinkOpenFiles = access("/proc/self/fd", F_OK) == 0
 
-    /// True until an unnamed file (`unnamed(in:keptAs:calls:)`) is linked to a name.
+    /// True until an unnamed file (`unnamed(in:naming:calls:)`) is linked to a name.
     private let isUnnamed: Atomic<Bool>
     var hasNoName: Bool { isUnnamed.load(ordering: .relaxed) }
 
@@ -80,13 +80,13 @@ final class OutputFile: Sendable {
         isUnnamed.store(false, ordering: .relaxed)
     }
 
-    /// Sets `FileOrigin.validatorsAttribute` to `value` on a file that has no
-    /// mark to keep (an unnamed one); false where the file system keeps no
-    /// extended attributes.
-    func recordValidators(_ value: [UInt8]) throws(IOError) -> Bool {
+    /// Sets `FileOrigin.validatorsAttribute` to `value` (as `mark` does, on
+    /// an unnamed file with no mark to keep); false where the file system
+    /// keeps no extended attributes. Other failures are `operation`'s.
+    func recordValidators(_ value: [UInt8], failing operation: String = "record the origin of") throws(IOError) -> Bool {
         if retryingOnInterrupt({ calls.fsetxattr(descriptor, FileOrigin.validatorsAttribute, value) }) == 0 { return true }
         if errno == ENOTSUP || errno == EPERM { return false }
-        throw IOError("record the origin of", path)
+        throw IOError(operation, path)
     }
 
     deinit {
@@ -187,15 +187,14 @@ final class OutputFile: Sendable {
     /// attributes, a small file beside it (`OUTPUT.part.mark`) that names
     /// this file's device and inode. An earlier version's mark gives way to it.
     func mark(_ value: [UInt8]) throws(IOError) {
-        if retryingOnInterrupt({ calls.fsetxattr(descriptor, FileOrigin.validatorsAttribute, value) }) == 0 {
-            if markPlace.withLock({ $0 }) == .legacyAttribute {
-                _ = retryingOnInterrupt { calls.fremovexattr(descriptor, Self.legacyMarkAttribute) }
-            }
-            markPlace.withLock { $0 = .attribute }
+        guard try recordValidators(value, failing: "mark") else {
+            try markBeside()
             return
         }
-        guard errno == ENOTSUP || errno == EPERM else { throw IOError("mark", path) }
-        try markBeside()
+        if markPlace.withLock({ $0 }) == .legacyAttribute {
+            _ = retryingOnInterrupt { calls.fremovexattr(descriptor, Self.legacyMarkAttribute) }
+        }
+        markPlace.withLock { $0 = .attribute }
     }
 
     /// The mark as a file beside this one (beside `dataPath`, where it is

@@ -120,18 +120,18 @@ public final class SyncGroup: Sendable {
         // of every file of the batch on its file system too, where it
         // vouches; otherwise each linked file is fsynced, then its directory.
         let linked = batch.filter { $0.failure == nil && unnamed.contains(ObjectIdentifier($0)) }
-        var named: Set<ObjectIdentifier> = []
+        var durableNames: Set<ObjectIdentifier> = []
         if batch.count > 1, let first = linked.min(by: { $0.file.openOrder < $1.file.openOrder }),
            first.file.synchronizeFileSystem(), let device = first.file.device {
             for commit in batch where commit.failure == nil && commit.file.device == device {
-                named.insert(ObjectIdentifier(commit))
+                durableNames.insert(ObjectIdentifier(commit))
             }
         }
-        for commit in linked where !named.contains(ObjectIdentifier(commit)) {
+        for commit in linked where !durableNames.contains(ObjectIdentifier(commit)) {
             do { try commit.file.synchronizeWithInode() } catch { commit.failure = error }
         }
         var directories: [String: IOError?] = [:]
-        for commit in batch where commit.failure == nil && !named.contains(ObjectIdentifier(commit)) {
+        for commit in batch where commit.failure == nil && !durableNames.contains(ObjectIdentifier(commit)) {
             if directories[commit.directory] == nil {
                 do {
                     try StateFile.synchronize(directory: commit.directory, calls: calls)
