@@ -9,9 +9,11 @@ extension Download {
     /// One attempt: probe, then transfer until the file is complete, the
     /// download fails or a pause or cancel stops it (`.interrupted`).
     /// `tally` carries the figures of earlier attempts and gains this one's.
+    /// Nil: the verified file's commit was handed off (`runHandingOffCommit`),
+    /// and the committer ends the download.
     func attempt(
         tally: inout Tally, onEvent: @escaping @Sendable (DownloadEvent) -> Void
-    ) throws(DownloadError) -> DownloadResult {
+    ) throws(DownloadError) -> DownloadResult? {
         if let window { return try stream(into: window, tally: &tally, onEvent: onEvent) }
         for mirror in mirrors { try RemoteURL.check(mirror) }
         let started = MonotonicClock.now()
@@ -92,6 +94,16 @@ extension Download {
             switch policy.next(after: outcome, url: url, mirrors: sources.map(\.url), unprobed: unprobed) {
             case let .finish(size):
                 onEvent(.fetched(bytes: size))
+                if controller.handsOffCommit, let group = options.syncGroup {
+                    let (tally, probeReports) = (tally, probeReports)
+                    try part.commit(size: size, remote: remote, in: group, onEvent: onEvent) { [self] failure in
+                        let outcome = failure.map(DownloadOutcome.failure) ?? .success(
+                            finished(path: output, size: size, tally: tally, since: started, probed: probeReports,
+                                     prober: prober, onEvent: onEvent))
+                        _ = end(outcome, discarding: nil)
+                    }
+                    return nil
+                }
                 try part.commit(size: size, remote: remote, onEvent: onEvent)
                 return finished(path: output, size: size, tally: tally, since: started, probed: probeReports,
                                 prober: prober, onEvent: onEvent)

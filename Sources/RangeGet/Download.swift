@@ -79,8 +79,30 @@ public final class Download: Sendable {
         }
     }
 
+    /// Downloads the file on the calling thread until every byte is fetched
+    /// and verified, then hands its commit (the flush, the final name) to
+    /// `options.syncGroup`'s committer and returns, so this thread can take
+    /// up the next file of a list meanwhile. `ended` hears the outcome once:
+    /// on this thread when the download ends here (failed, interrupted,
+    /// already complete, or without a group), else on the committer's, after
+    /// the `finished` event. A download that has ended gives its outcome
+    /// again; one running elsewhere gives `.usage`. No pause: a paused
+    /// download waits on this thread, as with `run(onEvent:)`.
+    package func runHandingOffCommit(onEvent: @escaping @Sendable (DownloadEvent) -> Void,
+                                     ended: @escaping @Sendable (Result<DownloadResult, DownloadError>) -> Void) {
+        switch controller.claim(threaded: false, observer: onEvent, whenEnded: ended) {
+        case .claimed:
+            _ = drive()
+        case let .ended(outcome):
+            ended(outcome)
+        case .busy:
+            ended(.failure(.usage("this download is already running")))
+        }
+    }
+
     /// Runs attempts until the download ends, and returns its outcome; nil
-    /// when a `start()`ed download is paused and this thread leaves.
+    /// when a `start()`ed download is paused and this thread leaves, or when
+    /// the commit was handed off (`runHandingOffCommit`).
     func drive() -> DownloadOutcome? {
         controller.drive(
             attempt: { (tally: inout Tally, onEvent) throws(DownloadError) in try attempt(tally: &tally, onEvent: onEvent) },

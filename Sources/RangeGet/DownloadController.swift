@@ -64,6 +64,11 @@ final class DownloadController: Sendable {
         var pauseAnnounced = false
         /// The driver thread leaves instead of parking while paused (`start()`, not `run(onEvent:)`).
         var threaded = false
+        /// A verified file's commit goes to its SyncGroup's committer and the
+        /// driver thread leaves (`Download.runHandingOffCommit`).
+        var handsOffCommit = false
+        /// Told the outcome once the download ends, on the thread that ends it.
+        var whenEnded: (@Sendable (DownloadOutcome) -> Void)?
         var engine: StopSignal?
         var partPath: String?
         var parked: DispatchSemaphore?
@@ -82,14 +87,19 @@ final class DownloadController: Sendable {
 
     // MARK: - Starting
 
-    /// Moves a ready download to running; `threaded` when no caller's thread waits in `run(onEvent:)`.
-    func claim(threaded: Bool, observer: @escaping @Sendable (DownloadEvent) -> Void) -> Claim {
+    /// Moves a ready download to running; `threaded` when no caller's thread
+    /// waits in `run(onEvent:)`; `whenEnded`, if given, hands the commit off
+    /// (`handsOffCommit`) and hears the outcome.
+    func claim(threaded: Bool, observer: @escaping @Sendable (DownloadEvent) -> Void,
+               whenEnded: (@Sendable (DownloadOutcome) -> Void)? = nil) -> Claim {
         state.withLock { state in
             switch state.phase {
             case .ready:
                 state.phase = .running
                 state.threaded = threaded
                 state.observer = observer
+                state.handsOffCommit = whenEnded != nil
+                state.whenEnded = whenEnded
                 return .claimed
             case let .ended(outcome, _):
                 return .ended(outcome)
@@ -125,6 +135,11 @@ final class DownloadController: Sendable {
             state.engine = engine
             return state.request != .none
         }
+    }
+
+    /// True when a verified file's commit is handed off rather than waited for.
+    var handsOffCommit: Bool {
+        state.withLock(\.handsOffCommit)
     }
 
     /// Records where the partial download lives, for a later discard.
@@ -215,9 +230,11 @@ final class DownloadController: Sendable {
     /// Runs `attempt` (given the figures of earlier attempts, and where to
     /// send events) until the download ends, then `end` (given the outcome
     /// and the partial download to remove, if any), and returns what `end`
-    /// returns; nil when a `start()`ed download is paused and this thread leaves.
+    /// returns; nil when a `start()`ed download is paused and this thread
+    /// leaves, or when `attempt` returned nil: it handed the commit off, and
+    /// the committer ends the download.
     func drive(
-        attempt: (inout Tally, @escaping @Sendable (DownloadEvent) -> Void) throws(DownloadError) -> DownloadResult,
+        attempt: (inout Tally, @escaping @Sendable (DownloadEvent) -> Void) throws(DownloadError) -> DownloadResult?,
         end: (DownloadOutcome, String?) -> DownloadOutcome
     ) -> DownloadOutcome? {
         var step = Step.attempt
@@ -226,10 +243,16 @@ final class DownloadController: Sendable {
             case .attempt:
                 if announcesResume() { emit(.resumed) }
                 var tally = state.withLock(\.tally)
-                let outcome = DownloadOutcome { () throws(DownloadError) in
+                let attempted = Result { () throws(DownloadError) in
                     try attempt(&tally, { [self] event in emit(event) })
                 }
                 state.withLock { $0.tally = tally }
+                let outcome: DownloadOutcome
+                switch attempted {
+                case .success(nil): return nil
+                case let .success(result?): outcome = .success(result)
+                case let .failure(error): outcome = .failure(error)
+                }
                 if announcesPause(after: outcome) { emit(.paused) }
                 step = settle(outcome)
             case let .park(signal):
@@ -319,8 +342,10 @@ final class DownloadController: Sendable {
         var outcome: DownloadOutcome
         var waiters: [CheckedContinuation<DownloadOutcome, Never>]
         var subscribers: [AsyncStream<DownloadEvent>.Continuation]
+        var whenEnded: (@Sendable (DownloadOutcome) -> Void)?
 
         func notify() {
+            whenEnded?(outcome)
             for waiter in waiters { waiter.resume(returning: outcome) }
             for subscriber in subscribers { subscriber.finish() }
         }
@@ -345,7 +370,9 @@ final class DownloadController: Sendable {
         state.engine = nil
         // The observer may hold the download itself (Download.data does): let both go.
         state.observer = { _ in }
-        let ended = Ended(outcome: outcome, waiters: state.waiters, subscribers: Array(state.subscribers.values))
+        let ended = Ended(outcome: outcome, waiters: state.waiters, subscribers: Array(state.subscribers.values),
+                          whenEnded: state.whenEnded)
+        state.whenEnded = nil
         state.waiters = []
         state.subscribers = [:]
         state.eventsClosed = true

@@ -4,18 +4,20 @@
 // before another transfer of a running one, so files go on in list order and
 // a large one ends up with every connection the small ones no longer need.
 // At most `--jobs` files are fetched at once, each on a thread of its own (a
-// lane) for the steps that block (claiming the .part, a checksum, the
-// commit). A file whose bytes are all fetched hands its turn on (the
-// `fetched` event) while it is verified and synced, so the connections serve
-// the next file meanwhile: its lane waits for the commit, and a new lane is
-// started when no other is free to take the turn (up to `committingLanes`
-// more than `--jobs`), so slow flushes never hold back the fetching.
-// Finished files are made durable together (a SyncGroup, a group commit):
-// the more files wait for a flush, the more one flush commits. A failed file
-// does not stop the others; a line on stderr (also with -q), the summary and
-// the exit code say which failed. Nothing is kept per finished file but its
-// failure, so a list of 100,000 files runs in the memory of a short one;
-// `--json` prints each file's object as it ends, then a summary line.
+// lane) for the steps that block (claiming the .part, a checksum). A file
+// whose bytes are all fetched and verified hands its commit to the run's
+// SyncGroup (a group commit: the more files wait for a flush, the more one
+// flush commits) and its lane takes up the next file at once: a committer
+// thread ends the file when its flush is done, so slow flushes never hold
+// back the fetching and no thread waits per file. A file with a checksum to
+// compute hands its turn on as soon as its bytes are fetched (the `fetched`
+// event), and another lane is started when none is free to take it (up to
+// `--jobs` more lanes, so a list of large files checked against a checksum
+// list keeps its connections busy meanwhile). A failed file does not stop the
+// others; a line on stderr (also with -q), the summary and the exit code say
+// which failed. Nothing is kept per finished file but its failure, so a
+// list of 100,000 files runs in the memory of a short one; `--json` prints
+// each file's object as it ends, then a summary line.
 import Dispatch
 import FoundationEssentials
 import Glibc
@@ -48,8 +50,10 @@ final class BatchRun: Sendable {
     private let checksums: [String: Checksum]?
     /// Turns to fetch a file: `--jobs` of them (set in `run`).
     private let turns = DispatchSemaphore(value: 0)
-    /// The lanes running; `run` waits for them.
+    /// The lanes running, and the files not yet ended (a commit handed off
+    /// ends on the committer's thread): `run` waits for both.
     private let lanes = DispatchGroup()
+    private let files = DispatchGroup()
     /// Lanes not bound to a file (waiting for a turn, or about to), lanes
     /// started, and turns given but not yet taken: while fewer lanes are
     /// free than turns wait, another lane is started (two files handing
@@ -57,10 +61,6 @@ final class BatchRun: Sendable {
     private let freeLanes = Atomic<Int>(0)
     private let laneCount = Atomic<Int>(0)
     private let waitingTurns = Atomic<Int>(0)
-    /// How many files at most wait for their commit beyond those fetched:
-    /// with 5 ms flushes (a SATA SSD's), 1000 files of 16 KiB took 0.220 s
-    /// with up to 256 waiting and 0.390 s with 64 (5 interleaved runs).
-    static let committingLanes = 256
 
     /// What a lane keeps of its running file, its own: the run's lock is
     /// not taken for it (the lanes queued on that lock).
@@ -83,10 +83,10 @@ final class BatchRun: Sendable {
     /// Downloads every entry; returns the exit code.
     func run(jobs: Int) -> Int32 {
         let jobs = max(1, min(jobs, entries.count))
-        // Two malloc arenas, not glibc's eight per core: with a lane per file
-        // waiting for its commit (up to `committingLanes` more), each lane's
-        // arena kept its own free memory. 20,000 files of 4 KiB peaked at
-        // 31.5-32.4 MiB, against 35.7-40.9, in the same wall time (3 runs).
+        // Two malloc arenas, not glibc's eight per core: each lane's arena
+        // keeps its own free memory. With a lane per file waiting for its
+        // commit (before commits were handed off), 20,000 files of 4 KiB
+        // peaked at 31.5-32.4 MiB against 35.7-40.9, in the same wall time.
         limitMallocArenas(to: 2)
         waitingTurns.store(jobs, ordering: .relaxed)
         for _ in 0..<jobs { turns.signal() }
@@ -107,11 +107,12 @@ final class BatchRun: Sendable {
         defer { interrupts.cancel() }
         // Real threads: each lane blocks in a download, and the global dispatch
         // queue runs only about one blocking job per core.
-        let limit = jobs + Self.committingLanes
+        let limit = checksums == nil ? jobs : 2 * jobs
         for _ in 0..<jobs { addLane(loop: loop, limit: limit) }
         // No thread to be had at all: the list is fetched here, one file at a time.
         if laneCount.load(ordering: .relaxed) == 0 { work(loop: loop, limit: 0, counted: false) }
         lanes.wait()
+        files.wait()
         display.clear()
         return finish()
     }
@@ -153,49 +154,55 @@ final class BatchRun: Sendable {
             freeLanes.subtract(1, ordering: .relaxed)
             waitingTurns.subtract(1, ordering: .relaxed)
             let lane = Lane()
-            let result = Result { () throws(DownloadError) in
-                try download.run { [self] event in
-                    if case .fetched = event {
-                        handTurnOn(from: lane)
-                        // The turn needs a free lane to take it while this one waits for the commit.
-                        if freeLanes.load(ordering: .relaxed) < waitingTurns.load(ordering: .relaxed) {
-                            addLane(loop: loop, limit: limit)
-                        }
+            files.enter()
+            download.runHandingOffCommit(onEvent: { [self] event in
+                // A checksum to compute: the turn goes on meanwhile, to another lane if none is free.
+                if case .fetched = event, checksums != nil {
+                    handTurnOn(from: lane)
+                    if freeLanes.load(ordering: .relaxed) < waitingTurns.load(ordering: .relaxed) {
+                        addLane(loop: loop, limit: limit)
                     }
-                    observe(event, of: index, lane: lane)
                 }
-            }
+                observe(event, of: index, lane: lane)
+            }, ended: { [self] result in
+                end(index, with: result, lane: lane)
+                files.leave()
+            })
             handTurnOn(from: lane)
             freeLanes.add(1, ordering: .relaxed)
-            state.withLock { state in
-                state.running[index] = nil
-                state.progress[index] = nil
-                state.finished += 1
-                switch result {
-                case let .success(done): if done.alreadyComplete { state.skipped += 1 }
-                case let .failure(error): state.failed.append((index, ExitCode(error)))
-                }
-            }
-            let resumability = lane.resumability.withLock { $0 }
-            if settings.json {
-                switch result {
-                case let .success(done): printJSONLine(JSONSummary(result: done))
-                case let .failure(error):
-                    printJSONLine(JSONSummary(urls: entries[index].urls, error: error, code: ExitCode(error)))
-                }
-            }
+        }
+    }
+
+    /// Ends file `index` with `result`: counted, and reported as it ended.
+    private func end(_ index: Int, with result: Result<DownloadResult, DownloadError>, lane: Lane) {
+        state.withLock { state in
+            state.running[index] = nil
+            state.progress[index] = nil
+            state.finished += 1
             switch result {
-            case let .success(done) where !settings.quiet && !settings.json:
-                display.message(done.alreadyComplete
-                    ? "\(done.path) is already complete (the same as the server's): skipped"
-                    : "saved \(done.path) (\(ByteCount.format(done.size)))")
-            case .failure(.interrupted) where !settings.quiet:
-                display.message("failed: \(resumability.interruptedMessage)")
-            case let .failure(error) where error != .interrupted:
-                display.message("failed: \(error.commandLineText)")
-            default:
-                break
+            case let .success(done): if done.alreadyComplete { state.skipped += 1 }
+            case let .failure(error): state.failed.append((index, ExitCode(error)))
             }
+        }
+        let resumability = lane.resumability.withLock { $0 }
+        if settings.json {
+            switch result {
+            case let .success(done): printJSONLine(JSONSummary(result: done))
+            case let .failure(error):
+                printJSONLine(JSONSummary(urls: entries[index].urls, error: error, code: ExitCode(error)))
+            }
+        }
+        switch result {
+        case let .success(done) where !settings.quiet && !settings.json:
+            display.message(done.alreadyComplete
+                ? "\(done.path) is already complete (the same as the server's): skipped"
+                : "saved \(done.path) (\(ByteCount.format(done.size)))")
+        case .failure(.interrupted) where !settings.quiet:
+            display.message("failed: \(resumability.interruptedMessage)")
+        case let .failure(error) where error != .interrupted:
+            display.message("failed: \(error.commandLineText)")
+        default:
+            break
         }
     }
 

@@ -1,5 +1,6 @@
 // Running a `Download` in the test process, with every event it sent kept
 // for the assertions, and its disk I/O optionally through a DiskProbe.
+import Dispatch
 import Foundation
 import RangeGet
 import Synchronization
@@ -30,8 +31,11 @@ struct LibraryRun {
 }
 
 extension EndToEndTestCase {
-    /// Runs a `Download` of `urls` to `output` on this thread; `stopWhen` may stop it from an event.
-    func runLibrary(_ urls: [String], to output: String, probe: DiskProbe? = nil,
+    /// Runs a `Download` of `urls` to `output` on this thread; `stopWhen` may
+    /// stop it from an event. `handingOffTo`: its commit is handed to that
+    /// group (`runHandingOffCommit`, as the files of a list), and the outcome
+    /// waited for.
+    func runLibrary(_ urls: [String], to output: String, probe: DiskProbe? = nil, handingOffTo group: SyncGroup? = nil,
                     stopWhen: (@Sendable (DownloadEvent) -> Bool)? = nil,
                     configure: (inout DownloadOptions) -> Void) -> LibraryRun {
         var options = DownloadOptions()
@@ -39,18 +43,27 @@ extension EndToEndTestCase {
         options.checkpointInterval = 1
         if let probe { options.systemCalls = probe.calls }
         configure(&options)
+        if let group { options.syncGroup = group }
         let download = urls.count == 1
             ? Download(url: urls[0], destination: .file(output), options: options)
             : Download(mirrors: urls, destination: .file(output), options: options)
         let events = Mutex<[DownloadEvent]>([])
+        let onEvent: @Sendable (DownloadEvent) -> Void = { event in
+            events.withLock { $0.append(event) }
+            if let stopWhen, stopWhen(event) { download.stop() }
+        }
         let result: Result<DownloadResult, DownloadError>
-        do {
-            result = .success(try download.run { event in
-                events.withLock { $0.append(event) }
-                if let stopWhen, stopWhen(event) { download.stop() }
-            })
-        } catch {
-            result = .failure(error)
+        if group != nil {
+            let ended = Mutex<Result<DownloadResult, DownloadError>?>(nil)
+            let done = DispatchSemaphore(value: 0)
+            download.runHandingOffCommit(onEvent: onEvent) { outcome in
+                ended.withLock { $0 = outcome }
+                done.signal()
+            }
+            done.wait()
+            result = ended.withLock { $0! }
+        } else {
+            result = Result { () throws(DownloadError) in try download.run(onEvent: onEvent) }
         }
         return LibraryRun(result: result, events: events.withLock { $0 })
     }

@@ -379,14 +379,15 @@ final class ListEngineTests: EndToEndTestCase {
 
     /// Every flush of the disk is held: Benchmarks/slowflush.c, preloaded,
     /// makes fsync, fdatasync and syncfs wait while a gate file exists, so
-    /// no file of the list can be committed. With `-n 1 -j 1` the twelve
-    /// files are all fetched meanwhile, one after another: a file whose
-    /// bytes are all there waits for its commit on its own lane, and another
-    /// lane takes the turn. (With a fixed two lanes per job, two files were
-    /// fetched, then nothing until a flush ended.) Once the gate goes, each
-    /// file is committed and saved byte for byte.
+    /// no file of the list can be committed. With `-n 1 -j 1` the files are
+    /// all fetched meanwhile, one after another: a file whose bytes are all
+    /// there hands its commit to the committer thread, and its lane takes up
+    /// the next file. (With a fixed two lanes per job, two files were
+    /// fetched, then nothing until a flush ended; with a lane waiting per
+    /// file, a thread was started for each.) Once the gate goes, each file is
+    /// committed and saved byte for byte.
     func testFilesAreFetchedWhileEveryFlushIsHeld() throws {
-        let count = 12
+        let count = 24
         let resources = (0..<count).map { Resource.generated(size: 16 << 10, seed: 2000 + UInt64($0)) }
         for (index, resource) in resources.enumerated() { server.setResource(resource, at: name(index)) }
         try writeList((0..<count).map { (server.url(name($0)), nil) })
@@ -394,15 +395,24 @@ final class ListEngineTests: EndToEndTestCase {
         let allRequested = wait(timeout: 30) { server.statistics.requests.count >= count }
         let requestedWhileHeld = server.statistics.requests.count
         let savedWhileHeld = downloaded().filter { !$0.hasSuffix(".part") }
+        let threadsWhileHeld = threads(of: child.pid)
         try gate.open()
         let run = child.finish(timeout: 60)
 
         XCTAssertTrue(allRequested, "with every flush held, only \(requestedWhileHeld) of \(count) "
                       + "files were requested: files waiting for their commit held back the fetching")
+        // The main thread, one lane, the loop's, the committer's and the runtime's few: none per waiting file.
+        XCTAssertLessThanOrEqual(threadsWhileHeld, 8, "\(count) files waiting for their commit kept "
+                                 + "\(threadsWhileHeld) threads")
         XCTAssertEqual(savedWhileHeld, [], "a final name appeared before its data was flushed")
         XCTAssertEqual(run.status, 0, run.stderr)
         for (index, resource) in resources.enumerated() { assertSameBytes(downloads + "/" + name(index), resource) }
         XCTAssertEqual(downloaded(), (0..<count).map(name).sorted(), "nothing but the files is left")
+    }
+
+    /// The threads process `pid` runs now.
+    private func threads(of pid: Int32) -> Int {
+        ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []).count
     }
 
     /// The last path component of a `file` field, nil if there is none.

@@ -219,6 +219,47 @@ final class ReliabilityDiskCallTests: EndToEndTestCase {
         }
     }
 
+    /// The same, each download's commit handed off to a group's committer
+    /// (`runHandingOffCommit`, as every file of a list): a failure there
+    /// ends the download with the same error and leaves the same state.
+    func test20EveryDiskCallFailsCleanlyWhenTheCommitIsHandedOff() throws {
+        var run = 0
+        let group = SyncGroup()
+        for row in Self.rows {
+            for code in [ENOSPC, EIO] {
+                run += 1
+                check(row, code: code, times: .max, output: path("h\(run)"), handingOffTo: group)
+            }
+        }
+    }
+
+    /// A download whose commit is handed off returns once it is verified,
+    /// before its data is flushed (here, a 0.3 s fdatasync); the committer
+    /// ends it, with the file in place and the `finished` event first.
+    func test20AHandedOffCommitReturnsBeforeTheFlushAndEndsWhenItIsDone() throws {
+        let small = Resource.generated(size: 256 << 10, seed: 224)
+        server.setResource(small, at: "s")
+        var options = DownloadOptions()
+        options.syncGroup = SyncGroup()
+        options.systemCalls = Self.batching(.live)
+        let output = path("handed-off")
+        let download = Download(url: server.url("s"), destination: .file(output), options: options)
+        let order = Mutex<[String]>([])
+        let ended = DispatchSemaphore(value: 0)
+        download.runHandingOffCommit(onEvent: { event in
+            if case .finished = event { order.withLock { $0.append("finished event") } }
+        }, ended: { outcome in
+            if case let .failure(error) = outcome { XCTFail("\(error)") }
+            order.withLock { $0.append(FileManager.default.fileExists(atPath: output) ? "ended, saved" : "ended, not saved") }
+            ended.signal()
+        })
+        order.withLock { $0.append("returned") }
+        XCTAssertEqual(ended.wait(timeout: .now() + 30), .success, "the handed-off commit never ended the download")
+        XCTAssertEqual(order.withLock { $0 }, ["returned", "finished event", "ended, saved"])
+        assertSameBytes(output, small)
+        guard case .finished = download.state else { return XCTFail("the download is \(download.state), not finished") }
+    }
+
     /// EINTR once at each call: retried, and every download finishes.
     func test20AnInterruptedDiskCallIsRetried() throws {
         for (run, row) in Self.rows.enumerated() {
@@ -342,7 +383,7 @@ final class ReliabilityDiskCallTests: EndToEndTestCase {
     }
 
     /// One run of `row` with `code` injected, then a run without it.
-    private func check(_ row: Row, code: Int32, times: Int, output: String,
+    private func check(_ row: Row, code: Int32, times: Int, output: String, handingOffTo group: SyncGroup? = nil,
                        file: StaticString = #filePath, line: UInt = #line) {
         let name = "\(row.name), errno \(code)"
         let target = row.file.path(output: output)
@@ -352,7 +393,7 @@ final class ReliabilityDiskCallTests: EndToEndTestCase {
                 + row.setup.map { DiskFaults.Rule(call: $0.call, path: $0.file.path(output: output), code: $0.code) })
         let url = server.url("f")
         server.setRatePerConnection(row.scenario == .checkpointing ? 512 << 10 : nil)
-        let faulted = runLibrary([url], to: output) { options in
+        let faulted = runLibrary([url], to: output, handingOffTo: group) { options in
             // The URL too, for every attribute call there is.
             options.recordOriginURL = true
             options.connections = 4

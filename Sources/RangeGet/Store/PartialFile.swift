@@ -290,6 +290,38 @@ final class PartialFile {
     /// it to `output`: never over a file that appeared there since the
     /// start, unless `overwrite`; then the data stays, recorded as complete.
     func commit(size: Int64, remote: RemoteFile, onEvent: @Sendable (DownloadEvent) -> Void) throws(DownloadError) {
+        let commit = try verify(size: size, remote: remote, onEvent: onEvent)
+        do {
+            if let group = options.syncGroup {
+                try group.commit(commit, calls: options.systemCalls)
+            } else {
+                SyncGroup.run([commit], calls: options.systemCalls)
+                if let failure = commit.failure { throw failure }
+            }
+        } catch {
+            throw Self.downloadError(error)
+        }
+    }
+
+    /// `commit`, handed to `group`: verifies here, then returns at once;
+    /// `then` gets nil once the file is in place and durable, else why not,
+    /// on the thread that commits it.
+    func commit(size: Int64, remote: RemoteFile, in group: SyncGroup, onEvent: @Sendable (DownloadEvent) -> Void,
+                then: @escaping @Sendable (DownloadError?) -> Void) throws(DownloadError) {
+        let commit = try verify(size: size, remote: remote, onEvent: onEvent)
+        group.submit(commit, calls: options.systemCalls) { failure in then(failure.map(Self.downloadError)) }
+    }
+
+    /// What a commit's step threw, as the download's error.
+    private static func downloadError(_ error: any Error) -> DownloadError {
+        if let error = error as? IOError { return .io(error) }
+        return error as! DownloadError
+    }
+
+    /// The steps before the commit: the length, the checksum, the validators
+    /// recorded on the file; returns the commit that publishes it.
+    private func verify(size: Int64, remote: RemoteFile,
+                        onEvent: @Sendable (DownloadEvent) -> Void) throws(DownloadError) -> SyncGroup.Commit {
         do {
             if file.currentSize() > size { try file.truncate(to: size) }
             let actual = file.currentSize()
@@ -328,7 +360,7 @@ final class PartialFile {
                                 + "only its size with the server's, not its ETag"))
             }
             // Once the data is durable: the final name, then the directory made durable.
-            let commit = SyncGroup.Commit(file: file, directory: StateFile.directory(of: output)) { [self] in
+            return SyncGroup.Commit(file: file, directory: StateFile.directory(of: output)) { [self] in
                 do {
                     if unnamed { try file.link(to: output) } else { try file.move(to: output, replacing: options.overwrite) }
                 } catch let error as IOError where error.code == EEXIST {
@@ -344,16 +376,8 @@ final class PartialFile {
                     for path in [files.journal, files.manifest] { try StateFile.remove(path, calls: options.systemCalls) }
                 }
             }
-            if let group = options.syncGroup {
-                try group.commit(commit, calls: options.systemCalls)
-            } else {
-                SyncGroup.run([commit], calls: options.systemCalls)
-                if let failure = commit.failure { throw failure }
-            }
-        } catch let error as IOError {
-            throw .io(error)
         } catch {
-            throw error as! DownloadError
+            throw Self.downloadError(error)
         }
     }
 

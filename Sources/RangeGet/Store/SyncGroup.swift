@@ -9,10 +9,12 @@
 // (and reports their errors; where it cannot, each is fdatasynced, which
 // reports its own), each is published, and each directory is fsynced once
 // however many files were renamed into it. A commit returns only when its
-// own file is done, so
-// the promise per file is the one a lone download keeps: its final name
-// appears only after its data is durable, and it is reported saved only
-// after the name is.
+// own file is done, so the promise per file is the one a lone download
+// keeps: its final name appears only after its data is durable, and it is
+// reported saved only after the name is. A commit can also be handed off
+// (`submit`, the files of a list): its thread goes on at once, and a
+// committer thread, started when none is committing and gone when the
+// queue is empty, commits the batches and tells each file's `then`.
 import Dispatch
 import Synchronization
 
@@ -26,12 +28,14 @@ public final class SyncGroup: Sendable {
     }
 
     /// One file to commit. Written by the thread that commits it before
-    /// `done` is signalled, read by its owner after.
+    /// `done` is signalled (or `then` called), read by its owner after.
     final class Commit: @unchecked Sendable {
         let file: OutputFile
         let directory: String
         let publish: () throws -> Void
         let done = DispatchSemaphore(value: 0)
+        /// For a commit handed off (`submit`): told its failure, or nil, by the committer.
+        var then: (@Sendable ((any Error)?) -> Void)?
         var leads = false
         var failure: (any Error)?
 
@@ -50,41 +54,67 @@ public final class SyncGroup: Sendable {
     /// threads commit meanwhile. Throws the first step's error; the later
     /// steps are skipped for this file after one fails.
     func commit(_ commit: Commit, calls: SystemCalls) throws {
-        let leads = state.withLock { queue -> Bool in
+        if queue(commit) {
+            commitWaiting(calls: calls, onCommitter: false)
+        } else {
+            commit.done.wait()
+            // Woken to commit the batch it is in, rather than with its result.
+            if commit.leads { commitWaiting(calls: calls, onCommitter: false) }
+        }
+        if let failure = commit.failure { throw failure }
+    }
+
+    /// The same steps for `commit`, handed off: returns at once, and the
+    /// thread that commits it calls `then` with the first step's error, or nil.
+    func submit(_ commit: Commit, calls: SystemCalls, then: @escaping @Sendable ((any Error)?) -> Void) {
+        commit.then = then
+        if queue(commit) { startCommitter(calls: calls) }
+    }
+
+    /// Queues `commit`; true when no one is committing, and the caller must see to it.
+    private func queue(_ commit: Commit) -> Bool {
+        state.withLock { queue -> Bool in
             queue.waiting.append(commit)
             guard !queue.committing else { return false }
             queue.committing = true
             return true
         }
-        if !leads {
-            commit.done.wait()
-            // Woken to commit the batch it is in, rather than with its result.
-            if commit.leads { commitWaiting(calls: calls) }
-        } else {
-            commitWaiting(calls: calls)
-        }
-        if let failure = commit.failure { throw failure }
     }
 
-    /// Commits every waiting file, then hands the turn to one that queued
-    /// meanwhile (it commits its own batch), or ends the turn.
-    private func commitWaiting(calls: SystemCalls) {
-        let batch = state.withLock { queue in
-            defer { queue.waiting = [] }
-            return queue.waiting
+    /// A thread that commits until nothing waits (here, when none can be had).
+    private func startCommitter(calls: SystemCalls) {
+        if !tryStartThread({ [self] in commitWaiting(calls: calls, onCommitter: true) }) {
+            commitWaiting(calls: calls, onCommitter: true)
         }
-        Self.run(batch, calls: calls)
-        let next = state.withLock { queue -> Commit? in
-            guard let first = queue.waiting.first else {
-                queue.committing = false
-                return nil
+    }
+
+    /// Commits every waiting file and tells each; then, if more queued
+    /// meanwhile: a waiting caller among them commits its own batch; else
+    /// the committer (`onCommitter`) goes on, or a caller starts one.
+    private func commitWaiting(calls: SystemCalls, onCommitter: Bool) {
+        while true {
+            let batch = state.withLock { queue in
+                defer { queue.waiting = [] }
+                return queue.waiting
             }
-            return first
-        }
-        for commit in batch { commit.done.signal() }
-        if let next {
-            next.leads = true
-            next.done.signal()
+            Self.run(batch, calls: calls)
+            let next = state.withLock { queue -> Commit? in
+                guard let first = queue.waiting.first(where: { $0.then == nil }) ?? queue.waiting.first else {
+                    queue.committing = false
+                    return nil
+                }
+                return first
+            }
+            for commit in batch {
+                if let then = commit.then { then(commit.failure) } else { commit.done.signal() }
+            }
+            guard let next else { return }
+            if next.then == nil {
+                next.leads = true
+                next.done.signal()
+                return
+            }
+            guard onCommitter else { return startCommitter(calls: calls) }
         }
     }
 
