@@ -9,12 +9,15 @@ import XCTest
 
 extension EndToEndTestCase {
     /// Starts rangeget with `arguments` with its flushes held until `open`
-    /// is called on the gate returned.
-    func launchWithFlushesHeld(_ arguments: [String]) throws -> (child: Child, gate: FlushGate) {
+    /// is called on the gate returned; `openFiles`: with that many file
+    /// descriptors at most (`ulimit -n`).
+    func launchWithFlushesHeld(_ arguments: [String], openFiles: Int? = nil) throws -> (child: Child, gate: FlushGate) {
         let gate = FlushGate(path: path("flush-gate"))
         XCTAssertTrue(FileManager.default.createFile(atPath: gate.path, contents: nil))
-        let child = try launch(["LD_PRELOAD=\(try buildFlushShim())", "SLOW_FLUSH_US=0", "SLOW_FLUSH_GATE=\(gate.path)",
-                                CLI.binary] + arguments, executable: "/usr/bin/env")
+        let command = ["/usr/bin/env", "LD_PRELOAD=\(try buildFlushShim())", "SLOW_FLUSH_US=0",
+                       "SLOW_FLUSH_GATE=\(gate.path)", CLI.binary] + arguments
+        let limit = openFiles.map { "ulimit -n \($0) && " } ?? ""
+        let child = try launch(["-c", limit + "exec \"$@\"", "sh"] + command, executable: "/bin/sh")
         return (child, gate)
     }
 

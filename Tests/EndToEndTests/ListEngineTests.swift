@@ -410,6 +410,36 @@ final class ListEngineTests: EndToEndTestCase {
         XCTAssertEqual(downloaded(), (0..<count).map(name).sorted(), "nothing but the files is left")
     }
 
+    /// Files waiting for their commit keep their data files open, so their
+    /// number is bounded: with every flush held, a list of 600 files run
+    /// with at most 400 descriptors stops fetching before they run out (256
+    /// files wait at most, beyond those fetched), then goes on once the
+    /// flushes do, and saves every file. (Unbounded, about 380 were saved
+    /// and the rest failed with "Too many open files".)
+    func testFilesWaitingForTheirCommitAreBoundedBeforeTheOpenFilesRunOut() throws {
+        let count = 600
+        let resource = Resource.generated(size: 4 << 10, seed: 2100)
+        for index in 0..<count { server.setResource(resource, at: name(index)) }
+        try writeList((0..<count).map { (server.url(name($0)), nil) })
+        let (child, gate) = try launchWithFlushesHeld(["-q", "-n", "2", "-j", "2", "-i", "list", "-d", "out"],
+                                                      openFiles: 400)
+        // Until the fetching stops: no request for half a second.
+        var requested = -1
+        _ = wait(timeout: 30) {
+            let now = server.statistics.requests.count
+            defer { requested = now }
+            usleep(500_000)
+            return now == requested
+        }
+        try gate.open()
+        let run = child.finish(timeout: 60)
+
+        XCTAssertLessThan(requested, count, "with every flush held, all \(count) files were fetched and kept open")
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertEqual(downloaded().count, count, "not every file was saved: \(run.stderr.prefix(300))")
+        for index in [0, count / 2, count - 1] { assertSameBytes(downloads + "/" + name(index), resource) }
+    }
+
     /// The threads process `pid` runs now.
     private func threads(of pid: Int32) -> Int {
         ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []).count

@@ -323,8 +323,11 @@ final class PartialFile {
     private func verify(size: Int64, remote: RemoteFile,
                         onEvent: @Sendable (DownloadEvent) -> Void) throws(DownloadError) -> SyncGroup.Commit {
         do {
-            if file.currentSize() > size { try file.truncate(to: size) }
-            let actual = file.currentSize()
+            var actual = file.currentSize()
+            if actual > size {
+                try file.truncate(to: size)
+                actual = file.currentSize()
+            }
             guard actual == size else {
                 throw DownloadError.verification("\(files.data) has \(actual) bytes, expected \(size)")
             }
