@@ -101,6 +101,7 @@ final class BatchRun: Sendable {
         // commit (before commits were handed off), 20,000 files of 4 KiB
         // peaked at 31.5-32.4 MiB against 35.7-40.9, in the same wall time.
         limitMallocArenas(to: 2)
+        Self.raiseOpenFileLimit()
         waitingTurns.store(jobs, ordering: .relaxed)
         for _ in 0..<jobs { turns.signal() }
         for _ in 0..<(jobs + Self.unendedBeyondJobs) { unended.signal() }
@@ -129,6 +130,18 @@ final class BatchRun: Sendable {
         files.wait()
         display.clear()
         return finish()
+    }
+
+    /// Raises the soft limit on open descriptors to the hard one, as Go's
+    /// runtime does for every program: a list keeps up to `--jobs` + 256
+    /// files open, with a socket per connection, and the usual soft 1024
+    /// is the shell's default, not the system's limit (often 512 Ki).
+    private static func raiseOpenFileLimit() {
+        let resource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
+        var limit = rlimit()
+        guard getrlimit(resource, &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
+        limit.rlim_cur = limit.rlim_max
+        _ = setrlimit(resource, &limit)
     }
 
     /// Starts a lane, unless `limit` lanes run or no thread can be had.

@@ -76,6 +76,39 @@ final class SyncGroupTests: XCTestCase {
         XCTAssertEqual(names.filter { !$0.hasSuffix(".tmp") }.count, threadCount * perThread)
     }
 
+    /// A file handed off is closed before its owner is told it is saved:
+    /// a list counts it as gone then (its bound on the files waiting is one
+    /// on open descriptors), so the commit must not keep it open while the
+    /// other files of the batch are told (one told may block, writing a
+    /// `--json` line to a pipe nobody reads).
+    func testAHandedOffFileIsClosedBeforeItsOwnerIsTold() throws {
+        let flushing = DispatchSemaphore(value: 0)
+        var calls = SystemCalls.live
+        calls.fdatasync = { descriptor in
+            flushing.wait()
+            return SystemCalls.live.fdatasync(descriptor)
+        }
+        let group = SyncGroup()
+        let told = DispatchSemaphore(value: 0)
+        let openWhenTold = Mutex<[Bool]>([])
+        // Made and handed off in a function of its own, so this test holds no reference to the file.
+        func handOff(_ name: String) -> Int32? {
+            guard let commit = Self.commit(name, in: directory, calls: calls) else { return nil }
+            let descriptor = commit.file.descriptor
+            group.submit(commit, calls: calls) { failure in
+                XCTAssertNil(failure)
+                openWhenTold.withLock { $0.append(fcntl(descriptor, F_GETFD) != -1) }
+                told.signal()
+            }
+            return descriptor
+        }
+        XCTAssertNotNil(handOff("closed"))
+        flushing.signal()
+        XCTAssertEqual(told.wait(timeout: .now() + 10), .success, "the handed-off commit was never told")
+        XCTAssertEqual(openWhenTold.withLock { $0 }, [false], "the file was still open when its owner was told")
+        XCTAssertTrue(FileManager.default.fileExists(atPath: directory + "/closed"))
+    }
+
     /// A commit of a new file `name` (its name as its bytes), written as `name.tmp` and renamed.
     private static func commit(_ name: String, in directory: String, calls: SystemCalls) -> SyncGroup.Commit? {
         let final = directory + "/" + name

@@ -13,8 +13,10 @@
 // keeps: its final name appears only after its data is durable, and it is
 // reported saved only after the name is. A commit can also be handed off
 // (`submit`, the files of a list): its thread goes on at once, and a
-// committer thread, started when none is committing and gone when the
-// queue is empty, commits the batches and tells each file's `then`.
+// committer thread, started when none is committing, commits the batch and
+// tells each file's `then`; what queued meanwhile goes to a new committer
+// first, so telling (a file's result, its `--json` line) never delays the
+// next flush.
 import Dispatch
 import Synchronization
 
@@ -55,11 +57,11 @@ public final class SyncGroup: Sendable {
     /// steps are skipped for this file after one fails.
     func commit(_ commit: Commit, calls: SystemCalls) throws {
         if queue(commit) {
-            commitWaiting(calls: calls, onCommitter: false)
+            commitWaiting(calls: calls)
         } else {
             commit.done.wait()
             // Woken to commit the batch it is in, rather than with its result.
-            if commit.leads { commitWaiting(calls: calls, onCommitter: false) }
+            if commit.leads { commitWaiting(calls: calls) }
         }
         if let failure = commit.failure { throw failure }
     }
@@ -68,7 +70,7 @@ public final class SyncGroup: Sendable {
     /// thread that commits it calls `then` with the first step's error, or nil.
     func submit(_ commit: Commit, calls: SystemCalls, then: @escaping @Sendable ((any Error)?) -> Void) {
         commit.then = then
-        if queue(commit) { startCommitter(calls: calls) }
+        if queue(commit), !startCommitter(calls: calls) { commitWaiting(calls: calls) }
     }
 
     /// Queues `commit`; true when no one is committing, and the caller must see to it.
@@ -81,19 +83,19 @@ public final class SyncGroup: Sendable {
         }
     }
 
-    /// A thread that commits until nothing waits (here, when none can be had).
-    private func startCommitter(calls: SystemCalls) {
-        if !tryStartThread({ [self] in commitWaiting(calls: calls, onCommitter: true) }) {
-            commitWaiting(calls: calls, onCommitter: true)
-        }
+    /// Starts a thread that commits what waits; false when none can be had.
+    private func startCommitter(calls: SystemCalls) -> Bool {
+        tryStartThread { [self] in commitWaiting(calls: calls) }
     }
 
-    /// Commits every waiting file and tells each; then, if more queued
-    /// meanwhile: a waiting caller among them commits its own batch; else
-    /// the committer (`onCommitter`) goes on, or a caller starts one.
-    private func commitWaiting(calls: SystemCalls, onCommitter: Bool) {
+    /// Commits every waiting file; then passes the lead on, if more queued
+    /// meanwhile (to a waiting caller among them, else to a new committer
+    /// thread), so the next flush starts at once; then tells each file of
+    /// its batch. Where no thread can be had, it commits the next batch
+    /// itself, after telling.
+    private func commitWaiting(calls: SystemCalls) {
         while true {
-            let batch = state.withLock { queue in
+            var batch = state.withLock { queue in
                 defer { queue.waiting = [] }
                 return queue.waiting
             }
@@ -105,16 +107,24 @@ public final class SyncGroup: Sendable {
                 }
                 return first
             }
+            var leads = false
+            if let next {
+                if next.then == nil {
+                    next.leads = true
+                    next.done.signal()
+                } else {
+                    leads = !startCommitter(calls: calls)
+                }
+            }
+            // A handed-off commit is let go before it is told: it holds its
+            // file (open), which its owner may count as gone once told.
+            var told: [(then: @Sendable ((any Error)?) -> Void, failure: (any Error)?)] = []
             for commit in batch {
-                if let then = commit.then { then(commit.failure) } else { commit.done.signal() }
+                if let then = commit.then { told.append((then, commit.failure)) } else { commit.done.signal() }
             }
-            guard let next else { return }
-            if next.then == nil {
-                next.leads = true
-                next.done.signal()
-                return
-            }
-            guard onCommitter else { return startCommitter(calls: calls) }
+            batch = []
+            for (then, failure) in told { then(failure) }
+            guard leads else { return }
         }
     }
 
