@@ -9,19 +9,19 @@
 // SyncGroup (a group commit: the more files wait for a flush, the more one
 // flush commits) and its lane takes up the next file at once: a committer
 // thread ends the file when its flush is done, so slow flushes never hold
-// back the fetching and no thread waits per file; but at most
-// `unendedBeyondJobs` files wait so (each keeps its data file open), and
-// then the lanes wait too: a disk that stays slow, or a `--json` reader that
+// back the fetching and no thread waits per file. At most
+// `unendedBeyondJobs` files wait so (each keeps its data file open); then
+// the lanes wait too, so a disk that stays slow, or a `--json` reader that
 // stops reading (the committer writes the lines), holds the fetching back
-// before the open files run out. A file with a checksum to
-// compute hands its turn on as soon as its bytes are fetched (the `fetched`
-// event), and another lane is started when none is free to take it (up to
-// `--jobs` more lanes, so a list of large files checked against a checksum
-// list keeps its connections busy meanwhile). A failed file does not stop the
-// others; a line on stderr (also with -q), the summary and the exit code say
-// which failed. Nothing is kept per finished file but its failure, so a
-// list of 100,000 files runs in the memory of a short one; `--json` prints
-// each file's object as it ends, then a summary line.
+// before the open files run out. A file with a checksum to compute hands its
+// turn on as soon as its bytes are fetched (the `fetched` event), and another
+// lane is started when none is free to take it (up to `--jobs` more lanes,
+// so a list of large files checked against a checksum list keeps its
+// connections busy meanwhile). A failed file does not stop the others; a
+// line on stderr (also with -q), the summary and the exit code say which
+// failed. Nothing is kept per finished file but its failure, so a list of
+// 100,000 files runs in the memory of a short one; `--json` prints each
+// file's object as it ends, then a summary line.
 import Dispatch
 import FoundationEssentials
 import Glibc

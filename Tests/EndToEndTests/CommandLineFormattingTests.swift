@@ -133,6 +133,12 @@ final class CommandLineFormattingTests: XCTestCase {
     func testListsAndChecksumFilesSplitAtEveryLineEnding() throws {
         XCTAssertEqual("a\r\nb\nc\rd\r\n".textLines, ["a", "b", "c", "d", ""])
         XCTAssertEqual("\u{FEFF}a\r\n\r\nb".textLines, ["a", "", "b"])
+        // Read as bytes: characters of several bytes, a break right after one, a CR then LF apart.
+        XCTAssertEqual("é\nü\u{301}\r\r\n日本\n\r".textLines, ["é", "ü\u{301}", "", "日本", "", ""])
+        XCTAssertEqual("".textLines, [""])
+        let spaced = try InputList.parse("\thttp://h/é  http://m/é\t# a comment, out=z\n \t out=ü.bin # too\n#\n")
+        XCTAssertEqual(spaced.map(\.urls), [["http://h/é", "http://m/é"]])
+        XCTAssertEqual(spaced.map(\.output), ["ü.bin"])
         let entries = try InputList.parse("http://h/a\r\n  out=x.bin\r\n# c\r\nhttp://h/b out=../y\r\n")
         XCTAssertEqual(entries.map(\.urls), [["http://h/a"], ["http://h/b"]])
         XCTAssertEqual(entries.map(\.output), ["x.bin", "y"])
