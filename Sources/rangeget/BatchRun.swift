@@ -166,20 +166,25 @@ final class BatchRun: Sendable {
         while true {
             unended.wait()
             turns.wait()
-            let taken: (index: Int, download: Download)? = state.withLock { state in
+            let taken: Int? = state.withLock { state in
                 guard !state.stopping, state.next < entries.count else { return nil }
-                let index = state.next
-                state.next += 1
-                let download = makeDownload(entries[index], loop: loop)
-                state.running[index] = download
-                return (index, download)
+                defer { state.next += 1 }
+                return state.next
             }
-            guard let (index, download) = taken else {
+            guard let index = taken else {
                 // Nothing left to fetch: the turn goes to the next lane, which finds the same.
                 turns.signal()
                 unended.signal()
                 return
             }
+            // Made outside the run's lock, which every lane takes for each file.
+            let download = makeDownload(entries[index], loop: loop)
+            let stopping = state.withLock { state in
+                state.running[index] = download
+                return state.stopping
+            }
+            // Ctrl-C came meanwhile: the download ends at once, interrupted.
+            if stopping { download.stop() }
             freeLanes.subtract(1, ordering: .relaxed)
             waitingTurns.subtract(1, ordering: .relaxed)
             let lane = Lane()
