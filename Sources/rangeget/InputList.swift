@@ -22,16 +22,24 @@ enum InputList {
     /// Parses the text of an input file; throws a usage error naming the line of the first problem.
     static func parse(_ text: String) throws(UsageError) -> [ListEntry] {
         var entries: [ListEntry] = []
-        // Read as UTF-8 bytes: '#', space and tab are ASCII, never part of
-        // another character's bytes (by Characters, 20,000 lines took 0.1 s).
+        // An ASCII line is read as bytes (by Characters, 20,000 lines took
+        // 0.1 s); any other by Characters, where a '#' or a space joined to
+        // a mark after it (`#️⃣`, a keycap emoji) is not a delimiter.
         let isBlank = { (byte: UInt8) in byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
         for (index, rawLine) in text.textLines.enumerated() {
             let number = index + 1
             let bytes = rawLine.utf8
-            let content = bytes[..<(bytes.firstIndex(of: UInt8(ascii: "#")) ?? bytes.endIndex)]
-            let tokens = content.split(whereSeparator: isBlank).map { String(decoding: $0, as: UTF8.self) }
+            let tokens: [String]
+            let continues: Bool
+            if bytes.allSatisfy({ $0 < 0x80 }) {
+                let content = bytes[..<(bytes.firstIndex(of: UInt8(ascii: "#")) ?? bytes.endIndex)]
+                tokens = content.split(whereSeparator: isBlank).map { String(decoding: $0, as: UTF8.self) }
+                continues = bytes.first.map(isBlank) ?? false
+            } else {
+                tokens = rawLine.prefix { $0 != "#" }.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
+                continues = rawLine.first == " " || rawLine.first == "\t"
+            }
             guard !tokens.isEmpty else { continue }
-            let continues = bytes.first.map(isBlank) ?? false
             var urls: [String] = []
             var output: String?
             var notice: String?

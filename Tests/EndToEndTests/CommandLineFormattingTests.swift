@@ -139,6 +139,9 @@ final class CommandLineFormattingTests: XCTestCase {
         let spaced = try InputList.parse("\thttp://h/é  http://m/é\t# a comment, out=z\n \t out=ü.bin # too\n#\n")
         XCTAssertEqual(spaced.map(\.urls), [["http://h/é", "http://m/é"]])
         XCTAssertEqual(spaced.map(\.output), ["ü.bin"])
+        // A '#' or a space with a mark joined to it is part of its Character, not a delimiter.
+        let joined = try InputList.parse("http://h/a out=#\u{FE0F}\u{20E3}.txt\nhttp://h/b out=x#\u{301}y\n")
+        XCTAssertEqual(joined.map(\.output), ["#\u{FE0F}\u{20E3}.txt", "x#\u{301}y"])
         let entries = try InputList.parse("http://h/a\r\n  out=x.bin\r\n# c\r\nhttp://h/b out=../y\r\n")
         XCTAssertEqual(entries.map(\.urls), [["http://h/a"], ["http://h/b"]])
         XCTAssertEqual(entries.map(\.output), ["x.bin", "y"])
