@@ -64,10 +64,9 @@ final class DownloadController: Sendable {
         var pauseAnnounced = false
         /// The driver thread leaves instead of parking while paused (`start()`, not `run(onEvent:)`).
         var threaded = false
-        /// A verified file's commit goes to its SyncGroup's committer and the
-        /// driver thread leaves (`Download.runHandingOffCommit`).
-        var handsOffCommit = false
-        /// Told the outcome once the download ends, on the thread that ends it.
+        /// Told the outcome once the download ends, on the thread that ends
+        /// it; set, a verified file's commit goes to its SyncGroup's committer
+        /// and the driver thread leaves (`Download.runHandingOffCommit`).
         var whenEnded: (@Sendable (DownloadOutcome) -> Void)?
         var engine: StopSignal?
         var partPath: String?
@@ -89,7 +88,7 @@ final class DownloadController: Sendable {
 
     /// Moves a ready download to running; `threaded` when no caller's thread
     /// waits in `run(onEvent:)`; `whenEnded`, if given, hands the commit off
-    /// (`handsOffCommit`) and hears the outcome.
+    /// and hears the outcome.
     func claim(threaded: Bool, observer: @escaping @Sendable (DownloadEvent) -> Void,
                whenEnded: (@Sendable (DownloadOutcome) -> Void)? = nil) -> Claim {
         state.withLock { state in
@@ -98,7 +97,6 @@ final class DownloadController: Sendable {
                 state.phase = .running
                 state.threaded = threaded
                 state.observer = observer
-                state.handsOffCommit = whenEnded != nil
                 state.whenEnded = whenEnded
                 return .claimed
             case let .ended(outcome, _):
@@ -139,7 +137,7 @@ final class DownloadController: Sendable {
 
     /// True when a verified file's commit is handed off rather than waited for.
     var handsOffCommit: Bool {
-        state.withLock(\.handsOffCommit)
+        state.withLock { $0.whenEnded != nil }
     }
 
     /// Records where the partial download lives, for a later discard.
