@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 #include <stdio.h>
+#include <sys/prctl.h>
 #include <sys/vfs.h>
 #include <sys/xattr.h>
 #include "CCurlShim.h"
@@ -107,4 +108,8 @@ void rg_store_release(int64_t *word, int64_t value) {
 
 void rg_limit_malloc_arenas(int count) {
     mallopt(M_ARENA_MAX, count);
+}
+
+void rg_name_thread(const char *name) {
+    prctl(PR_SET_NAME, name, 0, 0, 0);
 }

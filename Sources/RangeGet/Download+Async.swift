@@ -86,6 +86,6 @@ extension Download {
 
     /// Runs `drive()` on a new thread, which ends with the download or leaves when it is paused.
     private func startDriver() {
-        startThread { [self] in _ = drive() }
+        startThread("rangeget start") { [self] in _ = drive() }
     }
 }

@@ -152,7 +152,7 @@ final class BatchRun: Sendable {
         }
         freeLanes.add(1, ordering: .relaxed)
         lanes.enter()
-        guard tryStartThread({ [self] in work(loop: loop, limit: limit) }) else {
+        guard tryStartThread("rangeget lane", { [self] in work(loop: loop, limit: limit) }) else {
             freeLanes.subtract(1, ordering: .relaxed)
             laneCount.subtract(1, ordering: .relaxed)
             lanes.leave()

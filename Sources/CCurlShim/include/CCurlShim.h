@@ -55,6 +55,10 @@ int rg_link_open_file(int fd, const char *to);
 /// glibc's `mallopt(M_ARENA_MAX, count)`: at most `count` malloc arenas.
 void rg_limit_malloc_arenas(int count);
 
+/// Names the calling thread (`prctl(PR_SET_NAME)`: at most 15 bytes are
+/// kept), as `top -H`, perf and gdb show it.
+void rg_name_thread(const char *name);
+
 /// `fsetxattr(fd, name, value, size, 0)`: 0 or -1 with errno (ENOTSUP where
 /// the file system has no extended attributes).
 int rg_set_attribute(int fd, const char *name, const void *value, size_t size);

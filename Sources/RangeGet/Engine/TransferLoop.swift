@@ -185,7 +185,7 @@ public final class TransferLoop: @unchecked Sendable {
             return .start
         }
         switch signal {
-        case .start: startThread { [self] in threadBody() }
+        case .start: startThread("rangeget loop") { [self] in threadBody() }
         case .wake: multi.wakeup()
         case .none: break
         }

@@ -19,7 +19,7 @@ extension Download {
         let finished = DispatchGroup()
         for (index, url) in mirrors.enumerated() where !(loop != nil && index == 0) {
             finished.enter()
-            startThread {
+            startThread("rangeget probe") {
                 let result = Result { () throws(DownloadError) in try prober.probe(url, skipHead: skipHead) }
                 results.withLock { $0[index] = result }
                 finished.leave()

@@ -48,7 +48,7 @@ enum SpotCheck {
         let finished = DispatchGroup()
         for sample in samples {
             finished.enter()
-            startThread {
+            startThread("rangeget check") {
                 let result = Result { () throws(CurlError) in try RangeFetch(url: url, range: sample, options: options) }
                 results.withLock { $0[sample] = result }
                 finished.leave()

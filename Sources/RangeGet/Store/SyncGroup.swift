@@ -85,7 +85,7 @@ public final class SyncGroup: Sendable {
 
     /// Starts a thread that commits what waits; false when none can be had.
     private func startCommitter(calls: SystemCalls) -> Bool {
-        tryStartThread { [self] in commitWaiting(calls: calls) }
+        tryStartThread("rangeget commit") { [self] in commitWaiting(calls: calls) }
     }
 
     /// Commits every waiting file; then passes the lead on, if more queued
