@@ -15,7 +15,7 @@ extension Download {
         tally: inout Tally, onEvent: @escaping @Sendable (DownloadEvent) -> Void
     ) throws(DownloadError) -> DownloadResult? {
         if let window { return try stream(into: window, tally: &tally, onEvent: onEvent) }
-        for mirror in mirrors { try RemoteURL.check(mirror) }
+        if !options.urlsChecked { for mirror in mirrors { try RemoteURL.check(mirror) } }
         let started = MonotonicClock.now()
         defer { tally.seconds += MonotonicClock.now() - started }
         tally.attempts += 1

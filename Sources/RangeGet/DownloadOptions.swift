@@ -72,6 +72,10 @@ public struct DownloadOptions: Sendable {
     public var transfer = TransferOptions()
     /// The disk calls used; tests inject faults here.
     package var systemCalls = SystemCalls.live
+    /// True when the caller already checked every URL (`RemoteURL`): the
+    /// rangeget command checks each line of a list as it reads it, and a
+    /// second parse per file (URLComponents) was 4% of a small file's CPU.
+    package var urlsChecked = false
 
     /// The defaults.
     public init() {}

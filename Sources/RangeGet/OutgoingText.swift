@@ -18,7 +18,7 @@ package enum OutgoingText {
     /// `text` with the `user:password@` of every URL in it removed.
     private static func withoutUserinfo(_ text: String) -> String {
         // Userinfo ends with `@`: most text (every URL without credentials) has none.
-        guard text.utf8.contains(UInt8(ascii: "@")) else { return text }
+        guard text.utf8Contains(UInt8(ascii: "@")) else { return text }
         var scalars = String.UnicodeScalarView()
         var authority = false
         var pending = String.UnicodeScalarView()
@@ -53,7 +53,7 @@ package enum OutgoingText {
     /// `text` with every control character written as `\u{XX}`, URLs left as they are.
     package static func escapingControls(_ text: String) -> String {
         // Printable ASCII holds none (the common case, every event's URL): not decoded.
-        if text.utf8.allSatisfy(\.isPrintableASCII) { return text }
+        if text.utf8AllSatisfy(\.isPrintableASCII) { return text }
         guard text.unicodeScalars.contains(where: isControl) else { return text }
         var result = String.UnicodeScalarView()
         for scalar in text.unicodeScalars {

@@ -247,6 +247,8 @@ final class BatchRun: Sendable {
         options.syncGroup = syncs
         // Looked up by the name the file is saved under, known only after the probe (Content-Disposition).
         options.checksumList = checksums
+        // InputList checked every URL as it read the list.
+        options.urlsChecked = true
         let directory = settings.directory ?? "."
         let destination: Destination = entry.output.map { .file(GetCommand.joined(directory, $0)) }
             ?? .directory(directory)

@@ -233,10 +233,10 @@ enum GetCommand {
     /// should know. `file` (a list's entry) starts each message that does not
     /// name its URL already, so that a list's messages say which file they are about.
     /// `streaming`: to stdout (`-o -`), where nothing is kept to resume.
-    static func report(_ event: DownloadEvent, display: ProgressDisplay, quiet: Bool, file: String? = nil,
+    static func report(_ event: DownloadEvent, display: ProgressDisplay, quiet: Bool, file: @autoclosure () -> String? = nil,
                        streaming: Bool = false) {
         func say(_ message: String) {
-            if !quiet { display.message(file.map { "\($0): \(message)" } ?? message) }
+            if !quiet { display.message(file().map { "\($0): \(message)" } ?? message) }
         }
         switch event {
         case let .progress(progress):

@@ -31,7 +31,8 @@ enum InputList {
             let bytes = rawLine.utf8
             let tokens: [String]
             let continues: Bool
-            if bytes.allSatisfy({ $0 < 0x80 }) {
+            let ascii = bytes.allSatisfy { $0 < 0x80 }
+            if ascii {
                 let content = bytes[..<(bytes.firstIndex(of: UInt8(ascii: "#")) ?? bytes.endIndex)]
                 tokens = content.split(whereSeparator: isBlank).map { String(decoding: $0, as: UTF8.self) }
                 continues = bytes.first.map(isBlank) ?? false
@@ -46,7 +47,7 @@ enum InputList {
             for token in tokens {
                 if token.hasPrefix("out=") {
                     (output, notice) = try outputName(String(token.dropFirst(4)), line: number)
-                } else if token.contains("=") && !token.contains("://") {
+                } else if isOption(token, ascii: ascii) {
                     throw UsageError("input line \(number): unknown option '\(token)' (only out=NAME is known)")
                 } else {
                     try check(url: token, line: number)
@@ -66,6 +67,18 @@ enum InputList {
             }
         }
         return entries
+    }
+
+    /// True for a token that is an option (`name=value`), not a URL (whose
+    /// query may hold `=`). An ASCII token is searched as bytes (as
+    /// Characters, the search was a third of the time a 20,000-line list
+    /// took to read).
+    private static func isOption(_ token: String, ascii: Bool) -> Bool {
+        guard ascii else { return token.contains("=") && !token.contains("://") }
+        let bytes = Array(token.utf8)
+        let scheme = Array("://".utf8)
+        return bytes.contains(UInt8(ascii: "="))
+            && !bytes.indices.contains { bytes[$0...].starts(with: scheme) }
     }
 
     /// The safe base name for `out=name` on line `line`, and a notice when it

@@ -147,6 +147,14 @@ final class CommandLineFormattingTests: XCTestCase {
         XCTAssertEqual(entries.map(\.output), ["x.bin", "y"])
         XCTAssertEqual(entries.map(\.line), [1, 4])
         XCTAssertEqual(entries[1].outputNotice, "input line 4: out=../y is not a plain file name; saving it as y")
+        // A token with '=' is an option unless it is a URL (whose query may hold one), on ASCII lines and others.
+        let queries = try InputList.parse("http://h/a?x=1 http://m/a?x=1\nhttp://h/é?q=ü\n")
+        XCTAssertEqual(queries.map(\.urls), [["http://h/a?x=1", "http://m/a?x=1"], ["http://h/é?q=ü"]])
+        for line in ["http://h/a dir=x\n", "http://h/é dir=ü\n", "http://h/a x=\n"] {
+            XCTAssertThrowsError(try InputList.parse(line), line) { error in
+                XCTAssertTrue("\(error)".contains("input line 1: unknown option"), "\(error)")
+            }
+        }
         let digest = String(repeating: "ab", count: 32)
         let sums = try ChecksumList.parse("\(digest)  a.bin\r\n\r\n\(digest.uppercased()) *./b.bin\r\n")
         XCTAssertEqual(sums.keys.sorted(), ["a.bin", "b.bin"])

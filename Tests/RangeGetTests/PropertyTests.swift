@@ -315,6 +315,57 @@ final class ResponseHeadPropertyTests: XCTestCase {
         findings.assertNone("response head accessors")
     }
 
+    /// The collector reads raw bytes by index for speed; a plain reading of
+    /// the same rules (split into words, trim, lowercase) must agree with it
+    /// on any bytes: stray spaces and tabs, several spaces in a status line,
+    /// bytes that are not UTF-8, lines without a colon.
+    func testTheByteReaderAgreesWithAPlainReading() {
+        var random = Seeded(0xB17E)
+        var findings = Findings()
+        let alphabet: [[UInt8]] = (headerNames + [": ", ":", " ", "  ", "\t", "\r", "HTTP/1.1 ", "HTTP/2 ", "HTTP/1.1  ",
+                                                  "206", "200", "2060", "20", "x", "A", "é", "bytes 0-9/10", "\r\n", ""])
+            .map { Array($0.utf8) } + [[0xFF], [0xC3], [0x0B], [0x0C], [0x00]]
+        for _ in 0..<20_000 {
+            let endings: [[UInt8]] = [[0x0D, 0x0A], [0x0A], []]
+            let lines = (0..<Int.random(in: 0...8, using: &random)).map { _ -> [UInt8] in
+                let pieces = (0..<Int.random(in: 0...8, using: &random)).map { _ in random.pick(alphabet) }
+                return pieces.joined() + random.pick(endings)
+            }
+            let collector = HeaderCollector()
+            for line in lines { line.withUnsafeBytes(collector.consume) }
+            let expected = Self.plainReading(lines)
+            findings.check(collector.head.status == expected.status && collector.head.isComplete == expected.isComplete
+                           && collector.head.fields == expected.fields, "\(lines)")
+        }
+        findings.assertNone("the byte reader against a plain reading")
+    }
+
+    /// The head of `lines` read plainly, as the rules in HeaderCollector say.
+    private static func plainReading(_ lines: [[UInt8]]) -> ResponseHead {
+        var (status, fields, isComplete) = (0, [String: String](), false)
+        let trimmed = { (bytes: ArraySlice<UInt8>) in
+            bytes.drop(while: \.isASCIIWhitespace).reversed().drop(while: \.isASCIIWhitespace).reversed()
+        }
+        for raw in lines {
+            let line = Array(trimmed(raw[...]))
+            if line.starts(with: Array("HTTP/".utf8)) {
+                (status, fields, isComplete) = (0, [:], false)
+                let words = line.split(separator: 0x20, maxSplits: 2)
+                if words.count > 1, words[1].count == 3, let code = Int(String(decoding: words[1], as: UTF8.self)),
+                   words[1].allSatisfy(\.isASCIIDigit) {
+                    status = code
+                }
+            } else if line.isEmpty {
+                isComplete = status != 0
+            } else if !isComplete, let colon = line.firstIndex(of: UInt8(ascii: ":")) {
+                let name = String(decoding: line[..<colon].map(\.asciiLowercased), as: UTF8.self)
+                let value = String(decoding: trimmed(line[(colon + 1)...]), as: UTF8.self)
+                fields[name] = fields[name].map { $0 + ", " + value } ?? value
+            }
+        }
+        return ResponseHead(status: status, fields: fields, isComplete: isComplete)
+    }
+
     /// The gate of invariant 1: whatever head a server sends, a body is accepted
     /// for a ranged request only if it is a 206 whose Content-Range is exactly
     /// the request and the known size, without coding or multipart, with the same validator.

@@ -82,12 +82,12 @@ extension EasyHandle {
     /// the callbacks collect).
     func performFollowingRedirects(_ url: String, options: TransferOptions, beforeEach: () -> Void) throws(CurlError) {
         var target = url
-        var secure = url.lowercased().hasPrefix("https:")
+        var secure = Self.isHTTPS(url)
         for _ in 0...options.maxRedirects {
             beforeEach()
             try perform()
             guard !followsRedirects, (300..<400).contains(responseCode), let next = redirectURL else { return }
-            let nextIsSecure = next.lowercased().hasPrefix("https:")
+            let nextIsSecure = Self.isHTTPS(next)
             if secure && !nextIsSecure {
                 throw CurlError(CURLE_UNSUPPORTED_PROTOCOL, message: "refused a redirect from https to \(next)")
             }
@@ -104,14 +104,20 @@ extension EasyHandle {
     /// a redirect down to plain http.
     func setTarget(_ url: String) throws(CurlError) {
         try set(CURLOPT_URL, url)
-        try set(CURLOPT_REDIR_PROTOCOLS_STR, url.lowercased().hasPrefix("https:") ? "https" : "http,https")
+        try set(CURLOPT_REDIR_PROTOCOLS_STR, Self.isHTTPS(url) ? "https" : "http,https")
         try setReceiveBuffer(for: url)
+    }
+
+    /// True when `url`'s scheme is https, in any case (compared as bytes:
+    /// lowercasing a copy of the URL cost an allocation per request).
+    static func isHTTPS(_ url: String) -> Bool {
+        url.hasPrefixIgnoringASCIICase("https:")
     }
 
     /// The receive buffer that suits `url`'s scheme (set only when it changes:
     /// libcurl reallocates it).
     private func setReceiveBuffer(for url: String) throws(CurlError) {
-        let size = url.lowercased().hasPrefix("https:") ? receiveBufferSizes.tls : receiveBufferSizes.plain
+        let size = Self.isHTTPS(url) ? receiveBufferSizes.tls : receiveBufferSizes.plain
         guard size > 0, size != receiveBufferSize else { return }
         try set(CURLOPT_BUFFERSIZE, size)
         receiveBufferSize = size

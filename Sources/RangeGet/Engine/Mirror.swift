@@ -7,8 +7,10 @@ final class Mirror {
     let index: Int
     let remote: RemoteFile
     let expectation: Expectation
-    /// `scheme://host:port`, the key of `--max-per-host`.
-    let host: String
+    /// `scheme://host:port`, the key of `--max-per-host`: parsed when the
+    /// engine first places a connection (a small file one response brought
+    /// whole never needs it).
+    private(set) lazy var host = HeaderPolicy.origin(of: remote.effectiveURL)
     /// Why it was dropped; nil while in use.
     var droppedBecause: String?
     /// Failures in a row without a byte of progress.
@@ -33,7 +35,6 @@ final class Mirror {
         self.index = index
         self.remote = remote
         expectation = Expectation(remote)
-        host = HeaderPolicy.origin(of: remote.effectiveURL)
     }
 
     var isUsable: Bool { droppedBecause == nil }

@@ -64,12 +64,15 @@ struct MirrorPlacement: Sendable {
     init(connections: Int, room: [Int]) {
         targets = Array(repeating: 0, count: room.count)
         curves = Array(repeating: ThroughputCurve(saturationShare: 0.25), count: room.count)
-        var left = connections
-        while left > 0 {
-            guard let next = targets.indices.filter({ targets[$0] < room[$0] })
-                .min(by: { targets[$0] < targets[$1] }) else { break }
+        // Each connection to the first of the mirrors with room that has fewest
+        // (searched in place: every file of a list makes a placement).
+        for _ in 0..<max(0, connections) {
+            var next: Int?
+            for index in targets.indices where targets[index] < room[index] {
+                if next.map({ targets[index] < targets[$0] }) ?? true { next = index }
+            }
+            guard let next else { break }
             targets[next] += 1
-            left -= 1
         }
     }
 

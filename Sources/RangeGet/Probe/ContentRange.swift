@@ -29,24 +29,31 @@ struct ContentRange: Equatable, Sendable {
         guard text.count >= unit.count,
               zip(text, unit).allSatisfy({ $0.asciiLowercased == $1 }) else { return nil }
         let spec = text.dropFirst(unit.count).trimmingASCIIWhitespace()
-        let halves = spec.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false)
-        guard halves.count == 2 else { return nil }
+        // Exactly one '/', and one '-' before it (split in place: no arrays).
+        guard let (range, length) = halves(spec, at: UInt8(ascii: "/")) else { return nil }
         let total: Int64?
-        if isStar(halves[1]) {
+        if isStar(length) {
             total = nil
         } else {
-            guard let number = number(halves[1]) else { return nil }
+            guard let number = number(length) else { return nil }
             total = number
         }
-        if isStar(halves[0]) {
+        if isStar(range) {
             guard total != nil else { return nil }
             return ContentRange(range: nil, total: total)
         }
-        let bounds = halves[0].split(separator: UInt8(ascii: "-"), omittingEmptySubsequences: false)
-        guard bounds.count == 2, let first = number(bounds[0]), let last = number(bounds[1]),
-              first <= last, last < Int64.max else { return nil }
+        guard let bounds = halves(range, at: UInt8(ascii: "-")), let first = number(bounds.0),
+              let last = number(bounds.1), first <= last, last < Int64.max else { return nil }
         if let total, last >= total { return nil }
         return ContentRange(range: ByteRange(first, last + 1), total: total)
+    }
+
+    /// What comes before and after the one `separator` in `text`; nil unless there is exactly one.
+    private static func halves(_ text: Slice<UnsafeBufferPointer<UInt8>>, at separator: UInt8)
+        -> (Slice<UnsafeBufferPointer<UInt8>>, Slice<UnsafeBufferPointer<UInt8>>)? {
+        guard let index = text.firstIndex(of: separator) else { return nil }
+        let after = text[(index + 1)...]
+        return after.contains(separator) ? nil : (text[..<index], after)
     }
 
     private static func isStar(_ text: Slice<UnsafeBufferPointer<UInt8>>) -> Bool {

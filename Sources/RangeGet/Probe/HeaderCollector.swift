@@ -29,18 +29,25 @@ final class HeaderCollector {
         line.withUTF8 { consume(UnsafeRawBufferPointer($0)) }
     }
 
-    /// Consumes one raw header line, as bytes. Read byte by byte, not as
-    /// Characters: every response of a list of small files passes here, and
-    /// a head is ASCII by the protocol (a field value may carry other bytes,
-    /// kept as UTF-8 with any invalid sequence replaced).
+    /// Consumes one raw header line, as bytes. Read byte by byte over the
+    /// buffer, not as Characters nor through generic slices: every response
+    /// of a list of small files passes here (ten lines each), and a head is
+    /// ASCII by the protocol (a field value may carry other bytes, kept as
+    /// UTF-8 with any invalid sequence replaced).
     func consume(_ raw: UnsafeRawBufferPointer) {
-        let line = raw.trimmingASCIIWhitespace()
+        let bytes = raw.assumingMemoryBound(to: UInt8.self)
+        var start = 0
+        var end = bytes.count
+        while start < end, bytes[start].isASCIIWhitespace { start += 1 }
+        while end > start, bytes[end - 1].isASCIIWhitespace { end -= 1 }
+        let line = UnsafeBufferPointer(rebasing: bytes[start..<end])
         if line.starts(with: "HTTP/".utf8) {
             reset()
             // "HTTP/1.1 206 Partial Content": a status is the second word, three digits (RFC 9110 15).
-            let words = line.split(separator: UInt8(ascii: " "), maxSplits: 2)
-            if words.count > 1, words[1].count == 3, words[1].allSatisfy(\.isASCIIDigit) {
-                status = words[1].reduce(0) { $0 * 10 + Int($1 - UInt8(ascii: "0")) }
+            guard let space = line.firstIndex(of: UInt8(ascii: " ")) else { return }
+            let code = line[space...].drop { $0 == UInt8(ascii: " ") }.prefix { $0 != UInt8(ascii: " ") }
+            if code.count == 3, code.allSatisfy(\.isASCIIDigit) {
+                status = code.reduce(0) { $0 * 10 + Int($1 - UInt8(ascii: "0")) }
             }
             return
         }
@@ -50,8 +57,15 @@ final class HeaderCollector {
         }
         guard !isComplete, let colon = line.firstIndex(of: UInt8(ascii: ":")) else { return }
         // Field names are tokens (ASCII): lowercased byte by byte.
-        let name = String(decoding: line[..<colon].lazy.map(\.asciiLowercased), as: UTF8.self)
-        let value = String(decoding: line[(colon + 1)...].trimmingASCIIWhitespace(), as: UTF8.self)
+        let name = String(unsafeUninitializedCapacity: colon) { name in
+            for index in 0..<colon { name[index] = line[index].asciiLowercased }
+            return colon
+        }
+        var valueStart = colon + 1
+        while valueStart < line.count, line[valueStart].isASCIIWhitespace { valueStart += 1 }
+        let value = String(decoding: UnsafeBufferPointer(rebasing: line[valueStart...]), as: UTF8.self)
+        // A head has about ten fields: room for them at once, not four regrowths.
+        if fields.isEmpty { fields.reserveCapacity(16) }
         if let existing = fields[name] {
             fields[name] = existing + ", " + value
         } else {

@@ -67,7 +67,7 @@ package struct Manifest: Codable, Equatable, Sendable {
     /// `url` without `user:password@`.
     package static func redacting(_ url: String) -> String {
         // Credentials come before an `@`: a URL without one has none (the common case, not parsed).
-        guard url.utf8.contains(UInt8(ascii: "@")) else { return url }
+        guard url.utf8Contains(UInt8(ascii: "@")) else { return url }
         guard var components = URLComponents(string: url), components.user != nil || components.password != nil else {
             return url
         }
