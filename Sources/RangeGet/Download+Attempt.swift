@@ -86,11 +86,16 @@ extension Download {
             if part.manifest == nil, !whole, let size = remote.size {
                 try part.prepare(for: remote, size: size, plain: plain, sources: sources)
             }
-            let engine = Engine(
-                mirrors: sources, sink: .file(part.file), manifest: part.manifest, manifestPath: part.files.manifest,
-                settings: options, plain: plain, loop: loop, opening: opening, onEvent: onEvent)
+            let outcome: EngineOutcome
+            if let held = opening, let body = held.heldBody {
+                outcome = write(held: body, from: held, of: remote, into: part.file, tally: &tally, onEvent: onEvent)
+            } else {
+                let engine = Engine(
+                    mirrors: sources, sink: .file(part.file), manifest: part.manifest, manifestPath: part.files.manifest,
+                    settings: options, plain: plain, loop: loop, opening: opening, onEvent: onEvent)
+                outcome = run(engine, tally: &tally)
+            }
             opening = nil
-            let outcome = run(engine, tally: &tally)
             switch policy.next(after: outcome, url: url, mirrors: sources.map(\.url), unprobed: unprobed) {
             case let .finish(size):
                 onEvent(.fetched(bytes: size))
@@ -152,6 +157,36 @@ extension Download {
         tally.connectionsUsed = max(tally.connectionsUsed, engine.connectionsUsed)
         tally.add(engine.mirrorReports)
         return outcome
+    }
+
+    /// Writes the whole small file the opening request kept in memory, on
+    /// the calling thread and without an engine (nothing to plan, no
+    /// connection to make: for a list of small files, an engine per file was
+    /// a tenth of the CPU): the events and figures of the one transfer that
+    /// fetched it, as an engine reports them.
+    private func write(held body: [UInt8], from opening: Opening, of remote: RemoteFile, into file: OutputFile,
+                       tally: inout Tally, onEvent: (DownloadEvent) -> Void) -> EngineOutcome {
+        if controller.isStopRequested { return .stopped }
+        let range = ByteRange(0, Int64(body.count))
+        onEvent(.pieceStarted(connection: 0, range: range, url: remote.url))
+        let failure = body.withUnsafeBytes { bytes -> IOError? in
+            do throws(IOError) {
+                _ = try file.accept(bytes.baseAddress!, count: bytes.count, at: 0)
+                return nil
+            } catch {
+                return error
+            }
+        }
+        if let failure { return .failed(.io(failure)) }
+        onEvent(.pieceFinished(connection: 0, written: range, complete: true))
+        onEvent(.progress(DownloadProgress(bytesDone: range.count, totalBytes: remote.size, bytesPerSecond: 0,
+                                           activeConnections: 0, completed: RangeSet([range]))))
+        tally.fetched += range.count
+        tally.connectionsUsed = max(tally.connectionsUsed, 1)
+        tally.add([MirrorReport(url: remote.url, bytes: range.count, seconds: opening.heldSeconds, errors: 0,
+                                tcpConnections: opening.connectionsOpened,
+                                httpVersion: opening.connection.easy.httpVersion)])
+        return .complete(size: range.count)
     }
 
     /// What a download that completed did (`tally` of its earlier attempts,

@@ -114,6 +114,7 @@ final class Engine: LoopClient {
         opening: Opening? = nil, onEvent: @escaping @Sendable (DownloadEvent) -> Void
     ) {
         precondition(!remotes.isEmpty)
+        precondition(opening?.heldBody == nil, "a body held in memory is written by the download (write(held:)), not an engine")
         self.settings = settings
         self.plain = plain
         self.onEvent = onEvent
@@ -160,39 +161,8 @@ final class Engine: LoopClient {
 
     /// Runs the download until it completes, fails or is stopped.
     func run() -> EngineOutcome {
-        if let opening, let body = opening.heldBody, window == nil {
-            return isStopping ? .stopped : write(held: body, from: opening)
-        }
         loop.run(self)
         return outcome ?? .stopped
-    }
-
-    /// Writes the whole file the opening request kept in memory, on the
-    /// calling thread (the loop has no part in it): the figures and events
-    /// of one transfer that fetched it.
-    private func write(held body: [UInt8], from opening: Opening) -> EngineOutcome {
-        self.opening = nil
-        let range = ByteRange(0, Int64(body.count))
-        let mirror = mirrors[0]
-        onEvent(.pieceStarted(connection: 0, range: range, url: mirror.remote.url))
-        let failure = body.withUnsafeBytes { bytes -> IOError? in
-            do throws(IOError) {
-                _ = try sink.accept(bytes.baseAddress!, count: bytes.count, at: 0)
-                return nil
-            } catch {
-                return error
-            }
-        }
-        if let failure { return .failed(.io(failure)) }
-        written.insert(range)
-        mirror.bytes += range.count
-        mirror.tcpConnections += opening.connectionsOpened
-        mirror.busySeconds += opening.heldSeconds
-        if let version = opening.connection.easy.httpVersion { mirror.httpVersion = version }
-        onEvent(.pieceFinished(connection: 0, written: range, complete: true))
-        (finalFetched, finalUsed) = (range.count, 1)
-        report(now: MonotonicClock.now(), force: true)
-        return .complete(size: range.count)
     }
 
     // MARK: - LoopClient
