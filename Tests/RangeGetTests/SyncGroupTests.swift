@@ -109,6 +109,42 @@ final class SyncGroupTests: XCTestCase {
         XCTAssertTrue(FileManager.default.fileExists(atPath: directory + "/closed"))
     }
 
+    /// Files handed off one after another, each its own batch (the next
+    /// comes after the last was told), are committed by one parked thread,
+    /// not a new thread each: 40 batches ran on 40 threads before committers
+    /// parked. Each batch gets the disk calls it was handed with.
+    func testBatchesOneAfterAnotherReuseAParkedCommitter() throws {
+        // A thread's specific data starts empty: a thread met for the first time is marked and counted.
+        var made = pthread_key_t()
+        XCTAssertEqual(pthread_key_create(&made, nil), 0)
+        let key = made
+        defer { pthread_key_delete(key) }
+        let threads = Atomic<Int>(0)
+        let counted = Atomic<Int>(0)
+        var calls = SystemCalls.live
+        calls.fsync = { descriptor in
+            counted.add(1, ordering: .relaxed)
+            return SystemCalls.live.fsync(descriptor)
+        }
+        let group = SyncGroup()
+        for index in 0..<40 {
+            guard let commit = Self.commit("p\(index)", in: directory, calls: calls) else { return }
+            let told = DispatchSemaphore(value: 0)
+            group.submit(commit, calls: calls) { failure in
+                XCTAssertNil(failure)
+                if pthread_getspecific(key) == nil {
+                    pthread_setspecific(key, UnsafeRawPointer(bitPattern: 1))
+                    threads.add(1, ordering: .relaxed)
+                }
+                told.signal()
+            }
+            XCTAssertEqual(told.wait(timeout: .now() + 10), .success, "batch \(index) was never told")
+        }
+        XCTAssertLessThanOrEqual(threads.load(ordering: .relaxed), 2, "a thread was started per batch")
+        // Each lone commit fsyncs its directory with the calls it was handed.
+        XCTAssertEqual(counted.load(ordering: .relaxed), 40)
+    }
+
     /// A commit of a new file `name` (its name as its bytes), written as `name.tmp` and renamed.
     private static func commit(_ name: String, in directory: String, calls: SystemCalls) -> SyncGroup.Commit? {
         let final = directory + "/" + name
