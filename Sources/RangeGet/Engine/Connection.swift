@@ -34,6 +34,9 @@ final class Connection {
     private var holdJudged = false
     private(set) var heldBody: [UInt8]?
     private var heldLength = 0
+    /// The check of the opening's final head, as `holdsBody` made it (the
+    /// opening's probe reads it rather than checking the head again).
+    private(set) var openingCheck: Result<PartialContent, Rejection>?
 
     /// The work in flight; nil when idle.
     private(set) var piece: Piece?
@@ -108,7 +111,7 @@ final class Connection {
         isOpening = true
         openingRange = range
         self.holdLimit = holdLimit
-        (holdJudged, heldBody, heldLength) = (false, nil, 0)
+        (holdJudged, heldBody, heldLength, openingCheck) = (false, nil, 0, nil)
         responseHeaders.reset()
         startedAt = now
         lastProgress = now
@@ -140,9 +143,11 @@ final class Connection {
     func holdsBody() -> Bool {
         if holdJudged || holdLimit == 0 || !responseHeaders.head.isFinal { return heldBody != nil }
         holdJudged = true
-        guard case let .success(answer) = ResponseCheck.partialContent(
-            responseHeaders.head, answering: .prefix(of: openingRange), expected: .unknown),
-            answer.served == ByteRange(0, answer.total), answer.total <= holdLimit else { return false }
+        let check = ResponseCheck.partialContent(responseHeaders.head, answering: .prefix(of: openingRange),
+                                                 expected: .unknown)
+        openingCheck = check
+        guard case let .success(answer) = check, answer.served == ByteRange(0, answer.total),
+              answer.total <= holdLimit else { return false }
         heldLength = Int(answer.total)
         heldBody = []
         heldBody?.reserveCapacity(heldLength)

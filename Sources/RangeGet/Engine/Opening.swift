@@ -46,6 +46,7 @@ final class Opening: LoopClient {
     /// when its waiter resumed: taken on the loop's thread, which may still
     /// run the transfer (paused, or until `cancel` reaches it).
     private var head = ResponseHead(status: 0, fields: [:], isComplete: false)
+    private var openingCheck: Result<PartialContent, Rejection>?
     private var effectiveURL: String?
     private(set) var connectionsOpened = 0
     /// Body bytes held at the last look, to push the deadline while they come.
@@ -84,7 +85,10 @@ final class Opening: LoopClient {
             return nil
         }
         let remote: RemoteFile
-        switch ResponseCheck.partialContent(head, answering: .prefix(of: ByteRange(0, length)), expected: .unknown) {
+        // Checked once already where the body was judged (on the loop's thread, of this same head).
+        let check = openingCheck ?? ResponseCheck.partialContent(head, answering: .prefix(of: ByteRange(0, length)),
+                                                                 expected: .unknown)
+        switch check {
         case let .success(answer):
             remote = RemoteFile(url: url, effectiveURL: effectiveURL, head: head, size: answer.total,
                                 acceptsRanges: true)
@@ -190,6 +194,7 @@ final class Opening: LoopClient {
         // A head that comes from now on finds the body's fate decided: paused, not kept.
         connection.settleHold()
         head = connection.responseHead
+        openingCheck = connection.openingCheck
         effectiveURL = connection.easy.effectiveURL
         connectionsOpened = connection.easy.connectionsOpened
     }
