@@ -123,6 +123,35 @@ final class ZeroRoundTripTests: EndToEndTestCase {
         }
     }
 
+    /// Ctrl-C while a small file's body is being held in memory, from a
+    /// server that sent its head and 1000 bytes and then went silent: the
+    /// run stops at once (exit 130), not when the 30 s stall timeout ends
+    /// the wait, for one file and for a list (whose lanes each wait for
+    /// their file to stop); nothing is left behind, and the next run
+    /// fetches the file.
+    func testInterruptEndsTheWaitForAHeldBody() throws {
+        let resource = Resource.generated(size: 64 << 10, seed: 309)
+        server.setResource(resource, at: "held")
+        let output = path("held")
+        try "\(server.url("held"))\n".write(toFile: path("list"), atomically: true, encoding: .utf8)
+        for arguments in [["-o", output, server.url("held")], ["-i", path("list"), "-d", directory!]] {
+            server.resetStatistics()
+            server.setFaults([FaultRule(.stallAfter(1000), when: .nthRequest(1))])
+            let started = Date()
+            let stopped = try interrupted(["-q", "--stall-timeout", "30"] + arguments, once: "the first 1000 bytes were sent") {
+                self.server.statistics.bodyBytesSent >= 1000
+            }
+            XCTAssertEqual(stopped.status, 130, "\(arguments): \(stopped.stderr)")
+            XCTAssertLessThan(Date().timeIntervalSince(started), 10, "\(arguments): the wait for the held body was not ended")
+            XCTAssertEqual(directoryEntries(), ["list"], "\(arguments)")
+            server.setFaults([])
+            let run = try CLI.run(["-q"] + arguments, in: directory)
+            XCTAssertEqual(run.status, 0, run.stderr)
+            assertSameBytes(output, resource)
+            try FileManager.default.removeItem(atPath: output)
+        }
+    }
+
     /// The opening request answered with an error status: the classic probe
     /// decides, and a file that is really missing fails with exit 1.
     func testMissingFileFailsClearly() throws {

@@ -19,6 +19,9 @@ final class Opening: LoopClient {
     let loop: TransferLoop
     /// The connection carrying the request; it becomes the engine's first.
     let connection: Connection
+    /// What another thread may use to end the wait (a pause or cancel): the
+    /// request ends as one whose head did not come, and the waiter resumes.
+    let stop: StopSignal
     /// True while the request's handle is in the loop's multi handle.
     private(set) var isRunning = false
     /// True once the head was usable: the engine may adopt the transfer.
@@ -61,6 +64,7 @@ final class Opening: LoopClient {
     /// file without a rate limit, whose bytes would bypass it); `probe` sends it.
     init(url: String, length: Int64, options: TransferOptions, holding: Bool, loop: TransferLoop) throws(CurlError) {
         self.loop = loop
+        stop = StopSignal(loop: loop)
         connection = try Connection(id: 0, sink: nil, options: options)
         let holdLimit = holding && options.rateLimit == nil ? Self.holdLimit : 0
         try connection.open(url, range: ByteRange(0, length), holdLimit: holdLimit, now: MonotonicClock.now())
@@ -162,6 +166,7 @@ final class Opening: LoopClient {
     }
 
     func beforeTransfers(now: Double) -> Bool {
+        if stop.isRequested, !completed { ended = true }
         if !holdsSlot, !ended, !completed, !send(now: now) { return false }
         return waited(now: now)
     }
@@ -200,6 +205,7 @@ final class Opening: LoopClient {
     }
 
     private func waited(now: Double) -> Bool {
+        if stop.isRequested, !completed { ended = true }
         if ended || completed { return true }
         let final = connection.responseHead.isFinal
         if final, connection.holdsBody() {

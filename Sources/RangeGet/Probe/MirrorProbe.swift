@@ -34,9 +34,16 @@ extension Download {
             // making the whole download one stream (the classic probe and the
             // engine see to that).
             let timeout = transfer.connectTimeout + transfer.stallTimeout
-            if let request, let remote = request.probe(url: url, timeout: timeout, wholeFile: mirrors.count == 1) {
+            // A pause or cancel ends the wait (a small file's body is held until its last byte).
+            if let request, controller.register(request.stop) { request.stop.request() }
+            let answer = request.flatMap { $0.probe(url: url, timeout: timeout, wholeFile: mirrors.count == 1) }
+            _ = controller.register(nil)
+            if let request, let remote = answer {
                 opened = request
                 results.withLock { $0[0] = .success(remote) }
+            } else if controller.isStopRequested {
+                // Other mirrors' probes finish on their own threads; their answers are not needed.
+                throw .interrupted
             } else {
                 prober.connectionsOpened.add(request?.connectionsOpened ?? 0)
                 let result = Result { () throws(DownloadError) in try prober.probe(url) }
