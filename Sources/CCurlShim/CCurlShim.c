@@ -35,6 +35,10 @@ CURLcode rg_easy_setopt_data_callback(CURL *easy, CURLoption option, rg_data_cal
     return curl_easy_setopt(easy, option, value);
 }
 
+CURLcode rg_easy_setopt_xferinfo_callback(CURL *easy, rg_xferinfo_callback value) {
+    return curl_easy_setopt(easy, CURLOPT_XFERINFOFUNCTION, value);
+}
+
 CURLcode rg_easy_getinfo_long(CURL *easy, CURLINFO info, long *value) {
     return curl_easy_getinfo(easy, info, value);
 }

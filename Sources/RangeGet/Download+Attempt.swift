@@ -24,9 +24,9 @@ extension Download {
         // An output that exists already: done when it is still the server's file.
         var existing = false
         if case let .file(path) = destination { existing = try PartialFile.checkOutput(path, overwrite: options.overwrite) }
-        let prober = Prober(options: options.transfer)
-        defer { tally.tcpConnections += prober.connectionsOpened.total }
         let loop = try transferLoop()
+        let prober = Prober(options: options.transfer, stop: StopSignal(loop: loop))
+        defer { tally.tcpConnections += prober.connectionsOpened.total }
         var sources: [RemoteFile]
         var probeReports: [MirrorReport]
         var opening: Opening?

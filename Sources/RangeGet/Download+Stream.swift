@@ -108,9 +108,9 @@ extension Download {
         let started = MonotonicClock.now()
         defer { tally.seconds += MonotonicClock.now() - started }
         tally.attempts += 1
-        let prober = Prober(options: options.transfer)
-        defer { tally.tcpConnections += prober.connectionsOpened.total }
         let loop = try transferLoop()
+        let prober = Prober(options: options.transfer, stop: StopSignal(loop: loop))
+        defer { tally.tcpConnections += prober.connectionsOpened.total }
         // The opening request fetches the first bytes: only while none are written.
         var (sources, probeReports, opening) = try probeMirrors(
             prober, opening: window.done.isEmpty ? loop : nil, onEvent: onEvent)

@@ -152,6 +152,27 @@ final class ZeroRoundTripTests: EndToEndTestCase {
         }
     }
 
+    /// Ctrl-C while the classic probe waits for a server that never answers
+    /// (`--use-head`, its HEAD hangs): the probe is ended within about a
+    /// second, not at its 30 s timeout, for one file and for a list.
+    func testInterruptEndsAProbeTheServerNeverAnswers() throws {
+        let resource = Resource.generated(size: 64 << 10, seed: 310)
+        server.setResource(resource, at: "hung")
+        try "\(server.url("hung"))\n".write(toFile: path("list"), atomically: true, encoding: .utf8)
+        for arguments in [["-o", path("hung"), server.url("hung")], ["-i", path("list"), "-d", directory!]] {
+            server.resetStatistics()
+            server.setFaults([FaultRule(.hang, when: .nthRequest(1))])
+            let started = Date()
+            let stopped = try interrupted(["-q", "--use-head", "--stall-timeout", "30"] + arguments,
+                                          once: "the HEAD was received") {
+                !self.server.statistics.requests.isEmpty
+            }
+            XCTAssertEqual(stopped.status, 130, "\(arguments): \(stopped.stderr)")
+            XCTAssertLessThan(Date().timeIntervalSince(started), 8, "\(arguments): the probe was not ended")
+            XCTAssertEqual(directoryEntries(), ["list"], "\(arguments)")
+        }
+    }
+
     /// The opening request answered with an error status: the classic probe
     /// decides, and a file that is really missing fails with exit 1.
     func testMissingFileFailsClearly() throws {

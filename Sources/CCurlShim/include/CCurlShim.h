@@ -18,6 +18,10 @@ CURLcode rg_easy_setopt_string(CURL *easy, CURLoption option, const char *value)
 CURLcode rg_easy_setopt_pointer(CURL *easy, CURLoption option, void *value);
 CURLcode rg_easy_setopt_slist(CURL *easy, CURLoption option, struct curl_slist *value);
 CURLcode rg_easy_setopt_data_callback(CURL *easy, CURLoption option, rg_data_callback value);
+/// `CURLOPT_XFERINFOFUNCTION`: a non-zero return aborts the transfer (CURLE_ABORTED_BY_CALLBACK).
+typedef int (*rg_xferinfo_callback)(void *user, curl_off_t download_total, curl_off_t downloaded,
+                                    curl_off_t upload_total, curl_off_t uploaded);
+CURLcode rg_easy_setopt_xferinfo_callback(CURL *easy, rg_xferinfo_callback value);
 
 CURLcode rg_easy_getinfo_long(CURL *easy, CURLINFO info, long *value);
 CURLcode rg_easy_getinfo_double(CURL *easy, CURLINFO info, double *value);

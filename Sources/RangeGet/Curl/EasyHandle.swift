@@ -58,6 +58,15 @@ final class EasyHandle {
         try check(rg_easy_setopt_data_callback(raw, option, callback))
     }
 
+    /// Makes a transfer on this handle end (`CURLE_ABORTED_BY_CALLBACK`)
+    /// within about a second of `stop`'s request: libcurl asks its progress
+    /// callback at least once a second, even while nothing arrives.
+    func abort(on stop: StopSignal) throws(CurlError) {
+        try set(CURLOPT_NOPROGRESS, false)
+        try set(CURLOPT_XFERINFODATA, pointer: Unmanaged.passUnretained(stop).toOpaque())
+        try check(rg_easy_setopt_xferinfo_callback(raw, abortWhenStopped))
+    }
+
     /// False while libcurl must not follow redirects itself (`setHeaders`).
     private(set) var followsRedirects = true
 
@@ -151,4 +160,10 @@ final class EasyHandle {
     private func check(_ code: CURLcode) throws(CurlError) {
         guard code == CURLE_OK else { throw error(code) }
     }
+}
+
+/// The progress callback of `EasyHandle.abort(on:)`: non-zero (abort) once the stop was requested.
+private let abortWhenStopped: rg_xferinfo_callback = { user, _, _, _, _ in
+    guard let user else { return 0 }
+    return Unmanaged<StopSignal>.fromOpaque(user).takeUnretainedValue().isRequested ? 1 : 0
 }

@@ -62,9 +62,10 @@ final class Opening: LoopClient {
     /// Prepares the request for the first `length` bytes of `url` on `loop`,
     /// keeping a whole small file in memory when `holding` (a download to a
     /// file without a rate limit, whose bytes would bypass it); `probe` sends it.
-    init(url: String, length: Int64, options: TransferOptions, holding: Bool, loop: TransferLoop) throws(CurlError) {
+    init(url: String, length: Int64, options: TransferOptions, holding: Bool, loop: TransferLoop,
+         stop: StopSignal? = nil) throws(CurlError) {
         self.loop = loop
-        stop = StopSignal(loop: loop)
+        self.stop = stop ?? StopSignal(loop: loop)
         connection = try Connection(id: 0, sink: nil, options: options)
         let holdLimit = holding && options.rateLimit == nil ? Self.holdLimit : 0
         try connection.open(url, range: ByteRange(0, length), holdLimit: holdLimit, now: MonotonicClock.now())

@@ -15,6 +15,9 @@ extension Download {
         _ prober: Prober, skipHead: Bool = false, opening loop: TransferLoop? = nil,
         onEvent: @Sendable (DownloadEvent) -> Void
     ) throws(DownloadError) -> ([RemoteFile], [MirrorReport], Opening?) {
+        // A pause or cancel ends the probes (and a small file's held body) at once.
+        if let stop = prober.stop, controller.register(stop) { stop.request() }
+        defer { _ = controller.register(nil) }
         let results = Mutex<[Int: Result<RemoteFile, DownloadError>]>([:])
         let finished = DispatchGroup()
         for (index, url) in mirrors.enumerated() where !(loop != nil && index == 0) {
@@ -29,20 +32,16 @@ extension Download {
         if let loop {
             let transfer = options.transfer
             let request = try? Opening(url: url, length: min(options.minimumSplit, options.openingLimit), options: transfer,
-                                       holding: window == nil, loop: loop)
+                                       holding: window == nil, loop: loop, stop: prober.stop)
             // With other mirrors, one that ignores ranges is dropped rather than
             // making the whole download one stream (the classic probe and the
             // engine see to that).
             let timeout = transfer.connectTimeout + transfer.stallTimeout
-            // A pause or cancel ends the wait (a small file's body is held until its last byte).
-            if let request, controller.register(request.stop) { request.stop.request() }
-            let answer = request.flatMap { $0.probe(url: url, timeout: timeout, wholeFile: mirrors.count == 1) }
-            _ = controller.register(nil)
-            if let request, let remote = answer {
+            if let request, let remote = request.probe(url: url, timeout: timeout, wholeFile: mirrors.count == 1) {
                 opened = request
                 results.withLock { $0[0] = .success(remote) }
             } else if controller.isStopRequested {
-                // Other mirrors' probes finish on their own threads; their answers are not needed.
+                // Other mirrors' probes end on their own threads (the stop ends them too).
                 throw .interrupted
             } else {
                 prober.connectionsOpened.add(request?.connectionsOpened ?? 0)
@@ -51,6 +50,8 @@ extension Download {
             }
         }
         finished.wait()
+        // Probes a stop ended failed for that alone.
+        if controller.isStopRequested { throw .interrupted }
         let outcomes = results.withLock { $0 }
         var usable: [RemoteFile] = []
         var reports: [MirrorReport] = []

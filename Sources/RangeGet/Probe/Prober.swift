@@ -10,6 +10,15 @@ struct Prober {
     let options: TransferOptions
     /// TCP connections the probes opened, from every thread probing with this prober.
     let connectionsOpened = ConnectionCount()
+    /// Ends the probes under way within about a second of its request (a
+    /// pause or cancel while a server keeps a probe waiting); nil: they run
+    /// to their timeouts.
+    var stop: StopSignal?
+
+    init(options: TransferOptions, stop: StopSignal? = nil) {
+        self.options = options
+        self.stop = stop
+    }
 
     /// Probes `url`, following redirects; `skipHead` goes straight to the
     /// ranged GET (after a HEAD was caught lying about the size).
@@ -45,7 +54,7 @@ struct Prober {
         try easy.set(CURLOPT_NOBODY, true)
         // A HEAD that hangs must not hold up the download: the GET probe follows.
         try easy.set(CURLOPT_TIMEOUT_MS, Int((options.connectTimeout + options.stallTimeout) * 1000))
-        let exchange = try ProbeExchange(on: easy)
+        let exchange = try ProbeExchange(on: easy, stop: stop)
         defer { connectionsOpened.add(easy.connectionsOpened) }
         try exchange.perform(url, options: options)
         let head = exchange.headers.head
@@ -68,7 +77,7 @@ struct Prober {
             try easy.set(CURLOPT_RANGE, "0-0")
             try easy.set(CURLOPT_LOW_SPEED_LIMIT, 1)
             try easy.set(CURLOPT_LOW_SPEED_TIME, max(1, Int(options.stallTimeout.rounded(.up))))
-            exchange = try ProbeExchange(on: easy)
+            exchange = try ProbeExchange(on: easy, stop: stop)
             do {
                 try exchange.perform(url, options: options)
             } catch {
@@ -140,9 +149,13 @@ private final class ProbeExchange {
     /// True once the body was cut off on purpose.
     var stoppedBody = false
     private let easy: EasyHandle
+    /// Kept alive while libcurl holds it (unretained) as the progress callback's data.
+    private let stop: StopSignal?
 
-    init(on easy: EasyHandle) throws(CurlError) {
+    init(on easy: EasyHandle, stop: StopSignal?) throws(CurlError) {
         self.easy = easy
+        self.stop = stop
+        if let stop { try easy.abort(on: stop) }
         try headers.install(on: easy)
         try easy.set(CURLOPT_WRITEDATA, pointer: Unmanaged.passUnretained(self).toOpaque())
         try easy.set(CURLOPT_WRITEFUNCTION, callback: discardBody)
