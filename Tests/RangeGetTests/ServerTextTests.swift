@@ -128,6 +128,9 @@ final class HeaderPolicyTests: XCTestCase {
             ("http://a.example/f", "http://a.example:8080/f", harmless),
             ("http://a.example/f", "https://a.example/f", harmless),
             ("http://127.0.0.1:1/f", "http://127.0.0.1:2/f", harmless),
+            // Hosts URLComponents cannot read (with ICU, as in this process: punycode that does not
+            // decode) never make one origin: they were all "http://:80".
+            ("http://xn--a.example/f", "http://xn--zz.evil.example/steal", harmless),
         ]
         for (origin, target, expected) in cases {
             XCTAssertEqual(HeaderPolicy.headers(given, givenFor: origin, sentTo: target), expected, "\(origin) -> \(target)")

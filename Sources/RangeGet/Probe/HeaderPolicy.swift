@@ -34,11 +34,14 @@ enum HeaderPolicy {
     }
 
     /// `scheme://host:port` of `url`, the port spelled out (also the key of `--max-per-host`).
+    /// A URL in which URLComponents finds no host (with ICU loaded, a
+    /// punycode label that does not decode) is its own origin: two of them
+    /// never share one.
     static func origin(of url: String) -> String {
-        guard let components = URLComponents(string: url) else { return url }
+        guard let components = URLComponents(string: url), let host = components.host else { return url }
         let scheme = components.scheme?.lowercased() ?? "http"
         let port = components.port ?? (scheme == "https" ? 443 : 80)
-        return "\(scheme)://\(components.host?.lowercased() ?? ""):\(port)"
+        return "\(scheme)://\(host.lowercased()):\(port)"
     }
 
     /// `target`, at the origin of `origin`, with the `user:password@` of

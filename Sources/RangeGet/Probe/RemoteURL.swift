@@ -36,7 +36,7 @@ public enum RemoteURL {
 
     /// True for the common URL that is plainly an http or https URL with a
     /// host, read as bytes: `http://` or `https://` (any case), a host of
-    /// letters, digits, dots and hyphens, an optional port of 1 to 5
+    /// letters, digits, dots and hyphens (no punycode label), an optional port of 1 to 5
     /// digits, then nothing or a `/`, `?` or `#` and only characters a URL
     /// may hold unescaped, with every `%` followed by two hex digits. Every
     /// URL it accepts URLComponents accepts with the same host (a property
@@ -56,6 +56,16 @@ public enum RemoteURL {
             while index < bytes.count, bytes[index].isASCIIAlphanumeric || bytes[index] == UInt8(ascii: ".")
                 || bytes[index] == UInt8(ascii: "-") { index += 1 }
             guard index > hostStart else { return false }
+            // A punycode label (`xn--`) is left to URLComponents: with ICU
+            // loaded (a program linking all of Foundation) it decodes it,
+            // and finds no host in one it cannot decode.
+            let host = UnsafeBufferPointer(rebasing: bytes[hostStart..<index])
+            if host.indices.contains(where: { start in
+                (start == 0 || host[start - 1] == UInt8(ascii: ".")) && host[start...].starts(
+                    with: "xn--".utf8, by: { $0.asciiLowercased == $1 })
+            }) {
+                return false
+            }
             if index < bytes.count, bytes[index] == UInt8(ascii: ":") {
                 index += 1
                 let portStart = index
