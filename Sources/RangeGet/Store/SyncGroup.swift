@@ -122,15 +122,17 @@ public final class SyncGroup: Sendable {
     /// calls), or nil when none came for `parkSeconds` (its thread ends).
     private func park() -> SystemCalls? {
         state.withLock { $0.parked += 1 }
-        if wake.wait(timeout: .now() + Self.parkSeconds) == .timedOut {
+        while wake.wait(timeout: .now() + Self.parkSeconds) == .timedOut {
             let gone = state.withLock { queue -> Bool in
                 guard queue.parked > 0 else { return false }
                 queue.parked -= 1
                 return true
             }
             if gone { return nil }
-            // A batch was handed over as the wait ended: its signal is on the way.
-            wake.wait()
+            // A batch was handed over as the wait ended. Its signal is on the
+            // way, or another committer that parked since took it, and this
+            // one counts as parked in its place: wait again, never unbounded
+            // (an untimed wait could hold the thread and its group forever).
         }
         return state.withLock { $0.handed.removeFirst() }
     }
