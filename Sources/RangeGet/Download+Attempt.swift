@@ -25,7 +25,7 @@ extension Download {
         var existing = false
         if case let .file(path) = destination { existing = try PartialFile.checkOutput(path, overwrite: options.overwrite) }
         let loop = try transferLoop()
-        let prober = Prober(options: options.transfer, stop: StopSignal(loop: loop))
+        let prober = Prober(options: options.transfer)
         defer { tally.tcpConnections += prober.connectionsOpened.total }
         var sources: [RemoteFile]
         var probeReports: [MirrorReport]

@@ -109,7 +109,7 @@ extension Download {
         defer { tally.seconds += MonotonicClock.now() - started }
         tally.attempts += 1
         let loop = try transferLoop()
-        let prober = Prober(options: options.transfer, stop: StopSignal(loop: loop))
+        let prober = Prober(options: options.transfer)
         defer { tally.tcpConnections += prober.connectionsOpened.total }
         // The opening request fetches the first bytes: only while none are written.
         var (sources, probeReports, opening) = try probeMirrors(

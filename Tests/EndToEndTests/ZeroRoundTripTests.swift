@@ -173,6 +173,40 @@ final class ZeroRoundTripTests: EndToEndTestCase {
         }
     }
 
+    /// A pause that a resume undoes at once, while a probe waits for a
+    /// server that never answers (the opening request, or `--use-head`'s
+    /// HEAD): the probe ends as interrupted and the next attempt probes
+    /// afresh and fetches the file. A signal shared by the attempt failed it
+    /// with "Callback aborted" (review).
+    func testAPauseUndoneByAResumeDuringAProbeGoesOn() async throws {
+        for useHead in [false, true] {
+            let resource = Resource.generated(size: 64 << 10, seed: 311 + (useHead ? 1 : 0))
+            let name = useHead ? "head" : "opening"
+            server.setResource(resource, at: name)
+            server.resetStatistics()
+            server.setFaults([FaultRule(.hang, when: .nthRequest(1))])
+            var options = DownloadOptions()
+            options.probeWithHead = useHead
+            options.transfer.stallTimeout = 30
+            let download = Download(url: server.url(name), destination: .file(path(name)), options: options)
+            download.start()
+            let deadline = Date().addingTimeInterval(10)
+            while server.statistics.requests.isEmpty, Date() < deadline { try await Task.sleep(nanoseconds: 10_000_000) }
+            try await Task.sleep(nanoseconds: 100_000_000)
+            download.pause()
+            download.resume()
+            let started = Date()
+            do {
+                let result = try await download.run()
+                XCTAssertEqual(result.size, resource.size, name)
+            } catch {
+                XCTFail("\(name): \(error)")
+            }
+            XCTAssertLessThan(Date().timeIntervalSince(started), 10, "\(name): waited for the probe's timeout")
+            assertSameBytes(path(name), resource)
+        }
+    }
+
     /// The opening request answered with an error status: the classic probe
     /// decides, and a file that is really missing fails with exit 1.
     func testMissingFileFailsClearly() throws {

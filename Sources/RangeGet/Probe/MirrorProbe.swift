@@ -15,8 +15,13 @@ extension Download {
         _ prober: Prober, skipHead: Bool = false, opening loop: TransferLoop? = nil,
         onEvent: @Sendable (DownloadEvent) -> Void
     ) throws(DownloadError) -> ([RemoteFile], [MirrorReport], Opening?) {
-        // A pause or cancel ends the probes (and a small file's held body) at once.
-        if let stop = prober.stop, controller.register(stop) { stop.request() }
+        // A pause or cancel ends these probes (and a small file's held body)
+        // at once: a signal of their own, so a pause that a resume undid at
+        // once still ends them as interrupted (and the next attempt probes
+        // with a fresh one), never as failed.
+        let stop = StopSignal(loop: loop)
+        let prober = prober.stopping(on: stop)
+        if controller.register(stop) { stop.request() }
         defer { _ = controller.register(nil) }
         let results = Mutex<[Int: Result<RemoteFile, DownloadError>]>([:])
         let finished = DispatchGroup()
@@ -32,7 +37,7 @@ extension Download {
         if let loop {
             let transfer = options.transfer
             let request = try? Opening(url: url, length: min(options.minimumSplit, options.openingLimit), options: transfer,
-                                       holding: window == nil, loop: loop, stop: prober.stop)
+                                       holding: window == nil, loop: loop, stop: stop)
             // With other mirrors, one that ignores ranges is dropped rather than
             // making the whole download one stream (the classic probe and the
             // engine see to that).
@@ -40,7 +45,7 @@ extension Download {
             if let request, let remote = request.probe(url: url, timeout: timeout, wholeFile: mirrors.count == 1) {
                 opened = request
                 results.withLock { $0[0] = .success(remote) }
-            } else if controller.isStopRequested {
+            } else if stop.isRequested {
                 // Other mirrors' probes end on their own threads (the stop ends them too).
                 throw .interrupted
             } else {
@@ -51,7 +56,7 @@ extension Download {
         }
         finished.wait()
         // Probes a stop ended failed for that alone.
-        if controller.isStopRequested { throw .interrupted }
+        if stop.isRequested { throw .interrupted }
         let outcomes = results.withLock { $0 }
         var usable: [RemoteFile] = []
         var reports: [MirrorReport] = []

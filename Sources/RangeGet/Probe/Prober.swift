@@ -13,11 +13,17 @@ struct Prober {
     /// Ends the probes under way within about a second of its request (a
     /// pause or cancel while a server keeps a probe waiting); nil: they run
     /// to their timeouts.
-    var stop: StopSignal?
+    private(set) var stop: StopSignal?
 
-    init(options: TransferOptions, stop: StopSignal? = nil) {
+    init(options: TransferOptions) {
         self.options = options
-        self.stop = stop
+    }
+
+    /// This prober (counting into the same figures), its probes ended by `stop`.
+    func stopping(on stop: StopSignal) -> Prober {
+        var prober = self
+        prober.stop = stop
+        return prober
     }
 
     /// Probes `url`, following redirects; `skipHead` goes straight to the
