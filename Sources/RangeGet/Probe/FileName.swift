@@ -55,8 +55,12 @@ package enum FileName {
         guard let start = afterScheme.firstIndex(where: { $0 == slash || $0 == question || $0 == hash }),
               afterScheme[start] == slash else { return nil }
         let path = afterScheme[start...].prefix { $0 != question && $0 != hash }
-        guard let last = path.split(separator: slash).last else { return nil }
-        let segment = Substring(last)
+        // The last non-empty segment: trailing slashes dropped, then what follows the last one.
+        var end = path.endIndex
+        while end > path.startIndex, path[path.index(before: end)] == slash { end = path.index(before: end) }
+        let trimmed = path[..<end]
+        guard !trimmed.isEmpty else { return nil }
+        let segment = Substring(trimmed[(trimmed.lastIndex(of: slash).map(trimmed.index(after:)) ?? trimmed.startIndex)...])
         return percentDecoded(segment) ?? String(segment)
     }
 

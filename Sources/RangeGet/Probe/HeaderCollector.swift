@@ -11,16 +11,16 @@
 
 /// Gathers the header lines an easy handle receives into the head of its last response.
 final class HeaderCollector {
-    private var status = 0
-    private var fields: [String: String] = [:]
-    private var isComplete = false
+    /// Read in one mutating call per line: a class's stored properties are
+    /// checked for exclusive access at every touch (26 checks a line before).
+    private var reading = Reading()
 
     /// The head of the last response received so far (complete once its blank line arrived).
-    var head: ResponseHead { ResponseHead(status: status, fields: fields, isComplete: isComplete) }
+    var head: ResponseHead { ResponseHead(status: reading.status, fields: reading.fields, isComplete: reading.isComplete) }
 
     /// Forgets what the previous request received, before the next one is sent.
     func reset() {
-        (status, fields, isComplete) = (0, [:], false)
+        reading = Reading()
     }
 
     /// Consumes one raw header line as libcurl delivers it (CRLF included).
@@ -35,14 +35,25 @@ final class HeaderCollector {
     /// ASCII by the protocol (a field value may carry other bytes, kept as
     /// UTF-8 with any invalid sequence replaced).
     func consume(_ raw: UnsafeRawBufferPointer) {
-        let bytes = raw.assumingMemoryBound(to: UInt8.self)
+        reading.consume(raw.assumingMemoryBound(to: UInt8.self))
+    }
+}
+
+/// The head being read: the last response's status, fields and whether its blank line came.
+private struct Reading {
+    var status = 0
+    var fields: [String: String] = [:]
+    var isComplete = false
+
+    mutating func consume(_ bytes: UnsafeBufferPointer<UInt8>) {
         var start = 0
         var end = bytes.count
         while start < end, bytes[start].isASCIIWhitespace { start += 1 }
         while end > start, bytes[end - 1].isASCIIWhitespace { end -= 1 }
         let line = UnsafeBufferPointer(rebasing: bytes[start..<end])
-        if line.starts(with: "HTTP/".utf8) {
-            reset()
+        if line.count >= 5, line[0] == UInt8(ascii: "H"), line[1] == UInt8(ascii: "T"), line[2] == UInt8(ascii: "T"),
+           line[3] == UInt8(ascii: "P"), line[4] == UInt8(ascii: "/") {
+            self = Reading()
             // "HTTP/1.1 206 Partial Content": a status is the second word, three digits (RFC 9110 15).
             guard let space = line.firstIndex(of: UInt8(ascii: " ")) else { return }
             let code = line[space...].drop { $0 == UInt8(ascii: " ") }.prefix { $0 != UInt8(ascii: " ") }
@@ -65,7 +76,7 @@ final class HeaderCollector {
         while valueStart < line.count, line[valueStart].isASCIIWhitespace { valueStart += 1 }
         let value = String(decoding: UnsafeBufferPointer(rebasing: line[valueStart...]), as: UTF8.self)
         // A head has about ten fields: room for them at once, not four regrowths.
-        if fields.isEmpty { fields.reserveCapacity(16) }
+        if fields.isEmpty { fields.reserveCapacity(12) }
         if let existing = fields[name] {
             fields[name] = existing + ", " + value
         } else {
