@@ -219,9 +219,8 @@ enum GetCommand {
         }
         if let output = settings.output, output != "-" {
             let path = joined(settings.directory, output)
-            // Split by bytes, as the kernel (and the download, StateFile) splits a path.
-            let folder = path.utf8.lastIndex(of: UInt8(ascii: "/")).map { String(path[..<$0]) }
-                .map { $0.isEmpty ? "/" : $0 } ?? "."
+            // Split as the download splits it (by bytes, as the kernel does).
+            let folder = StateFile.directory(of: path)
             try OutputDirectory.prepare(folder, create: false, name: "the directory \(folder) of --output")
         }
     }

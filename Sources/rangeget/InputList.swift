@@ -75,10 +75,9 @@ enum InputList {
     /// took to read).
     private static func isOption(_ token: String, ascii: Bool) -> Bool {
         guard ascii else { return token.contains("=") && !token.contains("://") }
-        guard token.utf8Contains(UInt8(ascii: "=")) else { return false }
-        let bytes = Array(token.utf8)
-        let scheme = Array("://".utf8)
-        return !bytes.indices.contains { bytes[$0...].starts(with: scheme) }
+        return token.withUTF8Bytes { bytes in
+            bytes.contains(UInt8(ascii: "=")) && !bytes.indices.contains { bytes[$0...].starts(with: "://".utf8) }
+        }
     }
 
     /// The safe base name for `out=name` on line `line`, and a notice when it

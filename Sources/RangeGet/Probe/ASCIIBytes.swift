@@ -35,28 +35,33 @@ extension Collection<UInt8> {
         }
         return self[first...last]
     }
+
+    /// True when the bytes start with `prefix` (lowercase ASCII) in any ASCII case.
+    func startsIgnoringASCIICase(_ prefix: String.UTF8View) -> Bool {
+        starts(with: prefix) { $0.asciiLowercased == $1 }
+    }
 }
 
 extension StringProtocol {
-    /// True when every UTF-8 byte passes `test`, scanned over the string's
-    /// own storage: the scans every event's URLs pass through (cleaning,
-    /// redacting) cost a tenth of a walk through the `utf8` view.
-    package func utf8AllSatisfy(_ test: (UInt8) -> Bool) -> Bool {
-        utf8.withContiguousStorageIfAvailable { $0.allSatisfy(test) } ?? utf8.allSatisfy(test)
+    /// Runs `body` over the string's UTF-8 bytes, in its own storage where
+    /// it has one (the scans every event's URLs pass through cost a tenth of
+    /// a walk through the `utf8` view), else in a copy.
+    package func withUTF8Bytes<Result>(_ body: (UnsafeBufferPointer<UInt8>) -> Result) -> Result {
+        utf8.withContiguousStorageIfAvailable(body) ?? Array(utf8).withUnsafeBufferPointer(body)
     }
 
-    /// True when the string starts with `prefix` (lowercase ASCII) in any
-    /// ASCII case, compared over the string's own storage.
-    package func hasPrefixIgnoringASCIICase(_ prefix: StaticString) -> Bool {
-        let wanted = UnsafeBufferPointer(start: prefix.utf8Start, count: prefix.utf8CodeUnitCount)
-        let test = { (bytes: UnsafeBufferPointer<UInt8>) in
-            bytes.count >= wanted.count && wanted.indices.allSatisfy { bytes[$0].asciiLowercased == wanted[$0] }
-        }
-        return utf8.withContiguousStorageIfAvailable(test) ?? Array(utf8).withUnsafeBufferPointer(test)
+    /// True when every UTF-8 byte passes `test`.
+    package func utf8AllSatisfy(_ test: (UInt8) -> Bool) -> Bool {
+        withUTF8Bytes { $0.allSatisfy(test) }
+    }
+
+    /// True when the string starts with `prefix` (lowercase ASCII) in any ASCII case.
+    func hasPrefixIgnoringASCIICase(_ prefix: String) -> Bool {
+        withUTF8Bytes { $0.startsIgnoringASCIICase(prefix.utf8) }
     }
 
     /// True when the UTF-8 bytes hold `byte` (as `utf8AllSatisfy`).
-    package func utf8Contains(_ byte: UInt8) -> Bool {
+    func utf8Contains(_ byte: UInt8) -> Bool {
         !utf8AllSatisfy { $0 != byte }
     }
 }

@@ -26,8 +26,7 @@ struct ContentRange: Equatable, Sendable {
     private static func parse(_ bytes: UnsafeBufferPointer<UInt8>) -> ContentRange? {
         let text = bytes.trimmingASCIIWhitespace()
         let unit = "bytes ".utf8
-        guard text.count >= unit.count,
-              zip(text, unit).allSatisfy({ $0.asciiLowercased == $1 }) else { return nil }
+        guard text.startsIgnoringASCIICase(unit) else { return nil }
         let spec = text.dropFirst(unit.count).trimmingASCIIWhitespace()
         // Exactly one '/', and one '-' before it (split in place: no arrays).
         guard let (range, length) = halves(spec, at: UInt8(ascii: "/")) else { return nil }

@@ -45,9 +45,9 @@ public enum RemoteURL {
     static func isPlainHTTP(_ url: String) -> Bool {
         let test = { (bytes: UnsafeBufferPointer<UInt8>) -> Bool in
             var index: Int
-            if bytes.starts(with: "http://".utf8, by: { $0.asciiLowercased == $1 }) {
+            if bytes.startsIgnoringASCIICase("http://".utf8) {
                 index = 7
-            } else if bytes.starts(with: "https://".utf8, by: { $0.asciiLowercased == $1 }) {
+            } else if bytes.startsIgnoringASCIICase("https://".utf8) {
                 index = 8
             } else {
                 return false
@@ -61,8 +61,7 @@ public enum RemoteURL {
             // and finds no host in one it cannot decode.
             let host = UnsafeBufferPointer(rebasing: bytes[hostStart..<index])
             if host.indices.contains(where: { start in
-                (start == 0 || host[start - 1] == UInt8(ascii: ".")) && host[start...].starts(
-                    with: "xn--".utf8, by: { $0.asciiLowercased == $1 })
+                (start == 0 || host[start - 1] == UInt8(ascii: ".")) && host[start...].startsIgnoringASCIICase("xn--".utf8)
             }) {
                 return false
             }
@@ -92,6 +91,6 @@ public enum RemoteURL {
             }
             return true
         }
-        return url.utf8.withContiguousStorageIfAvailable(test) ?? Array(url.utf8).withUnsafeBufferPointer(test)
+        return url.withUTF8Bytes(test)
     }
 }

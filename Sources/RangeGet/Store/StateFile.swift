@@ -6,7 +6,7 @@
 import FoundationEssentials
 import Glibc
 
-enum StateFile {
+package enum StateFile {
     /// The largest state file read; a manifest of a fragmented 1 TiB download is far smaller.
     static let sizeLimit = 64 << 20
 
@@ -90,7 +90,7 @@ enum StateFile {
     }
 
     /// The directory part of `path`, "." for a bare name.
-    static func directory(of path: String) -> String {
+    package static func directory(of path: String) -> String {
         // Searched as bytes, as the kernel splits a path (as Characters, a '/'
         // with a combining mark after it was no separator), and 4x faster.
         guard let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")) else { return "." }
