@@ -110,8 +110,10 @@ void rg_store_release(int64_t *word, int64_t value) {
     __atomic_store_n(word, value, __ATOMIC_RELEASE);
 }
 
-void rg_limit_malloc_arenas(int count) {
-    mallopt(M_ARENA_MAX, count);
+void rg_tune_malloc(int arenas, int largest_kept) {
+    mallopt(M_ARENA_MAX, arenas);
+    mallopt(M_MMAP_THRESHOLD, largest_kept);
+    mallopt(M_TRIM_THRESHOLD, 8 * largest_kept);
 }
 
 void rg_name_thread(const char *name) {

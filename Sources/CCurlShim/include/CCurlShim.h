@@ -56,8 +56,10 @@ int rg_open_unnamed(const char *directory);
 /// Gives the open file `fd` (one `rg_open_unnamed` made) the name `to`
 /// (`linkat`); never replaces anything there (EEXIST). 0 or -1.
 int rg_link_open_file(int fd, const char *to);
-/// glibc's `mallopt(M_ARENA_MAX, count)`: at most `count` malloc arenas.
-void rg_limit_malloc_arenas(int count);
+/// glibc's `mallopt`: at most `arenas` malloc arenas; blocks up to
+/// `largest_kept` bytes come from them (not mmap), and up to 8 times that
+/// stays free at an arena's top before it is given back to the kernel.
+void rg_tune_malloc(int arenas, int largest_kept);
 
 /// Names the calling thread (`prctl(PR_SET_NAME)`: at most 15 bytes are
 /// kept), as `top -H`, perf and gdb show it.

@@ -45,9 +45,15 @@ package func tryStartThread(_ name: String, _ body: @escaping @Sendable () -> Vo
     return true
 }
 
-/// Caps glibc's malloc arenas (eight per core by default) at `count`, for
-/// a program about to run many threads that each allocate a little: every
-/// arena keeps its own free memory. Call it before those threads start.
-package func limitMallocArenas(to count: Int) {
-    rg_limit_malloc_arenas(Int32(count))
+/// Tunes glibc's malloc for a program about to run many threads that each
+/// make and free a few blocks per file (call it before they start):
+/// - at most `arenas` arenas (eight per core by default), as every arena
+///   keeps its own free memory;
+/// - blocks up to `largestKept` bytes come from the arenas, and freed ones
+///   stay there for the next file. By default a block of 128 KiB or more
+///   (libcurl's receive buffer, one per request) is mapped for it and
+///   unmapped when freed, and an arena's free top is given back past
+///   128 KiB, so each file faulted its pages in anew.
+package func tuneMalloc(arenas: Int, largestKept: Int) {
+    rg_tune_malloc(Int32(arenas), Int32(largestKept))
 }
