@@ -163,4 +163,102 @@ final class CommandLineFormattingTests: XCTestCase {
         }
         XCTAssertThrowsError(try ChecksumList.parse("\(digest)  a\n\(String(repeating: "cd", count: 32))  a\n"))
     }
+
+    /// The list is read over its bytes in one pass (issue 15): it reads
+    /// every list as a plain reading of its rules does, by Characters and
+    /// `textLines`, the way it was read before. Random lists of URLs (ASCII
+    /// and not), `out=` names, unknown options, comments, marks joined to a
+    /// '#' or a blank, indented lines, every line ending and a byte-order mark.
+    func testTheByteReaderOfListsAgreesWithAPlainReading() {
+        var random = ListSeeded(SplitMix64(seed: 15))
+        let urls = ["http://h/a", "https://m/b?x=1", "http://h/é", "http://h/日本?q=ü", "http://h/a#x"]
+        let outs = ["out=x.bin", "out=../y", "out=ü.txt", "out=#\u{FE0F}\u{20E3}", "out=x#\u{301}y"]
+        let comments = ["# c", "#", "#out=z", "# é"]
+        // Each drawn now and then: what the rules refuse, or a blank or '#' that a mark joins.
+        let odd = ["out=", "out=..", "dir=x", "é", "ftp://h/f", "http://", "a=http://h/z", "\u{301}", "\u{FEFF}",
+                   " \u{301}", "#\u{301}"]
+        let blanks = [" ", "\t", "  ", " \t"]
+        let breaks = ["\n", "\r\n", "\r", "\n\n"]
+        var (accepted, lists) = (0, 3000)
+        for _ in 0..<lists {
+            var text = random.chance(0.1) ? "\u{FEFF}" : ""
+            for _ in 0..<Int.random(in: 1...6, using: &random) {
+                var tokens: [String]
+                switch Int.random(in: 0..<10, using: &random) {
+                case 0..<6: tokens = (0..<Int.random(in: 1...3, using: &random)).map { _ in random.pick(urls) }
+                    if random.chance(0.4) { tokens.append(random.pick(outs)) }
+                case 6..<8: tokens = [random.pick(outs)]
+                    text += random.pick(blanks)  // an option line, indented
+                case 8: tokens = []
+                default: tokens = [random.pick(comments)]
+                }
+                if random.chance(0.2) { tokens.append(random.pick(comments)) }
+                if random.chance(0.04) { tokens.insert(random.pick(odd), at: Int.random(in: 0...tokens.count, using: &random)) }
+                text += tokens.map { $0 + random.pick(blanks) }.joined().dropLast()
+                text += random.pick(breaks)
+            }
+            if random.chance(0.5) { text.removeLast() }
+            let read: ListReading
+            do { read = .entries(try InputList.parse(text)) } catch { read = .refused("\(error)") }
+            XCTAssertEqual(read, Self.plainReading(text), "\(text.debugDescription)")
+            if case let .entries(entries) = read, !entries.isEmpty { accepted += 1 }
+        }
+        // Both sides of the rules are drawn: lists read whole, and lists refused.
+        XCTAssertGreaterThan(accepted, lists / 4)
+        XCTAssertLessThan(accepted, lists * 9 / 10)
+    }
+
+    /// The rules of an input list, read by Characters over `textLines`.
+    private static func plainReading(_ text: String) -> ListReading {
+        var entries: [ListEntry] = []
+        for (index, line) in text.textLines.enumerated() {
+            let number = index + 1
+            let tokens = line.prefix { $0 != "#" }.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
+            if tokens.isEmpty { continue }
+            var urls: [String] = []
+            var output: String?
+            var notice: String?
+            for token in tokens {
+                if token.hasPrefix("out=") {
+                    do {
+                        (output, notice) = try InputList.outputName(String(token.dropFirst(4)), line: number)
+                    } catch {
+                        return .refused("\(error)")
+                    }
+                } else if token.contains("=") && !token.contains("://") {
+                    return .refused("input line \(number): unknown option '\(token)' (only out=NAME is known)")
+                } else {
+                    do { try InputList.check(url: token, line: number) } catch { return .refused("\(error)") }
+                    urls.append(token)
+                }
+            }
+            if !urls.isEmpty {
+                entries.append(ListEntry(urls: urls, output: output, line: number, outputNotice: notice))
+                continue
+            }
+            guard line.first == " " || line.first == "\t", !entries.isEmpty else {
+                return .refused("input line \(number): options without a URL line above them")
+            }
+            if let output {
+                entries[entries.count - 1].output = output
+                entries[entries.count - 1].outputNotice = notice
+            }
+        }
+        return .entries(entries)
+    }
+}
+
+/// What reading a list gives: its entries, or the one-line refusal.
+private enum ListReading: Equatable {
+    case entries([ListEntry])
+    case refused(String)
+}
+
+/// Draws from a fixed seed, so a failing list replays.
+private struct ListSeeded: RandomNumberGenerator {
+    var generator: SplitMix64
+    init(_ generator: SplitMix64) { self.generator = generator }
+    mutating func next() -> UInt64 { generator.next() }
+    mutating func chance(_ p: Double) -> Bool { Double.random(in: 0..<1, using: &self) < p }
+    mutating func pick<T>(_ items: [T]) -> T { items[Int.random(in: 0..<items.count, using: &self)] }
 }
