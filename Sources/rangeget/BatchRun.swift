@@ -41,7 +41,7 @@ final class BatchRun: Sendable {
     private struct State {
         var next = 0
         var running: [Int: Download] = [:]
-        var progress: [Int: DownloadProgress] = [:]
+        var progress = ListProgress()
         var stopping = false
         /// Files ended, and of those the complete ones already there (skipped).
         var finished = 0
@@ -216,7 +216,7 @@ final class BatchRun: Sendable {
     private func end(_ index: Int, with result: Result<DownloadResult, DownloadError>, lane: Lane) {
         state.withLock { state in
             state.running[index] = nil
-            state.progress[index] = nil
+            state.progress.end(index)
             state.finished += 1
             switch result {
             case let .success(done): if done.alreadyComplete { state.skipped += 1 }
@@ -281,19 +281,13 @@ final class BatchRun: Sendable {
             return
         }
         guard display.draws else { return }
-        let (total, finished) = state.withLock { state -> (DownloadProgress, Int) in
-            state.progress[index] = progress
-            var sum = DownloadProgress(bytesDone: 0, totalBytes: 0, bytesPerSecond: 0, activeConnections: 0)
-            // Each file's size is the server's word: the sums saturate instead of trapping.
-            for value in state.progress.values {
-                sum.bytesDone = sum.bytesDone.saturatingAdding(value.bytesDone)
-                sum.totalBytes = value.totalBytes.flatMap { known in sum.totalBytes.map { $0.saturatingAdding(known) } }
-                sum.bytesPerSecond += value.bytesPerSecond
-                sum.activeConnections += value.activeConnections
-            }
-            return (sum, state.finished)
+        let (figures, finished) = state.withLock { state in
+            state.progress.update(index, progress)
+            return (state.progress.figures(unstarted: entries.count - state.next), state.finished)
         }
-        display.show(total, prefix: "[\(finished)/\(entries.count) files]")
+        // No map: the list's bytes are no one file's.
+        display.show(figures.progress, prefix: "[\(finished)/\(entries.count) files]", mapped: false,
+                     totalIsEstimate: !figures.exact)
     }
 
     /// One JSON object on a line of stdout, written whole and flushed at

@@ -36,8 +36,11 @@ final class ProgressDisplay: Sendable {
     /// False with -q: nothing is ever drawn.
     var draws: Bool { mode != .off }
 
-    /// Draws `progress` when a draw is due (`prefix`, read only then, goes before it).
-    func show(_ progress: DownloadProgress, prefix: @autoclosure () -> String = "") {
+    /// Draws `progress` when a draw is due (`prefix`, read only then, goes
+    /// before it): with a map of the file when `mapped`; a total that is an
+    /// estimate (a list's) gives the ETA only, no percent and no total.
+    func show(_ progress: DownloadProgress, prefix: @autoclosure () -> String = "", mapped: Bool = true,
+              totalIsEstimate: Bool = false) {
         let now = MonotonicClock.now()
         let interval = mode == .terminal ? 0.1 : 5.0
         let draw: (due: Bool, rate: Double?) = state.withLock { state in
@@ -52,7 +55,7 @@ final class ProgressDisplay: Sendable {
         progress.bytesPerSecond = draw.rate ?? 0
         let prefix = prefix()
         var figures = prefix.isEmpty ? "" : prefix + " "
-        if let total = progress.totalBytes, total > 0 {
+        if let total = progress.totalBytes, total > 0, !totalIsEstimate {
             figures += String(format1: Double(progress.bytesDone) * 100 / Double(total)) + "%  "
             figures += ByteCount.format(progress.bytesDone) + " / " + ByteCount.format(total)
         } else {
@@ -70,7 +73,7 @@ final class ProgressDisplay: Sendable {
             let width = Self.terminalWidth()
             let cells = min(60, width - figures.count - 4)
             var line = figures
-            if cells >= 10, let total = progress.totalBytes, total > 0 {
+            if mapped, cells >= 10, let total = progress.totalBytes, total > 0 {
                 line = "[" + map(progress, total: total, cells: cells) + "] " + figures
             }
             if line.count >= width { line = String(line.prefix(max(0, width - 1))) }

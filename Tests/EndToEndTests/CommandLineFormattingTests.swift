@@ -164,6 +164,49 @@ final class CommandLineFormattingTests: XCTestCase {
         XCTAssertThrowsError(try ChecksumList.parse("\(digest)  a\n\(String(repeating: "cd", count: 32))  a\n"))
     }
 
+    /// A list's progress line (issue 15): the bytes of the whole run, never
+    /// dropping when a file ends, and the size of the whole list, exact once
+    /// every file started and told its size, else with each file not yet
+    /// started counted as the mean size told: an ETA for the list, not for
+    /// the files running (it read 0:00 while 16 of 20 files were still to come).
+    func testAListsProgressCoversTheWholeList() {
+        let kib: Int64 = 1024
+        var list = ListProgress()
+        XCTAssertNil(list.figures(unstarted: 20).progress.totalBytes, "no size told yet")
+        func file(_ done: Int64, of size: Int64?, connections: Int = 1) -> DownloadProgress {
+            DownloadProgress(bytesDone: done, totalBytes: size, bytesPerSecond: 0, activeConnections: connections)
+        }
+        // Four files ended (300 KiB each), four run halfway, twelve wait.
+        for index in 0..<4 {
+            list.update(index, file(300 * kib, of: 300 * kib))
+            let before = list.figures(unstarted: 16).progress.bytesDone
+            list.end(index)
+            XCTAssertEqual(list.figures(unstarted: 16).progress.bytesDone, before, "an ended file's bytes stay")
+        }
+        for index in 4..<8 { list.update(index, file(150 * kib, of: 300 * kib, connections: 2)) }
+        var (progress, exact) = list.figures(unstarted: 12)
+        XCTAssertEqual(progress.bytesDone, 1800 * kib)
+        XCTAssertEqual(progress.totalBytes, 6000 * kib, "twelve more of the mean size")
+        XCTAssertEqual(progress.activeConnections, 8)
+        XCTAssertFalse(exact)
+        progress.bytesPerSecond = 300 * 1024
+        XCTAssertEqual(progress.secondsLeft ?? -1, 14, accuracy: 1e-9)
+        // A running file whose size is not known yet: no total, no ETA.
+        list.update(8, file(10, of: nil))
+        XCTAssertNil(list.figures(unstarted: 11).progress.totalBytes)
+        // Every file started and sized: the total is exact.
+        list.update(8, file(10, of: 100 * kib))
+        (progress, exact) = list.figures(unstarted: 0)
+        XCTAssertEqual(progress.totalBytes, 1200 * kib + 1200 * kib + 100 * kib)
+        XCTAssertTrue(exact)
+        // Sizes are the servers' word: the sums saturate, never trap.
+        var huge = ListProgress()
+        huge.update(0, file(.max, of: .max))
+        huge.update(1, file(.max - 1, of: .max))
+        XCTAssertEqual(huge.figures(unstarted: 1_000_000).progress.totalBytes, .max)
+        XCTAssertEqual(huge.figures(unstarted: 0).progress.bytesDone, .max)
+    }
+
     /// The list is read over its bytes in one pass (issue 15): it reads
     /// every list as a plain reading of its rules does, by Characters and
     /// `textLines`, the way it was read before. Random lists of URLs (ASCII
