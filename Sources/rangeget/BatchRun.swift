@@ -32,7 +32,7 @@ final class BatchRun: Sendable {
     private let entries: [ListEntry]
     private let settings: GetSettings
     private let display: ProgressDisplay
-    private let state = Mutex(State())
+    private let state: Mutex<State>
     /// The group commit of every file of the list.
     private let syncs = SyncGroup()
     /// Serialises the lines of `--json` written by the lanes.
@@ -41,7 +41,7 @@ final class BatchRun: Sendable {
     private struct State {
         var next = 0
         var running: [Int: Download] = [:]
-        var progress = ListProgress()
+        var progress: ListProgress
         var stopping = false
         /// Files ended, and of those the complete ones already there (skipped).
         var finished = 0
@@ -87,6 +87,7 @@ final class BatchRun: Sendable {
     init(entries: [ListEntry], settings: GetSettings, checksums: [String: Checksum]? = nil) {
         self.checksums = checksums
         self.entries = entries
+        state = Mutex(State(progress: ListProgress(files: entries.count)))
         var settings = settings
         if let total = settings.maxSpeed { settings.options.transfer.rateLimit = RateLimit(bytesPerSecond: total) }
         self.settings = settings
@@ -283,7 +284,7 @@ final class BatchRun: Sendable {
         guard display.draws else { return }
         let (figures, finished) = state.withLock { state in
             state.progress.update(index, progress)
-            return (state.progress.figures(unstarted: entries.count - state.next), state.finished)
+            return (state.progress.figures(), state.finished)
         }
         // No map: the list's bytes are no one file's.
         display.show(figures.progress, prefix: "[\(finished)/\(entries.count) files]", mapped: false,

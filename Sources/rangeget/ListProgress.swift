@@ -3,17 +3,26 @@
 // the count never drops when a file ends; its rate is the display's, over
 // those bytes. The list's size is known only once every file has started
 // and told its size: until then each file not yet started counts as the
-// mean size of those that told theirs, which gives an ETA for the whole
+// mean size of those that told theirs (as does a file started that has told
+// nothing yet), which gives an ETA for the whole
 // list, and the line shows no percent and no total (they would be guesses).
 import RangeGet
 
 struct ListProgress {
-    /// The progress of each running file, by its place in the list.
+    /// The files of the list, and those that ended.
+    private let files: Int
+    private var ended = 0
+    /// The progress of each running file that told any, by its place in the list.
     private var running: [Int: DownloadProgress] = [:]
     /// Bytes done by the files that ended (each one's last figure), and the
     /// sizes those files told.
     private var endedBytes: Int64 = 0
     private var endedSizes = (files: 0, bytes: 0.0)
+
+    /// The progress of a list of `files` files.
+    init(files: Int) {
+        self.files = files
+    }
 
     /// The latest progress of file `index`.
     mutating func update(_ index: Int, _ progress: DownloadProgress) {
@@ -22,6 +31,7 @@ struct ListProgress {
 
     /// File `index` ended: its bytes and its size stay in the figures.
     mutating func end(_ index: Int) {
+        ended += 1
         guard let last = running.removeValue(forKey: index) else { return }
         endedBytes = endedBytes.saturatingAdding(last.bytesDone)
         if let size = last.totalBytes {
@@ -30,10 +40,12 @@ struct ListProgress {
         }
     }
 
-    /// The line's figures with `unstarted` files still to start: the bytes
-    /// done, the list's size (nil while no file told its size, or a running
-    /// one has not), and whether that size is exact.
-    func figures(unstarted: Int) -> (progress: DownloadProgress, exact: Bool) {
+    /// The line's figures: the bytes done, the list's size (nil while no
+    /// file told its size, or a running one has not), and whether that size
+    /// is exact. Files not yet started, and those started that have told
+    /// nothing yet, count as the mean size told.
+    func figures() -> (progress: DownloadProgress, exact: Bool) {
+        let unstarted = max(0, files - ended - running.count)
         var done = endedBytes
         var left = 0.0
         var sized = endedSizes
