@@ -186,6 +186,8 @@ extension Download {
         tally.add([MirrorReport(url: remote.url, bytes: range.count, seconds: opening.heldSeconds, errors: 0,
                                 tcpConnections: opening.connectionsOpened,
                                 httpVersion: opening.connection.easy.httpVersion)])
+        // Its transfer is over: the connection can serve the next file's opening.
+        opening.loop.recycle(opening.connection)
         return .complete(size: range.count)
     }
 

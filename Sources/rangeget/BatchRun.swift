@@ -117,6 +117,8 @@ final class BatchRun: Sendable {
         } catch {
             return fail(error.commandLineText, ExitCode(error))
         }
+        // Every file of the list has the same transfer options (makeDownload).
+        loop.recycleConnections(upTo: 2 * jobs)
         let interrupts = InterruptHandler { [self] in
             let downloads = state.withLock { state in
                 state.stopping = true

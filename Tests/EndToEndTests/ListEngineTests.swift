@@ -111,6 +111,35 @@ final class ListEngineTests: EndToEndTestCase {
         XCTAssertEqual(server.statistics.requests.count, count, "one request per file: \(server.statistics.requests)")
     }
 
+    /// The small files of a list reuse the easy handles of earlier files'
+    /// openings (a handle keeps the options it was given): each request still
+    /// asks for its own file and range, and the credentials of one file's
+    /// URL go with its requests only, never with the next file's.
+    func testEachFileOfAListSendsItsOwnRequestOnReusedHandles() throws {
+        let count = 30
+        let resources = (0..<count).map { Resource.generated(size: 16 << 10, seed: 1700 + UInt64($0)) }
+        for (index, resource) in resources.enumerated() { server.setResource(resource, at: name(index)) }
+        let credentials = { (index: Int) in index % 3 == 0 ? "u\(index):p\(index)" : nil }
+        try writeList((0..<count).map { index in
+            let url = server.url(name(index))
+            guard let userinfo = credentials(index) else { return (url, nil) }
+            return (url.replacingOccurrences(of: "http://", with: "http://\(userinfo)@"), nil)
+        })
+
+        let run = try CLI.run(["-q", "-n", "2", "-j", "2", "-i", "list", "-d", "out"], in: directory, timeout: 60)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        for (index, resource) in resources.enumerated() { assertSameBytes(downloads + "/" + name(index), resource) }
+        let requests = server.statistics.requests
+        XCTAssertEqual(requests.count, count, "one request per file: \(requests)")
+        for index in 0..<count {
+            let sent = requests.filter { $0.path == "/" + name(index) }
+            XCTAssertEqual(sent.count, 1, name(index))
+            XCTAssertEqual(sent.first?.rangeHeader, "bytes=0-1048575", name(index))
+            let expected = credentials(index).map { "Basic " + Data($0.utf8).base64EncodedString() }
+            XCTAssertEqual(sent.first?.headers["authorization"], expected, name(index))
+        }
+    }
+
     private func name(_ index: Int) -> String { String(format: "f%02d", index) }
 
     // MARK: - 2. No manifest for a file fetched whole by its first response

@@ -160,6 +160,12 @@ final class Connection {
         holdJudged = true
     }
 
+    /// Frees the body an opening kept, once it is written (the connection
+    /// may wait idle for the next opening: `TransferLoop.recycle`).
+    func releaseHeldBody() {
+        heldBody = nil
+    }
+
     /// True when the held body has every byte its head announced.
     var holdsWholeBody: Bool { heldBody?.count == heldLength }
 

@@ -66,7 +66,11 @@ final class Opening: LoopClient {
          stop: StopSignal? = nil) throws(CurlError) {
         self.loop = loop
         self.stop = stop ?? StopSignal(loop: loop)
-        connection = try Connection(id: 0, sink: nil, options: options)
+        if let spare = loop.spareConnection() {
+            connection = spare
+        } else {
+            connection = try Connection(id: 0, sink: nil, options: options)
+        }
         let holdLimit = holding && options.rateLimit == nil ? Self.holdLimit : 0
         try connection.open(url, range: ByteRange(0, length), holdLimit: holdLimit, now: MonotonicClock.now())
         self.length = length

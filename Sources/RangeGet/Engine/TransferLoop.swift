@@ -103,6 +103,43 @@ public final class TransferLoop: @unchecked Sendable {
         try multi.set(CURLMOPT_MAXCONNECTS, max(16, connections * 2))
     }
 
+    /// Idle connections of openings that brought a whole small file, kept
+    /// for the next opening when `recyclesConnections` (their easy handles
+    /// keep every option set: making, configuring and freeing one was about
+    /// a tenth of a small file's instructions). At most `spareLimit`.
+    private let spare = Mutex(SpareConnections())
+    private let spareLimit = Atomic<Int>(0)
+
+    /// Connections that only the loop's lock hands from one thread to another.
+    private struct SpareConnections: @unchecked Sendable {
+        var idle: [Connection] = []
+    }
+
+    /// Makes the connections of finished openings serve the next openings.
+    /// Only for a loop whose every download uses the same transfer options
+    /// (a list's): a connection keeps the options it was made with.
+    package func recycleConnections(upTo limit: Int) {
+        spareLimit.store(limit, ordering: .relaxed)
+    }
+
+    /// An idle connection of an earlier opening, nil when none is kept.
+    func spareConnection() -> Connection? {
+        guard spareLimit.load(ordering: .relaxed) > 0 else { return nil }
+        return spare.withLock { $0.idle.popLast().map(UncheckedBox.init) }?.value
+    }
+
+    /// Keeps `connection` (its transfer ended, its handle out of the multi
+    /// handle, and no one else holding on to it) for a later opening.
+    func recycle(_ connection: Connection) {
+        let limit = spareLimit.load(ordering: .relaxed)
+        guard limit > 0 else { return }
+        connection.releaseHeldBody()
+        let kept = UncheckedBox(connection)
+        spare.withLock { spare in
+            if spare.idle.count < limit { spare.idle.append(kept.value) }
+        }
+    }
+
     /// Transfers running now over all clients.
     public var connectionsInUse: Int { slotFigures.load(ordering: .relaxed) }
 
