@@ -211,4 +211,32 @@ final class SharedLoopConnectionTests: EndToEndTestCase {
         XCTAssertEqual(loop.peakConnectionsInUse, 3, "both downloads wanted 4: the loop's limit of 3 bound them")
         XCTAssertEqual(loop.connectionsInUse, 0, "every slot taken was given back")
     }
+
+    /// A list's loop lends the connection of a file whose body came whole to
+    /// the next file's opening (issue 15), and the reused handle asks for the
+    /// next file: its path, and the credentials of its own URL only.
+    func testAListsLoopLendsAFinishedOpeningsHandleToTheNextFile() throws {
+        let count = 12
+        let resources = (0..<count).map { Resource.generated(size: 16 << 10, seed: 430 + UInt64($0)) }
+        for (index, resource) in resources.enumerated() { server.setResource(resource, at: "f\(index)") }
+        let loop = try TransferLoop(connections: 2)
+        loop.recycleConnections(upTo: 4)
+        var options = DownloadOptions()
+        options.transferLoop = loop
+        for index in 0..<count {
+            let url = index % 3 == 0
+                ? server.url("f\(index)").replacingOccurrences(of: "http://", with: "http://u\(index):p\(index)@")
+                : server.url("f\(index)")
+            let download = Download(url: url, destination: .file(path("f\(index)")), options: options)
+            _ = try download.run { _ in }
+            assertSameBytes(path("f\(index)"), resources[index])
+        }
+        XCTAssertEqual(loop.connectionsRecycled, count - 1, "every file after the first took the handle before it")
+        for index in 0..<count {
+            let sent = server.statistics.requests(to: "f\(index)")
+            XCTAssertEqual(sent.map(\.method), ["GET"], "f\(index): one request, the opening")
+            let expected = index % 3 == 0 ? "Basic " + Data("u\(index):p\(index)".utf8).base64EncodedString() : nil
+            XCTAssertEqual(sent.first?.headers["authorization"], expected, "f\(index)")
+        }
+    }
 }

@@ -104,11 +104,12 @@ public final class TransferLoop: @unchecked Sendable {
     }
 
     /// Idle connections of openings that brought a whole small file, kept
-    /// for the next opening when `recyclesConnections` (their easy handles
+    /// for the next opening after `recycleConnections` (their easy handles
     /// keep every option set: making, configuring and freeing one was about
     /// a tenth of a small file's instructions). At most `spareLimit`.
     private let spare = Mutex(SpareConnections())
     private let spareLimit = Atomic<Int>(0)
+    private let recycled = Atomic<Int>(0)
 
     /// Connections that only the loop's lock hands from one thread to another.
     private struct SpareConnections: @unchecked Sendable {
@@ -122,10 +123,15 @@ public final class TransferLoop: @unchecked Sendable {
         spareLimit.store(limit, ordering: .relaxed)
     }
 
+    /// Openings that took the connection of an earlier one.
+    package var connectionsRecycled: Int { recycled.load(ordering: .relaxed) }
+
     /// An idle connection of an earlier opening, nil when none is kept.
     func spareConnection() -> Connection? {
-        guard spareLimit.load(ordering: .relaxed) > 0 else { return nil }
-        return spare.withLock { $0.idle.popLast().map(UncheckedBox.init) }?.value
+        guard spareLimit.load(ordering: .relaxed) > 0,
+              let connection = spare.withLock({ $0.idle.popLast().map(UncheckedBox.init) })?.value else { return nil }
+        recycled.add(1, ordering: .relaxed)
+        return connection
     }
 
     /// Keeps `connection` (its transfer ended, its handle out of the multi
@@ -133,6 +139,10 @@ public final class TransferLoop: @unchecked Sendable {
     func recycle(_ connection: Connection) {
         let limit = spareLimit.load(ordering: .relaxed)
         guard limit > 0 else { return }
+        // Nothing of its last transfer may reach the next file's (an engine
+        // would take over an unowned end, a client would hear of its transfer).
+        precondition(connection.client == nil && !connection.isBusy && connection.unownedEnd == nil,
+                     "a connection recycled before its transfer was over")
         connection.releaseHeldBody()
         let kept = UncheckedBox(connection)
         spare.withLock { spare in
