@@ -104,7 +104,7 @@ final class BatchRun: Sendable {
         // Blocks up to 1 MiB stay in them: each file's request has a
         // receive buffer of 512 KiB, mapped and unmapped per file by
         // default. 1000 files of 16 KiB: 3.6k -> 1.75k page faults and
-        // 151 -> 138 ms of CPU (medians of 9 runs, output on tmpfs).
+        // 195 -> 174 ms of CPU (medians of 15 runs, output on tmpfs).
         tuneMalloc(arenas: 2, largestKept: 1 << 20)
         Self.raiseOpenFileLimit()
         waitingTurns.store(jobs, ordering: .relaxed)

@@ -31,27 +31,13 @@ enum InputList {
         }!.get()
     }
 
-    /// The lines of `bytes` as people save them (LF, CRLF or a lone CR, after
-    /// a byte-order mark), each read into `entries` in turn.
+    /// Reads each line of `bytes` in turn into the entries.
     private static func parse(bytes: UnsafeBufferPointer<UInt8>) throws(UsageError) -> [ListEntry] {
         var entries: [ListEntry] = []
-        let (lineFeed, carriageReturn) = (UInt8(ascii: "\n"), UInt8(ascii: "\r"))
-        var start = bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? 3 : 0
-        var index = start
-        var number = 0
-        while true {
-            let atEnd = index == bytes.count
-            guard atEnd || bytes[index] == lineFeed || bytes[index] == carriageReturn else {
-                index += 1
-                continue
-            }
-            number += 1
-            try read(UnsafeBufferPointer(rebasing: bytes[start..<index]), number: number, into: &entries)
-            if atEnd { return entries }
-            if bytes[index] == carriageReturn, index + 1 < bytes.count, bytes[index + 1] == lineFeed { index += 1 }
-            index += 1
-            start = index
+        for (index, line) in textLineRanges(bytes).enumerated() {
+            try read(UnsafeBufferPointer(rebasing: bytes[line]), number: index + 1, into: &entries)
         }
+        return entries
     }
 
     /// Reads line `number` (its bytes, without the line break): a new entry,
@@ -138,31 +124,38 @@ enum InputList {
 }
 
 extension String {
-    /// The lines of a text file as people save them: split at LF, CRLF or a
-    /// lone CR, after a leading byte-order mark. (`"\r\n"` is one Character,
-    /// so splitting on `"\n"` alone sees a CRLF file as a single line.)
-    /// Split on the bytes: a line break is ASCII, and no other character's
-    /// bytes contain one.
+    /// The lines of a text file as people save them (`textLineRanges`).
     var textLines: [Substring] {
-        let text = hasPrefix("\u{FEFF}") ? dropFirst() : self[...]
-        let bytes = text.utf8
-        var lines: [Substring] = []
-        var start = bytes.startIndex
-        var index = start
-        while index != bytes.endIndex {
-            let byte = bytes[index]
-            guard byte == UInt8(ascii: "\n") || byte == UInt8(ascii: "\r") else {
-                index = bytes.index(after: index)
-                continue
-            }
-            lines.append(text[start..<index])
-            index = bytes.index(after: index)
-            if byte == UInt8(ascii: "\r"), index != bytes.endIndex, bytes[index] == UInt8(ascii: "\n") {
-                index = bytes.index(after: index)
-            }
-            start = index
-        }
-        lines.append(text[start...])
-        return lines
+        var text = self
+        text.makeContiguousUTF8()
+        let ranges = text.utf8.withContiguousStorageIfAvailable(textLineRanges)!
+        let start = text.utf8.startIndex
+        return ranges.map { text[text.utf8.index(start, offsetBy: $0.lowerBound)..<text.utf8.index(start, offsetBy: $0.upperBound)] }
     }
+}
+
+/// Where the lines of a text file's bytes are, as people save them: split
+/// at LF, CRLF or a lone CR, after a leading byte-order mark; the last line
+/// is what follows the last break (empty after a final one). Split on the
+/// bytes: a line break is ASCII, and no other character's bytes contain
+/// one. (`"\r\n"` is one Character, so splitting Characters on `"\n"` alone
+/// sees a CRLF file as a single line.)
+func textLineRanges(_ bytes: UnsafeBufferPointer<UInt8>) -> [Range<Int>] {
+    let (lineFeed, carriageReturn) = (UInt8(ascii: "\n"), UInt8(ascii: "\r"))
+    var lines: [Range<Int>] = []
+    var start = bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? 3 : 0
+    var index = start
+    while index != bytes.count {
+        let byte = bytes[index]
+        guard byte == lineFeed || byte == carriageReturn else {
+            index += 1
+            continue
+        }
+        lines.append(start..<index)
+        index += 1
+        if byte == carriageReturn, index != bytes.count, bytes[index] == lineFeed { index += 1 }
+        start = index
+    }
+    lines.append(start..<bytes.count)
+    return lines
 }

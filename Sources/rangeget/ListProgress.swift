@@ -2,10 +2,10 @@
 // those of this run, of the files that ended and of the running ones, so
 // the count never drops when a file ends; its rate is the display's, over
 // those bytes. The list's size is known only once every file has started
-// and told its size: until then each file not yet started counts as the
-// mean size of those that told theirs (as does a file started that has told
-// nothing yet), which gives an ETA for the whole
-// list, and the line shows no percent and no total (they would be guesses).
+// and told its size: until then each file not yet started (or started but
+// silent so far) counts as the mean size of those that told theirs, which
+// gives an ETA for the whole list, and the line shows no percent and no
+// total (they would be guesses).
 import RangeGet
 
 struct ListProgress {
