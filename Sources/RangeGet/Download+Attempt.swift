@@ -21,9 +21,16 @@ extension Download {
         tally.attempts += 1
         // A restart discards what was there before this download, not what its own earlier attempts fetched.
         let restart = options.restart && tally.attempts == 1
+        // Where the file goes unless Content-Disposition names it, held (a
+        // list's other download of that name ends first), and whether the
+        // list's directory is known to have nothing of it (SharedDirectory).
+        let guessed = outputPath(url: url, contentDisposition: nil)
+        let fresh = options.sharedDirectory?.take(guessed, for: self, waiting: true) ?? false
         // An output that exists already: done when it is still the server's file.
         var existing = false
-        if case let .file(path) = destination { existing = try PartialFile.checkOutput(path, overwrite: options.overwrite) }
+        if case let .file(path) = destination {
+            existing = try PartialFile.checkOutput(path, overwrite: options.overwrite, knownAbsent: fresh)
+        }
         let loop = try transferLoop()
         let prober = Prober(options: options.transfer)
         defer { tally.tcpConnections += prober.connectionsOpened.total }
@@ -32,9 +39,8 @@ extension Download {
         var opening: Opening?
         // True while the file is known only from the manifest (a resume that sent no probe).
         var unprobed = false
-        // Where the file goes unless Content-Disposition names it, and whether a partial download is there.
-        let guessed = outputPath(url: url, contentDisposition: nil)
-        let partial = PartialFile.exists(beside: guessed)
+        // Whether a partial download is there.
+        let partial = !fresh && PartialFile.exists(beside: guessed)
         // With several mirrors the others must be probed to be compared; `probeWithHead` asks for a probe.
         if !restart, partial, mirrors.count == 1, !options.probeWithHead,
            let known = PartialFile.resumable(url: url, beside: guessed) {
@@ -45,7 +51,7 @@ extension Download {
             // opening request, from byte 0, would fetch them again), or another
             // run holds it and this one is about to be refused.
             // An output that exists is probed with HEAD: no byte of it is needed.
-            let opens = !options.probeWithHead && !partial && !existing && access(guessed, F_OK) != 0
+            let opens = !options.probeWithHead && !partial && !existing && (fresh || access(guessed, F_OK) != 0)
             (sources, probeReports, opening) = try probeMirrors(prober, opening: opens ? loop : nil, onEvent: onEvent)
         }
         var remote = sources[0]
@@ -53,7 +59,10 @@ extension Download {
         // Named as guessed unless the server named it (choosing a name parses the URL).
         let output = remote.contentDisposition == nil && remote.url == url
             ? guessed : outputPath(url: remote.url, contentDisposition: remote.contentDisposition)
-        if case .directory = destination { existing = try PartialFile.checkOutput(output, overwrite: options.overwrite) }
+        let outputFresh = output == guessed ? fresh : options.sharedDirectory?.take(output, for: self, waiting: false) ?? false
+        if case .directory = destination {
+            existing = try PartialFile.checkOutput(output, overwrite: options.overwrite, knownAbsent: outputFresh)
+        }
         if existing {
             opening?.cancel()
             let result = try alreadyComplete(output, remote: remote, reports: probeReports,
@@ -66,7 +75,7 @@ extension Download {
         // A small file the opening request brought whole, with nothing beside
         // its name to take up: its data file gets a name only at the commit.
         let unnamed = opening?.heldBody != nil && !options.overwrite
-            && (output == guessed ? !partial : !PartialFile.exists(beside: output))
+            && (output == guessed ? !partial : outputFresh || !PartialFile.exists(beside: output))
         let part = try PartialFile.claim(output: output, remote: remote, replacingOthers: restart, unnamed: unnamed,
                                          options: options)
         controller.setPartPath(part.files.data)

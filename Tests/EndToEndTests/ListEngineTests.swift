@@ -469,6 +469,51 @@ final class ListEngineTests: EndToEndTestCase {
         for index in [0, count / 2, count - 1] { assertSameBytes(downloads + "/" + name(index), resource) }
     }
 
+    // MARK: - 7. The list's directory, read once (SharedDirectory)
+
+    /// A list naming one file three times (the third by `out=`), three at
+    /// a time: it is fetched once, and the later entries wait for the first
+    /// to end, then find it complete. (Before, each entry fetched it, and
+    /// the ones that came second to its name failed, leaving a `.part`.)
+    func testAListNamingOneFileThriceFetchesItOnce() throws {
+        let resource = Resource.generated(size: 64 << 10, seed: 1790)
+        server.setResource(resource, at: "thrice.bin")
+        try writeList([(server.url("thrice.bin"), nil), (server.url("thrice.bin"), nil),
+                       (server.url("thrice.bin"), "thrice.bin")])
+        let run = try CLI.run(["-n", "4", "-j", "3", "-i", "list", "-d", "out"], in: directory)
+
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertEqual(run.stderr.components(separatedBy: "out/thrice.bin is already complete").count - 1, 2, run.stderr)
+        XCTAssertTrue(run.stdout.contains("3 of 3 files downloaded (2 already complete)"), run.stdout)
+        assertSameBytes(downloads + "/thrice.bin", resource)
+        XCTAssertEqual(downloaded(), ["thrice.bin"])
+        let fetches = server.statistics.requests.filter { $0.method == "GET" }
+        XCTAssertEqual(fetches.count, 1, "fetched more than once: \(fetches.map(\.rangeHeader))")
+    }
+
+    /// A name another program takes while the list runs (after the run
+    /// read its directory, before that file's turn) is never replaced: the
+    /// file fails (exit 2) and the other program's file stays as it was.
+    func testANameTakenWhileTheListRunsIsNeverReplaced() throws {
+        let slow = try anotherServer()
+        let held = Resource.generated(size: 256 << 10, seed: 1791)
+        let small = Resource.generated(size: 16 << 10, seed: 1792)
+        slow.setResource(held, at: "held")
+        server.setResource(small, at: "b")
+        slow.setRatePerConnection(32 << 10)
+        try writeList([(slow.url("held"), nil), (server.url("b"), nil)])
+        let child = try launch(["-q", "-n", "1", "-j", "1", "-i", "list", "-d", "out"])
+        XCTAssertTrue(wait(timeout: 20) { slow.statistics.bodyBytesSent >= 32 << 10 }, "the held file never started")
+        try Data("someone else's".utf8).write(to: URL(fileURLWithPath: downloads + "/b"))
+        slow.setRatePerConnection(nil)
+        let run = child.finish(timeout: 30)
+
+        XCTAssertEqual(run.status, 2, run.stderr)
+        XCTAssertTrue(run.stderr.contains("out/b"), run.stderr)
+        XCTAssertEqual(try String(contentsOfFile: downloads + "/b", encoding: .utf8), "someone else's")
+        assertSameBytes(downloads + "/held", held)
+    }
+
     /// The threads process `pid` runs now.
     private func threads(of pid: Int32) -> Int {
         ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []).count

@@ -83,11 +83,12 @@ final class PartialFile {
     /// Refuses to overwrite a finished file at `output` without `overwrite`,
     /// and fails early on an unusable directory. True when a finished file is
     /// there already (and `overwrite` is off): the download then only checks
-    /// that it is still the server's.
-    static func checkOutput(_ output: String, overwrite: Bool) throws(DownloadError) -> Bool {
+    /// that it is still the server's. `knownAbsent`: nothing is there (a
+    /// list's DirectorySnapshot says so), only the directory is checked.
+    static func checkOutput(_ output: String, overwrite: Bool, knownAbsent: Bool = false) throws(DownloadError) -> Bool {
         var info = stat()
         var exists = false
-        if lstat(output, &info) == 0 {
+        if !knownAbsent, lstat(output, &info) == 0 {
             if (info.st_mode & S_IFMT) == S_IFDIR { throw .usage("\(output) is a directory") }
             if !overwrite {
                 guard (info.st_mode & S_IFMT) == S_IFREG else {

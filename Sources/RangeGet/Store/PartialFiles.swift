@@ -29,4 +29,10 @@ struct PartialFiles: Sendable, Equatable {
     /// `OUTPUT.part.mark`: says the data file is rangeget's, only where the
     /// file system has no extended attributes (see OutputFile.mark).
     var mark: String { data + ".mark" }
+
+    /// What each of the files above adds to the output's name.
+    static var besideSuffixes: [String] {
+        let files = PartialFiles(output: "")
+        return [files.data, files.manifest, files.journal, files.mark]
+    }
 }
