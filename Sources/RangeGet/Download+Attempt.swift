@@ -21,11 +21,11 @@ extension Download {
         tally.attempts += 1
         // A restart discards what was there before this download, not what its own earlier attempts fetched.
         let restart = options.restart && tally.attempts == 1
-        // Where the file goes unless Content-Disposition names it, held (a
-        // list's other download of that name ends first), and whether the
-        // list's directory is known to have nothing of it (SharedDirectory).
+        // Where the file goes unless Content-Disposition names it, and whether
+        // the list's directory had nothing of it as the run began
+        // (SharedDirectory): then the opening request goes out at once.
         let guessed = outputPath(url: url, contentDisposition: nil)
-        let fresh = options.sharedDirectory?.take(guessed, for: self, waiting: true) ?? false
+        let fresh = options.sharedDirectory?.take(guessed) ?? false
         // An output that exists already: done when it is still the server's file.
         var existing = false
         if case let .file(path) = destination {
@@ -59,9 +59,14 @@ extension Download {
         // Named as guessed unless the server named it (choosing a name parses the URL).
         let output = remote.contentDisposition == nil && remote.url == url
             ? guessed : outputPath(url: remote.url, contentDisposition: remote.contentDisposition)
-        let outputFresh = output == guessed ? fresh : options.sharedDirectory?.take(output, for: self, waiting: false) ?? false
+        // The snapshot vouches for a file the opening request brought whole
+        // (a name taken meanwhile is caught at its link); a larger one is
+        // looked up now, after its opening request.
+        let vouched = opening?.heldBody != nil && (output == guessed ? fresh : options.sharedDirectory?.take(output) ?? false)
         if case .directory = destination {
-            existing = try PartialFile.checkOutput(output, overwrite: options.overwrite, knownAbsent: outputFresh)
+            existing = try PartialFile.checkOutput(output, overwrite: options.overwrite, knownAbsent: vouched)
+        } else if fresh, !vouched {
+            existing = try PartialFile.checkOutput(output, overwrite: options.overwrite)
         }
         if existing {
             opening?.cancel()
@@ -74,12 +79,12 @@ extension Download {
 
         // A small file the opening request brought whole, with nothing beside
         // its name to take up: its data file gets a name only at the commit.
-        let unnamed = opening?.heldBody != nil && !options.overwrite
-            && (output == guessed ? !partial : outputFresh || !PartialFile.exists(beside: output))
+        let partialThere = !vouched && (output == guessed && !fresh ? partial : PartialFile.exists(beside: output))
+        let unnamed = opening?.heldBody != nil && !options.overwrite && !partialThere
         let part = try PartialFile.claim(output: output, remote: remote, replacingOthers: restart, unnamed: unnamed,
                                          options: options)
         controller.setPartPath(part.files.data)
-        try part.resume(from: sources, restart: restart, nothingBeside: !partial && output == guessed, onEvent: onEvent)
+        try part.resume(from: sources, restart: restart, nothingBeside: !partialThere && output == guessed, onEvent: onEvent)
         if tally.reused == nil { tally.reused = part.manifest?.done.byteCount ?? 0 }
         var policy = OutcomePolicy()
         while true {

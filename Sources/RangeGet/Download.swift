@@ -120,8 +120,6 @@ public final class Download: Sendable {
             }
         }
         window?.end(outcome.map { _ in })
-        // Its file is in place (or its .part is), for the next download of its name to find.
-        options.sharedDirectory?.release(heldBy: self)
         controller.finish(outcome)
         return outcome
     }

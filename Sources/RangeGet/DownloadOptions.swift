@@ -61,11 +61,11 @@ public struct DownloadOptions: Sendable {
     /// and their directory durable together, one sync for a batch instead
     /// of two per file (a group commit). Nil: this download syncs alone.
     public var syncGroup: SyncGroup?
-    /// The directory several downloads save into (the files of a list):
-    /// a file none of whose names it held when the run began, and that no
-    /// other of them took, is not looked for before it is fetched, and two
-    /// of them saving under one name take turns. Nil: every name is looked
-    /// up, and downloads of one name are not kept apart.
+    /// The directory several downloads save into (the files of a list), as
+    /// it was when they began: a file none of whose names it held, and that
+    /// no other of them took, is not looked for before its opening request,
+    /// nor after it when that request brought the whole file. Nil: every
+    /// name is looked up.
     public var sharedDirectory: SharedDirectory?
     /// A download read in order (`Download.bytes(from:)`, `-o -`): the most
     /// bytes kept in memory, written ahead of the reader and not yet read

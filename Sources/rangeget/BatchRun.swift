@@ -52,6 +52,9 @@ final class BatchRun: Sendable {
         var skipped = 0
         /// The files that failed, in the order they ended, with their exit codes.
         var failed: [(index: Int, code: ExitCode)] = []
+        /// The URLs of the running files (`urlKey`), each with what a later
+        /// entry of the same URLs waits on (made when one waits).
+        var fetching: [String: DispatchGroup?] = [:]
     }
 
     /// `--checksum-file`'s digests by file name, nil without one.
@@ -191,6 +194,7 @@ final class BatchRun: Sendable {
                 unended.signal()
                 return
             }
+            waitForEarlierEntry(ofURLs: index)
             // Made outside the run's lock, which every lane takes for each file.
             let download = makeDownload(entries[index], loop: loop)
             let stopping = state.withLock { state in
@@ -222,9 +226,38 @@ final class BatchRun: Sendable {
         }
     }
 
+    /// A URL listed twice is fetched once: while an entry of the same URLs
+    /// runs, entry `index` waits for it to end, then finds its file complete
+    /// (or, when it failed, tries again). Two entries fetched at once would
+    /// both fetch the file, and the one that came second to its name would
+    /// fail. An entry that waits holds no URL, so none waits for it.
+    private func waitForEarlierEntry(ofURLs index: Int) {
+        let key = Self.urlKey(entries[index])
+        while true {
+            let earlier = state.withLock { state -> DispatchGroup? in
+                guard let waiting = state.fetching[key] else {
+                    state.fetching[key] = .some(nil)
+                    return nil
+                }
+                if let group = waiting { return group }
+                let group = DispatchGroup()
+                group.enter()
+                state.fetching[key] = group
+                return group
+            }
+            guard let earlier else { return }
+            earlier.wait()
+        }
+    }
+
+    private static func urlKey(_ entry: ListEntry) -> String {
+        entry.urls.joined(separator: "\n")
+    }
+
     /// Ends file `index` with `result`: counted, and reported as it ended.
     private func end(_ index: Int, with result: Result<DownloadResult, DownloadError>, lane: Lane) {
         state.withLock { state in
+            if let waiting = state.fetching.removeValue(forKey: Self.urlKey(entries[index])) { waiting?.leave() }
             state.running[index] = nil
             state.progress.end(index)
             state.finished += 1

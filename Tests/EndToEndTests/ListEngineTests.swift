@@ -469,13 +469,13 @@ final class ListEngineTests: EndToEndTestCase {
         for index in [0, count / 2, count - 1] { assertSameBytes(downloads + "/" + name(index), resource) }
     }
 
-    // MARK: - 7. The list's directory, read once (SharedDirectory)
+    // MARK: - 7. Names: a URL listed twice, a name taken meanwhile
 
-    /// A list naming one file three times (the third by `out=`), three at
-    /// a time: it is fetched once, and the later entries wait for the first
+    /// A list naming one URL three times (the third by `out=`), three at a
+    /// time: it is fetched once, and the later entries wait for the first
     /// to end, then find it complete. (Before, each entry fetched it, and
     /// the ones that came second to its name failed, leaving a `.part`.)
-    func testAListNamingOneFileThriceFetchesItOnce() throws {
+    func testAListNamingOneURLThriceFetchesItOnce() throws {
         let resource = Resource.generated(size: 64 << 10, seed: 1790)
         server.setResource(resource, at: "thrice.bin")
         try writeList([(server.url("thrice.bin"), nil), (server.url("thrice.bin"), nil),
@@ -491,27 +491,99 @@ final class ListEngineTests: EndToEndTestCase {
         XCTAssertEqual(fetches.count, 1, "fetched more than once: \(fetches.map(\.rangeHeader))")
     }
 
-    /// A name another program takes while the list runs (after the run
-    /// read its directory, before that file's turn) is never replaced: the
-    /// file fails (exit 2) and the other program's file stays as it was.
+    /// Entries whose URLs differ but whose guesses of a name agree (the
+    /// server names each file, Content-Disposition) are fetched as usual,
+    /// each saved under its own name.
+    func testEntriesTheServerNamesAreEachSavedUnderTheirNames() throws {
+        let resources = (0..<4).map { Resource.generated(size: 16 << 10, seed: 1793 + UInt64($0)) }
+        for (index, resource) in resources.enumerated() {
+            var named = resource
+            named.contentDisposition = "attachment; filename=\"file\(index).bin\""
+            server.setResource(named, at: "get\(index)/download")
+        }
+        try writeList((0..<4).map { (server.url("get\($0)/download"), nil) })
+        let run = try CLI.run(["-q", "-n", "4", "-j", "4", "-i", "list", "-d", "out"], in: directory)
+
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertEqual(downloaded(), ["file0.bin", "file1.bin", "file2.bin", "file3.bin"])
+        for (index, resource) in resources.enumerated() { assertSameBytes(downloads + "/file\(index).bin", resource) }
+    }
+
+    /// The list read its directory as it began; a name another program
+    /// takes later, before that file's turn, is never replaced: the file
+    /// fails (exit 2), the other program's file stays as it was, and the
+    /// fetched data stays in the `.part` the message names.
     func testANameTakenWhileTheListRunsIsNeverReplaced() throws {
-        let slow = try anotherServer()
-        let held = Resource.generated(size: 256 << 10, seed: 1791)
-        let small = Resource.generated(size: 16 << 10, seed: 1792)
-        slow.setResource(held, at: "held")
-        server.setResource(small, at: "b")
-        slow.setRatePerConnection(32 << 10)
-        try writeList([(slow.url("held"), nil), (server.url("b"), nil)])
-        let child = try launch(["-q", "-n", "1", "-j", "1", "-i", "list", "-d", "out"])
+        let (slow, held, small) = try listWithASlowFirstFile(seed: 1791)
+        let child = try launch(["-n", "1", "-j", "1", "-i", "list", "-d", "out"])
         XCTAssertTrue(wait(timeout: 20) { slow.statistics.bodyBytesSent >= 32 << 10 }, "the held file never started")
         try Data("someone else's".utf8).write(to: URL(fileURLWithPath: downloads + "/b"))
         slow.setRatePerConnection(nil)
         let run = child.finish(timeout: 30)
 
         XCTAssertEqual(run.status, 2, run.stderr)
-        XCTAssertTrue(run.stderr.contains("out/b"), run.stderr)
+        XCTAssertTrue(run.stderr.contains("out/b appeared during the download (the data stays in out/b.part)"), run.stderr)
         XCTAssertEqual(try String(contentsOfFile: downloads + "/b", encoding: .utf8), "someone else's")
+        assertSameBytes(downloads + "/b.part", small)
         assertSameBytes(downloads + "/held", held)
+    }
+
+    /// Another run of the same list saves a file before this run's turn
+    /// for it comes: this run fetched it too, finds the same bytes under
+    /// its name, and counts it saved (exit 0), leaving nothing beside it.
+    func testAFileAnotherRunSavedMeanwhileWithTheSameBytesCountsAsSaved() throws {
+        let (slow, held, small) = try listWithASlowFirstFile(seed: 1795)
+        let child = try launch(["-q", "-n", "1", "-j", "1", "-i", "list", "-d", "out"])
+        XCTAssertTrue(wait(timeout: 20) { slow.statistics.bodyBytesSent >= 32 << 10 }, "the held file never started")
+        let other = try CLI.run(["-q", "-d", "out", server.url("b")], in: directory)
+        XCTAssertEqual(other.status, 0, other.stderr)
+        slow.setRatePerConnection(nil)
+        let run = child.finish(timeout: 30)
+
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertEqual(downloaded(), ["b", "held"])
+        assertSameBytes(downloads + "/b", small)
+        assertSameBytes(downloads + "/held", held)
+    }
+
+    /// The same for a file larger than an opening request brings whole:
+    /// its name is looked up after that request, so this run finds the
+    /// other run's file complete and skips it, fetching no more of it than
+    /// that request did.
+    func testALargeFileAnotherRunSavedMeanwhileIsFoundComplete() throws {
+        let (slow, held, large) = try listWithASlowFirstFile(seed: 1797, size: 8 << 20)
+        let child = try launch(["-n", "1", "-j", "1", "-i", "list", "-d", "out"])
+        XCTAssertTrue(wait(timeout: 20) { slow.statistics.bodyBytesSent >= 32 << 10 }, "the held file never started")
+        let other = try CLI.run(["-q", "-d", "out", server.url("b")], in: directory)
+        XCTAssertEqual(other.status, 0, other.stderr)
+        let sentBefore = server.statistics.bodyBytesSent
+        slow.setRatePerConnection(nil)
+        let run = child.finish(timeout: 30)
+
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertTrue(run.stderr.contains("out/b is already complete (the same as the server's): skipped"), run.stderr)
+        XCTAssertEqual(downloaded(), ["b", "held"])
+        assertSameBytes(downloads + "/b", large)
+        assertSameBytes(downloads + "/held", held)
+        // The opening request asks for the first MiB; a run that took the
+        // name for free would fetch all 8 again.
+        XCTAssertLessThanOrEqual(server.statistics.bodyBytesSent - sentBefore, 1 << 20,
+                                 "more than the opening request's bytes of b were fetched again")
+    }
+
+    /// A list of two files for `-j 1`: `held` (256 KiB at 32 KiB/s, from
+    /// the server of its own returned), then `b` (`size` bytes), whose turn
+    /// comes once the rate is lifted.
+    private func listWithASlowFirstFile(seed: UInt64, size: Int64 = 16 << 10)
+        throws -> (slow: RangeServer, held: Resource, small: Resource) {
+        let slow = try anotherServer()
+        let held = Resource.generated(size: 256 << 10, seed: seed)
+        let small = Resource.generated(size: size, seed: seed + 1)
+        slow.setResource(held, at: "held")
+        server.setResource(small, at: "b")
+        slow.setRatePerConnection(32 << 10)
+        try writeList([(slow.url("held"), nil), (server.url("b"), nil)])
+        return (slow, held, small)
     }
 
     /// The threads process `pid` runs now.

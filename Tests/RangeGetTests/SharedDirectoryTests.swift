@@ -1,25 +1,20 @@
 // SharedDirectory: a list's directory read once. A name is vouched for as
 // absent (its download looks nothing up) only when neither it nor any name
 // beside it (.part, .part.json, .part.journal, .part.mark) was listed, and
-// no download of the run took it, or a name it meets, before. A download
-// waiting for another's output goes on only once that one is released.
+// no download of the run took it, or a name it meets, before.
 @testable import RangeGet
-import Dispatch
 import Foundation
-import Synchronization
 import XCTest
 
 final class SharedDirectoryTests: XCTestCase {
     private var directory: String!
-    /// Stand-ins for the downloads that take names.
-    private let first = Owner(), second = Owner()
 
     override func setUpWithError() throws {
         directory = NSTemporaryDirectory() + "rangeget-shared-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         for name in ["done.bin", "partial.bin.part", "manifest.bin.part.json", "journal.bin.part.journal",
                      "mark.bin.part.mark", "é.bin"] {
-            _ = FileManager.default.createFile(atPath: directory + "/" + name, contents: Data())
+            XCTAssertTrue(FileManager.default.createFile(atPath: directory + "/" + name, contents: Data()))
         }
     }
 
@@ -34,19 +29,23 @@ final class SharedDirectoryTests: XCTestCase {
     func testANameIsFreshOnlyWhenNothingOfItWasListed() throws {
         let shared = try shared()
         for listed in ["done.bin", "partial.bin", "manifest.bin", "journal.bin", "mark.bin", "é.bin"] {
-            XCTAssertFalse(shared.take(directory + "/" + listed, for: first, waiting: false), listed)
+            XCTAssertFalse(shared.take(directory + "/" + listed), listed)
         }
-        XCTAssertTrue(shared.take(directory + "/new.bin", for: first, waiting: false))
-        XCTAssertTrue(shared.take(directory + "/" + "e\u{301}.bin", for: first, waiting: false),
-                      "names are bytes: a decomposed é is another name")
-        XCTAssertFalse(shared.take(directory + "/sub/new2.bin", for: first, waiting: false), "another directory")
-        XCTAssertFalse(shared.take("new3.bin", for: first, waiting: false), "no directory")
+        XCTAssertTrue(shared.take(directory + "/new.bin"))
+        XCTAssertTrue(shared.take(directory + "/" + "e\u{301}.bin"), "names are bytes: a decomposed é is another name")
+        XCTAssertFalse(shared.take(directory + "/sub/new2.bin"), "another directory")
+        XCTAssertFalse(shared.take("new3.bin"), "no directory")
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: directory).count, 6,
+                       "the test of the directory's case left a file behind")
     }
 
-    func testTheDirectoryMatchesWithOrWithoutATrailingSlash() throws {
+    /// `-d dir/` and `-d dir//` name the files `dir/x` and `dir//x`.
+    func testTheDirectoryMatchesWithTrailingSlashes() throws {
         let shared = try XCTUnwrap(SharedDirectory(directory: directory + "//", limit: 100))
-        XCTAssertTrue(shared.take(directory + "/new.bin", for: first, waiting: false))
-        XCTAssertFalse(shared.take(directory + "/done.bin", for: first, waiting: false))
+        XCTAssertTrue(shared.take(directory + "//new.bin"))
+        XCTAssertTrue(shared.take(directory + "/new2.bin"))
+        XCTAssertFalse(shared.take(directory + "//done.bin"))
+        XCTAssertFalse(shared.take(directory + "/done.bin"))
     }
 
     func testADirectoryThatCannotBeReadOrHoldsTooManyNamesGivesNoSnapshot() {
@@ -57,41 +56,32 @@ final class SharedDirectoryTests: XCTestCase {
     }
 
     /// Once taken, a name and the names it meets are looked up by every
-    /// later taker, the taker itself included (a second attempt).
+    /// later taker (another entry, or a second attempt).
     func testANameTakenOnceIsLookedUpAfterwards() throws {
         let shared = try shared()
-        XCTAssertTrue(shared.take(directory + "/a", for: first, waiting: false))
-        XCTAssertFalse(shared.take(directory + "/a", for: first, waiting: true), "its own second attempt")
-        XCTAssertFalse(shared.take(directory + "/a.part", for: second, waiting: false), "a's data file")
-        XCTAssertFalse(shared.take(directory + "/a.part.json", for: second, waiting: false), "a's manifest")
-        XCTAssertTrue(shared.take(directory + "/b.part", for: second, waiting: false))
-        shared.release(heldBy: second)
-        XCTAssertFalse(shared.take(directory + "/b", for: second, waiting: false), "b's data file was taken as a name")
-        XCTAssertTrue(shared.take(directory + "/ab", for: second, waiting: false))
-        shared.release(heldBy: first)
-        XCTAssertFalse(shared.take(directory + "/a", for: second, waiting: true), "released, a is still taken before")
+        XCTAssertTrue(shared.take(directory + "/a"))
+        XCTAssertFalse(shared.take(directory + "/a"), "a second attempt")
+        XCTAssertFalse(shared.take(directory + "/a.part"), "a's data file")
+        XCTAssertFalse(shared.take(directory + "/a.part.json"), "a's manifest")
+        XCTAssertTrue(shared.take(directory + "/b.part"))
+        XCTAssertFalse(shared.take(directory + "/b"), "b's data file was taken as a name")
+        XCTAssertTrue(shared.take(directory + "/ab"))
     }
 
-    /// A download taking a name another holds waits until it is released,
-    /// then looks it up; one that may not wait looks it up at once.
-    func testATakerWaitsForTheHolderOfItsName() throws {
-        let shared = try shared()
-        XCTAssertTrue(shared.take(directory + "/x", for: first, waiting: true))
-        XCTAssertFalse(shared.take(directory + "/x", for: second, waiting: false), "not waiting: looked up")
-        let (third, path) = (Owner(), directory + "/x.part")
-        let taken = DispatchSemaphore(value: 0)
-        let fresh = Mutex<Bool?>(nil)
-        Thread.detachNewThread {
-            let answer = shared.take(path, for: third, waiting: true)
-            fresh.withLock { $0 = answer }
-            taken.signal()
+    /// The names beside an output are hashed by feeding the output's bytes,
+    /// then the suffix's, to one Hasher: the same hash as their bytes joined
+    /// (as a listed name is hashed), which Hasher.combine(bytes:) documents.
+    func testHashingANameThenItsSuffixHashesTheJoinedName() {
+        var random = SystemRandomNumberGenerator()
+        for length in 0..<80 {
+            let name = (0..<length).map { _ in UInt8.random(in: 0...255, using: &random) }
+            for suffix in PartialFiles.besideSuffixes.map({ Array($0.utf8) }) {
+                var split = Hasher()
+                name.withUnsafeBytes { split.combine(bytes: $0) }
+                suffix.withUnsafeBytes { split.combine(bytes: $0) }
+                let joined = (name + suffix).withUnsafeBytes(SharedDirectory.hash)
+                XCTAssertEqual(split.finalize(), joined, "length \(length)")
+            }
         }
-        XCTAssertEqual(taken.wait(timeout: .now() + 0.2), .timedOut, "went on while x was held")
-        shared.release(heldBy: first)
-        XCTAssertEqual(taken.wait(timeout: .now() + 10), .success, "still waiting after x was released")
-        XCTAssertEqual(fresh.withLock { $0 }, false)
     }
 }
-
-/// A download, as far as SharedDirectory knows one: an object to hold names.
-private final class Owner: Sendable {}

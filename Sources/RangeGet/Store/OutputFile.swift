@@ -347,17 +347,41 @@ final class OutputFile: Sendable {
 
     /// Reads `count` bytes at `offset` (fewer at the end of the file).
     func read(count: Int, at offset: Int64) throws(IOError) -> [UInt8] {
+        guard let bytes = Self.read(descriptor, count: count, at: offset) else { throw IOError("read", path) }
+        return bytes
+    }
+
+    /// `count` bytes of `descriptor` at `offset` (fewer at its end); nil, with errno, when a read fails.
+    private static func read(_ descriptor: Int32, count: Int, at offset: Int64) -> [UInt8]? {
         var bytes = [UInt8](repeating: 0, count: count)
         var done = 0
         while done < count {
             let got = bytes.withUnsafeMutableBytes { buffer in
                 retryingOnInterrupt { pread(descriptor, buffer.baseAddress! + done, count - done, off_t(offset) + off_t(done)) }
             }
-            guard got >= 0 else { throw IOError("read", path) }
+            guard got >= 0 else { return nil }
             if got == 0 { break }
             done += got
         }
         return Array(bytes.prefix(done))
+    }
+
+    /// True when the regular file at `path` (not a link) holds exactly the
+    /// `size` bytes this file holds, and is durable (fsynced).
+    func isSaved(as path: String, size: Int64) -> Bool {
+        let other = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        guard other >= 0 else { return false }
+        defer { close(other) }
+        var info = stat()
+        guard fstat(other, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, Int64(info.st_size) == size else { return false }
+        var offset: Int64 = 0
+        while offset < size {
+            let count = Int(min(1 << 16, size - offset))
+            guard let mine = Self.read(descriptor, count: count, at: offset), mine.count == count,
+                  Self.read(other, count: count, at: offset) == mine else { return false }
+            offset += Int64(count)
+        }
+        return retryingOnInterrupt { fsync(other) } == 0
     }
 
     /// Gives the file the name `destination`. Unless `replacing`, an existing

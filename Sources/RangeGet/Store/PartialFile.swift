@@ -368,6 +368,9 @@ final class PartialFile {
                 do {
                     if unnamed { try file.link(to: output) } else { try file.move(to: output, replacing: options.overwrite) }
                 } catch let error as IOError where error.code == EEXIST {
+                    // A file fetched whole whose name another run (of the
+                    // same list) gave it meanwhile, with the same bytes: saved.
+                    if unnamed, file.isSaved(as: output, size: size) { return }
                     try keepUnnamed(origin)
                     try keepAsComplete(remote: remote, size: size)
                     throw DownloadError.usage("\(output) appeared during the download (the data stays in \(files.data))",
