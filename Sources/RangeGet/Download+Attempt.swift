@@ -79,12 +79,12 @@ extension Download {
 
         // A small file the opening request brought whole, with nothing beside
         // its name to take up: its data file gets a name only at the commit.
-        let partialThere = !vouched && (output == guessed && !fresh ? partial : PartialFile.exists(beside: output))
-        let unnamed = opening?.heldBody != nil && !options.overwrite && !partialThere
+        let unnamed = opening?.heldBody != nil && !options.overwrite
+            && (vouched || (output == guessed && !fresh ? !partial : !PartialFile.exists(beside: output)))
         let part = try PartialFile.claim(output: output, remote: remote, replacingOthers: restart, unnamed: unnamed,
                                          options: options)
         controller.setPartPath(part.files.data)
-        try part.resume(from: sources, restart: restart, nothingBeside: !partialThere && output == guessed, onEvent: onEvent)
+        try part.resume(from: sources, restart: restart, nothingBeside: !partial && output == guessed, onEvent: onEvent)
         if tally.reused == nil { tally.reused = part.manifest?.done.byteCount ?? 0 }
         var policy = OutcomePolicy()
         while true {

@@ -17,7 +17,9 @@
 // turn on as soon as its bytes are fetched (the `fetched` event), and another
 // lane is started when none is free to take it (up to `--jobs` more lanes,
 // so a list of large files checked against a checksum list keeps its
-// connections busy meanwhile). A failed file does not stop the others; a
+// connections busy meanwhile). An entry whose URLs a running entry fetches
+// (a URL listed twice) hands its turn on too, and waits for that one to end,
+// then finds its file complete. A failed file does not stop the others; a
 // line on stderr (also with -q), the summary and the exit code say which
 // failed. Nothing is kept per finished file but its failure, so a list of
 // 100,000 files runs in the memory of a short one; `--json` prints each
@@ -37,9 +39,8 @@ final class BatchRun: Sendable {
     private let syncs = SyncGroup()
     /// Serialises the lines of `--json` written by the lanes.
     private let output = Mutex(())
-    /// The output directory: what it held as the run began (nil where it
-    /// cannot be read, or holds many more entries than the list), and the
-    /// names the running files hold.
+    /// The output directory as the run began (nil where it cannot be read,
+    /// does not tell case apart, or holds many more entries than the list).
     private let directory: SharedDirectory?
 
     private struct State {
@@ -138,8 +139,10 @@ final class BatchRun: Sendable {
         }
         defer { interrupts.cancel() }
         // Real threads: each lane blocks in a download, and the global dispatch
-        // queue runs only about one blocking job per core.
-        let limit = verifiesChecksums ? 2 * jobs : jobs
+        // queue runs only about one blocking job per core. Up to `jobs` more
+        // start while files whose checksums are computed, or entries waiting
+        // for an earlier one of the same URLs, have handed their turns on.
+        let limit = 2 * jobs
         for _ in 0..<jobs { addLane(loop: loop, limit: limit) }
         // No thread to be had at all: the list is fetched here, one file at a time.
         if laneCount.load(ordering: .relaxed) == 0 { work(loop: loop, limit: 0, counted: false) }
@@ -194,7 +197,22 @@ final class BatchRun: Sendable {
                 unended.signal()
                 return
             }
-            waitForEarlierEntry(ofURLs: index)
+            if let earlier = takeURLs(of: index) {
+                // An entry of the same URLs runs: its turn goes on meanwhile,
+                // to another lane if none is free, and this one waits.
+                turns.signal()
+                freeLanes.subtract(1, ordering: .relaxed)
+                if freeLanes.load(ordering: .relaxed) < waitingTurns.load(ordering: .relaxed) {
+                    addLane(loop: loop, limit: limit)
+                }
+                var waiting: DispatchGroup? = earlier
+                while let group = waiting {
+                    group.wait()
+                    waiting = takeURLs(of: index)
+                }
+                freeLanes.add(1, ordering: .relaxed)
+                turns.wait()
+            }
             // Made outside the run's lock, which every lane takes for each file.
             let download = makeDownload(entries[index], loop: loop)
             let stopping = state.withLock { state in
@@ -227,26 +245,24 @@ final class BatchRun: Sendable {
     }
 
     /// A URL listed twice is fetched once: while an entry of the same URLs
-    /// runs, entry `index` waits for it to end, then finds its file complete
-    /// (or, when it failed, tries again). Two entries fetched at once would
-    /// both fetch the file, and the one that came second to its name would
-    /// fail. An entry that waits holds no URL, so none waits for it.
-    private func waitForEarlierEntry(ofURLs index: Int) {
+    /// runs, a later one waits for it to end (`work`), then finds its file
+    /// complete (or, when it failed, tries again). Fetched at once, both
+    /// fetched the file and the one that came second to its name failed.
+    /// Takes entry `index`'s URLs for it; when another running entry has
+    /// them, returns what to wait on before asking again. An entry that
+    /// waits holds no URLs, so none waits for it.
+    private func takeURLs(of index: Int) -> DispatchGroup? {
         let key = Self.urlKey(entries[index])
-        while true {
-            let earlier = state.withLock { state -> DispatchGroup? in
-                guard let waiting = state.fetching[key] else {
-                    state.fetching[key] = .some(nil)
-                    return nil
-                }
-                if let group = waiting { return group }
-                let group = DispatchGroup()
-                group.enter()
-                state.fetching[key] = group
-                return group
+        return state.withLock { state -> DispatchGroup? in
+            guard let waiting = state.fetching[key] else {
+                state.fetching[key] = .some(nil)
+                return nil
             }
-            guard let earlier else { return }
-            earlier.wait()
+            if let group = waiting { return group }
+            let group = DispatchGroup()
+            group.enter()
+            state.fetching[key] = group
+            return group
         }
     }
 

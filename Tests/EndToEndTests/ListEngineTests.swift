@@ -491,6 +491,31 @@ final class ListEngineTests: EndToEndTestCase {
         XCTAssertEqual(fetches.count, 1, "fetched more than once: \(fetches.map(\.rangeHeader))")
     }
 
+    /// An entry waiting for an earlier one of the same URLs hands its turn
+    /// on: with `-j 2` and the first two entries one slow URL, the third
+    /// (another URL) is saved while the first still comes.
+    func testAnEntryWaitingForItsURLsHoldsNoTurn() throws {
+        let slow = try anotherServer()
+        let held = Resource.generated(size: 1 << 20, seed: 1798)
+        let small = Resource.generated(size: 16 << 10, seed: 1799)
+        slow.setResource(held, at: "held")
+        server.setResource(small, at: "b")
+        slow.setRatePerConnection(32 << 10)
+        try writeList([(slow.url("held"), nil), (slow.url("held"), nil), (server.url("b"), nil)])
+        let child = try launch(["-q", "-n", "4", "-j", "2", "-i", "list", "-d", "out"])
+        let saved = wait(timeout: 15) { FileManager.default.fileExists(atPath: downloads + "/b") }
+        let heldSent = slow.statistics.bodyBytesSent
+        slow.setRatePerConnection(nil)
+        let run = child.finish(timeout: 30)
+
+        XCTAssertTrue(saved, "b waited for the slow file (1 MiB at 32 KiB/s) to end")
+        XCTAssertLessThan(heldSent, held.size, "the slow file was done before b")
+        XCTAssertEqual(run.status, 0, run.stderr)
+        assertSameBytes(downloads + "/b", small)
+        assertSameBytes(downloads + "/held", held)
+        XCTAssertEqual(slow.statistics.requests.filter { $0.method == "GET" }.count, 1, "held was fetched twice")
+    }
+
     /// Entries whose URLs differ but whose guesses of a name agree (the
     /// server names each file, Content-Disposition) are fetched as usual,
     /// each saved under its own name.
@@ -533,7 +558,7 @@ final class ListEngineTests: EndToEndTestCase {
     /// its name, and counts it saved (exit 0), leaving nothing beside it.
     func testAFileAnotherRunSavedMeanwhileWithTheSameBytesCountsAsSaved() throws {
         let (slow, held, small) = try listWithASlowFirstFile(seed: 1795)
-        let child = try launch(["-q", "-n", "1", "-j", "1", "-i", "list", "-d", "out"])
+        let child = try launch(["-n", "1", "-j", "1", "-i", "list", "-d", "out"])
         XCTAssertTrue(wait(timeout: 20) { slow.statistics.bodyBytesSent >= 32 << 10 }, "the held file never started")
         let other = try CLI.run(["-q", "-d", "out", server.url("b")], in: directory)
         XCTAssertEqual(other.status, 0, other.stderr)
@@ -541,6 +566,9 @@ final class ListEngineTests: EndToEndTestCase {
         let run = child.finish(timeout: 30)
 
         XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertTrue(run.stdout.contains("2 of 2 files downloaded"), run.stdout)
+        XCTAssertEqual(server.statistics.requests.filter { $0.method == "GET" }.count, 2,
+                       "b was fetched by each run: \(server.statistics.requests.map(\.method))")
         XCTAssertEqual(downloaded(), ["b", "held"])
         assertSameBytes(downloads + "/b", small)
         assertSameBytes(downloads + "/held", held)

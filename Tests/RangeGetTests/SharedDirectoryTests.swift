@@ -4,6 +4,7 @@
 // no download of the run took it, or a name it meets, before.
 @testable import RangeGet
 import Foundation
+import Glibc
 import XCTest
 
 final class SharedDirectoryTests: XCTestCase {
@@ -55,6 +56,44 @@ final class SharedDirectoryTests: XCTestCase {
         XCTAssertNotNil(SharedDirectory(directory: directory, limit: 8))
     }
 
+    /// A directory where a name in capitals is the same name in small
+    /// letters (vfat, SMB, casefolded ext4) would make the hashes miss
+    /// names: it gets no snapshot. Stood in for by the capitalised name of
+    /// the probe's file being there already.
+    func testADirectoryThatDoesNotTellCaseApartGivesNoSnapshot() {
+        let capitals = directory + "/.RANGEGET-WRITE-TEST-\(getpid())-A"
+        XCTAssertTrue(FileManager.default.createFile(atPath: capitals, contents: Data()))
+        XCTAssertNil(SharedDirectory(directory: directory, limit: 100))
+        XCTAssertTrue(FileManager.default.fileExists(atPath: capitals))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: directory + "/.rangeget-write-test-\(getpid())-a"),
+                       "the probe's own file was left behind")
+    }
+
+    /// `OutputFile.isSaved`: a file that took a small file's name meanwhile
+    /// counts as it only when it is a regular file with the same bytes; a
+    /// FIFO there is not opened (it would block), nor followed through a link.
+    func testAFileThereCountsAsSavedOnlyWithTheSameBytes() throws {
+        let bytes = (0..<5000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+        let mine = try OutputFile(creating: directory + "/mine", calls: .live)
+        try bytes.withUnsafeBytes { try mine.write($0.baseAddress!, count: $0.count, at: 0) }
+        let size = Int64(bytes.count)
+        func place(_ name: String, _ content: [UInt8]) -> String {
+            let path = directory + "/" + name
+            XCTAssertTrue(FileManager.default.createFile(atPath: path, contents: Data(content)))
+            return path
+        }
+        XCTAssertTrue(mine.isSaved(as: place("same", bytes), size: size))
+        var other = bytes
+        other[4999] ^= 1
+        XCTAssertFalse(mine.isSaved(as: place("last byte differs", other), size: size))
+        XCTAssertFalse(mine.isSaved(as: place("shorter", Array(bytes.dropLast())), size: size))
+        XCTAssertFalse(mine.isSaved(as: directory + "/missing", size: size))
+        try FileManager.default.createSymbolicLink(atPath: directory + "/link", withDestinationPath: directory + "/same")
+        XCTAssertFalse(mine.isSaved(as: directory + "/link", size: size))
+        XCTAssertEqual(mkfifo(directory + "/fifo", 0o600), 0)
+        XCTAssertFalse(mine.isSaved(as: directory + "/fifo", size: size))
+    }
+
     /// Once taken, a name and the names it meets are looked up by every
     /// later taker (another entry, or a second attempt).
     func testANameTakenOnceIsLookedUpAfterwards() throws {
@@ -70,7 +109,8 @@ final class SharedDirectoryTests: XCTestCase {
 
     /// The names beside an output are hashed by feeding the output's bytes,
     /// then the suffix's, to one Hasher: the same hash as their bytes joined
-    /// (as a listed name is hashed), which Hasher.combine(bytes:) documents.
+    /// (as a listed name is hashed). The standard library does so (its
+    /// hasher buffers the bytes, and counts them all at the end); pinned here.
     func testHashingANameThenItsSuffixHashesTheJoinedName() {
         var random = SystemRandomNumberGenerator()
         for length in 0..<80 {

@@ -367,13 +367,20 @@ final class OutputFile: Sendable {
     }
 
     /// True when the regular file at `path` (not a link) holds exactly the
-    /// `size` bytes this file holds, and is durable (fsynced).
+    /// `size` bytes this file holds, and is durable (fsynced). Nothing else
+    /// there is opened (a FIFO would block, a device could act on it).
     func isSaved(as path: String, size: Int64) -> Bool {
-        let other = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        var named = stat()
+        guard lstat(path, &named) == 0, (named.st_mode & S_IFMT) == S_IFREG, Int64(named.st_size) == size else {
+            return false
+        }
+        let other = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
         guard other >= 0 else { return false }
         defer { close(other) }
+        // The file opened is the one examined (the name may have changed hands between).
         var info = stat()
-        guard fstat(other, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, Int64(info.st_size) == size else { return false }
+        guard fstat(other, &info) == 0, info.st_dev == named.st_dev, info.st_ino == named.st_ino,
+              Int64(info.st_size) == size else { return false }
         var offset: Int64 = 0
         while offset < size {
             let count = Int(min(1 << 16, size - offset))

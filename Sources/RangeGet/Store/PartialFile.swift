@@ -84,7 +84,7 @@ final class PartialFile {
     /// and fails early on an unusable directory. True when a finished file is
     /// there already (and `overwrite` is off): the download then only checks
     /// that it is still the server's. `knownAbsent`: nothing is there (a
-    /// list's DirectorySnapshot says so), only the directory is checked.
+    /// list's SharedDirectory says so), only the directory is checked.
     static func checkOutput(_ output: String, overwrite: Bool, knownAbsent: Bool = false) throws(DownloadError) -> Bool {
         var info = stat()
         var exists = false
@@ -369,7 +369,7 @@ final class PartialFile {
                     if unnamed { try file.link(to: output) } else { try file.move(to: output, replacing: options.overwrite) }
                 } catch let error as IOError where error.code == EEXIST {
                     // A file fetched whole whose name another run (of the
-                    // same list) gave it meanwhile, with the same bytes: saved.
+                    // same file) gave it meanwhile, with the same bytes: saved.
                     if unnamed, file.isSaved(as: output, size: size) { return }
                     try keepUnnamed(origin)
                     try keepAsComplete(remote: remote, size: size)

@@ -18,8 +18,11 @@
 // `.part`, and the download fails saying so). A larger file is looked up
 // after its opening request, as always. A directory that does not tell
 // names apart by case (vfat, exFAT, SMB, a casefolded ext4), where a hash
-// of `a.bin` would miss `A.bin`, gets no snapshot. Names are kept as hashes
-// of their bytes (a collision only costs the lookups), 8 bytes a file.
+// of `a.bin` would miss `A.bin`, gets no snapshot. (One that folds Unicode
+// forms but not case, such as ZFS with normalization=formD, passes that
+// test: there a name spelt otherwise than the one listed is taken as free,
+// and its link meets the file, as above.) Names are kept as hashes of their
+// bytes (a collision only costs the lookups), 8 bytes a file.
 import Glibc
 import Synchronization
 
