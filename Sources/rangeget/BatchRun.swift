@@ -56,6 +56,25 @@ final class BatchRun: Sendable {
         /// The URLs of the running files (`urlKey`), each with what a later
         /// entry of the same URLs waits on (made when one waits).
         var fetching: [String: DispatchGroup?] = [:]
+
+        /// A URL listed twice is fetched once: while an entry of the same
+        /// URLs runs, a later one waits for it to end (`work`), then finds
+        /// its file complete (or, when it failed, tries again). Fetched at
+        /// once, both fetched the file and the one that came second to its
+        /// name failed. Takes the URLs `key` for an entry; when a running
+        /// entry has them, returns what to wait on before asking again. An
+        /// entry that waits holds no URLs, so none waits for it.
+        mutating func takeURLs(_ key: String) -> DispatchGroup? {
+            guard let waiting = fetching[key] else {
+                fetching[key] = .some(nil)
+                return nil
+            }
+            if let group = waiting { return group }
+            let group = DispatchGroup()
+            group.enter()
+            fetching[key] = group
+            return group
+        }
     }
 
     /// `--checksum-file`'s digests by file name, nil without one.
@@ -186,18 +205,20 @@ final class BatchRun: Sendable {
         while true {
             unended.wait()
             turns.wait()
-            let taken: Int? = state.withLock { state in
+            // The next entry, and its URLs taken for it (or what to wait on
+            // while an entry of the same URLs runs): one lock for both.
+            let taken = state.withLock { state -> (index: Int, earlier: DispatchGroup?)? in
                 guard !state.stopping, state.next < entries.count else { return nil }
                 defer { state.next += 1 }
-                return state.next
+                return (state.next, state.takeURLs(Self.urlKey(entries[state.next])))
             }
-            guard let index = taken else {
+            guard let (index, earlier) = taken else {
                 // Nothing left to fetch: the turn goes to the next lane, which finds the same.
                 turns.signal()
                 unended.signal()
                 return
             }
-            if let earlier = takeURLs(of: index) {
+            if let earlier {
                 // An entry of the same URLs runs: its turn goes on meanwhile,
                 // to another lane if none is free, and this one waits.
                 turns.signal()
@@ -208,7 +229,7 @@ final class BatchRun: Sendable {
                 var waiting: DispatchGroup? = earlier
                 while let group = waiting {
                     group.wait()
-                    waiting = takeURLs(of: index)
+                    waiting = state.withLock { $0.takeURLs(Self.urlKey(entries[index])) }
                 }
                 freeLanes.add(1, ordering: .relaxed)
                 turns.wait()
@@ -244,36 +265,16 @@ final class BatchRun: Sendable {
         }
     }
 
-    /// A URL listed twice is fetched once: while an entry of the same URLs
-    /// runs, a later one waits for it to end (`work`), then finds its file
-    /// complete (or, when it failed, tries again). Fetched at once, both
-    /// fetched the file and the one that came second to its name failed.
-    /// Takes entry `index`'s URLs for it; when another running entry has
-    /// them, returns what to wait on before asking again. An entry that
-    /// waits holds no URLs, so none waits for it.
-    private func takeURLs(of index: Int) -> DispatchGroup? {
-        let key = Self.urlKey(entries[index])
-        return state.withLock { state -> DispatchGroup? in
-            guard let waiting = state.fetching[key] else {
-                state.fetching[key] = .some(nil)
-                return nil
-            }
-            if let group = waiting { return group }
-            let group = DispatchGroup()
-            group.enter()
-            state.fetching[key] = group
-            return group
-        }
-    }
-
+    /// What identifies an entry's URLs in `State.fetching`.
     private static func urlKey(_ entry: ListEntry) -> String {
-        entry.urls.joined(separator: "\n")
+        entry.urls.count == 1 ? entry.urls[0] : entry.urls.joined(separator: "\n")
     }
 
     /// Ends file `index` with `result`: counted, and reported as it ended.
     private func end(_ index: Int, with result: Result<DownloadResult, DownloadError>, lane: Lane) {
+        let key = Self.urlKey(entries[index])
         state.withLock { state in
-            if let waiting = state.fetching.removeValue(forKey: Self.urlKey(entries[index])) { waiting?.leave() }
+            if let waiting = state.fetching.removeValue(forKey: key) { waiting?.leave() }
             state.running[index] = nil
             state.progress.end(index)
             state.finished += 1
