@@ -517,18 +517,30 @@ final class ListEngineTests: EndToEndTestCase {
     }
 
     /// Entries whose URLs differ but whose guesses of a name agree (the
-    /// server names each file, Content-Disposition) are fetched as usual,
-    /// each saved under its own name.
-    func testEntriesTheServerNamesAreEachSavedUnderTheirNames() throws {
-        let resources = (0..<4).map { Resource.generated(size: 16 << 10, seed: 1793 + UInt64($0)) }
+    /// server names each file, Content-Disposition) are fetched together,
+    /// each saved under its own name: while the first still comes (1 MiB at
+    /// 32 KiB/s), the other three are saved.
+    func testEntriesTheServerNamesAreFetchedTogetherEachUnderItsName() throws {
+        let slow = try anotherServer()
+        let resources = [Resource.generated(size: 1 << 20, seed: 1793)]
+            + (1..<4).map { Resource.generated(size: 16 << 10, seed: 1793 + UInt64($0)) }
         for (index, resource) in resources.enumerated() {
             var named = resource
             named.contentDisposition = "attachment; filename=\"file\(index).bin\""
-            server.setResource(named, at: "get\(index)/download")
+            (index == 0 ? slow : server).setResource(named, at: "get\(index)/download")
         }
-        try writeList((0..<4).map { (server.url("get\($0)/download"), nil) })
-        let run = try CLI.run(["-q", "-n", "4", "-j", "4", "-i", "list", "-d", "out"], in: directory)
+        slow.setRatePerConnection(32 << 10)
+        try writeList((0..<4).map { ((0 == $0 ? slow : server).url("get\($0)/download"), nil) })
+        let child = try launch(["-q", "-n", "4", "-j", "4", "-i", "list", "-d", "out"])
+        let together = wait(timeout: 15) {
+            (1..<4).allSatisfy { FileManager.default.fileExists(atPath: downloads + "/file\($0).bin") }
+        }
+        let slowSent = slow.statistics.bodyBytesSent
+        slow.setRatePerConnection(nil)
+        let run = child.finish(timeout: 30)
 
+        XCTAssertTrue(together, "the entries named by their server waited for each other: \(downloaded())")
+        XCTAssertLessThan(slowSent, resources[0].size, "the slow file was done before the others")
         XCTAssertEqual(run.status, 0, run.stderr)
         XCTAssertEqual(downloaded(), ["file0.bin", "file1.bin", "file2.bin", "file3.bin"])
         for (index, resource) in resources.enumerated() { assertSameBytes(downloads + "/file\(index).bin", resource) }
