@@ -162,8 +162,9 @@ final class ReliabilityDiskCallTests: EndToEndTestCase {
         Row(.flock, .data, .fresh, .fails("lock")),
         Row(.fsetxattr, .data, .fresh, .fails("mark")),
         Row(.posixFallocate, .data, .fresh, .fails("allocate space for")),
-        // The first manifest, and (the same code) every checkpoint's.
-        Row(.unlink, .manifestTemporary, .fresh, .fails("remove")),
+        // The first manifest, and (the same code) every checkpoint's. (Its
+        // temporary name is removed only when a leftover is there:
+        // StateFileTests.testAStateFileIsCreatedWithoutALookupAndALeftoverThatStaysFailsIt.)
         Row(.open, .manifestTemporary, .fresh, .fails("create")),
         Row(.pwrite, .manifestTemporary, .fresh, .fails("write")),
         Row(.rename, .manifestTemporary, .fresh, .fails("rename")),

@@ -1,3 +1,4 @@
+import Synchronization
 import XCTest
 @testable import RangeGet
 import RangeServer
@@ -222,6 +223,32 @@ final class StateFileTests: XCTestCase {
         try StateFile.replace(path, with: Data("newer".utf8), durable: false, calls: .live)
         XCTAssertEqual(FileManager.default.contents(atPath: victim), Data("precious".utf8))
         XCTAssertNil(try StateFile.read(directory + "/absent"))
+    }
+
+    /// A state file's name is removed only when something is there (a
+    /// leftover, a planted link): a write that finds its name free looks
+    /// for nothing first, and one that cannot remove what is there fails
+    /// saying so, with the file there left as it was.
+    func testAStateFileIsCreatedWithoutALookupAndALeftoverThatStaysFailsIt() throws {
+        let path = directory + "/f.part.json"
+        let unlinked = Mutex<[String]>([])
+        var calls = SystemCalls.live
+        calls.unlink = { name in
+            unlinked.withLock { $0.append(name) }
+            errno = EACCES
+            return -1
+        }
+        try StateFile.replace(path, with: Data("first".utf8), durable: true, calls: calls)
+        XCTAssertEqual(try StateFile.read(path), Data("first".utf8))
+        XCTAssertEqual(unlinked.withLock { $0 }, [], "a name was removed that was not there")
+
+        try Data("leftover".utf8).write(to: URL(fileURLWithPath: path + ".tmp"))
+        XCTAssertThrowsError(try StateFile.replace(path, with: Data("second".utf8), durable: false, calls: calls)) {
+            XCTAssertEqual(($0 as? IOError)?.description.hasPrefix("cannot remove \(path).tmp"), true, "\($0)")
+        }
+        XCTAssertEqual(unlinked.withLock { $0 }, [path + ".tmp"])
+        XCTAssertEqual(try StateFile.read(path), Data("first".utf8))
+        XCTAssertEqual(FileManager.default.contents(atPath: path + ".tmp"), Data("leftover".utf8))
     }
 
     /// Where the file system has no extended attributes, the mark is a file

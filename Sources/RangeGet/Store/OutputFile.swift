@@ -204,7 +204,9 @@ final class OutputFile: Sendable {
         let markPath = PartialFiles(data: dataPath ?? path).mark
         guard let identity = FileIdentity(descriptor: descriptor),
               let data = try? JSONEncoder().encode(identity) else { throw IOError("mark", path) }
-        try StateFile.replace(markPath, with: data, durable: false, calls: calls)
+        // Created in place: a temporary file renamed over it would cost a
+        // rename per file and protect nothing (see `StateFile.create`).
+        try StateFile.create(markPath, with: data, durable: false, calls: calls)
         markPlace.withLock { $0 = .besideFile }
     }
 
@@ -242,7 +244,8 @@ final class OutputFile: Sendable {
         case .legacyAttribute:
             _ = retryingOnInterrupt { calls.fremovexattr(descriptor, Self.legacyMarkAttribute) }
         case .besideFile:
-            try? StateFile.remove(PartialFiles(data: path).mark, calls: calls)
+            // Known to be there (this process wrote or read it): removed without a lookup first.
+            _ = retryingOnInterrupt { calls.unlink(PartialFiles(data: path).mark) }
         case .unknown:
             _ = retryingOnInterrupt { calls.fremovexattr(descriptor, Self.legacyMarkAttribute) }
             try? StateFile.remove(PartialFiles(data: path).mark, calls: calls)

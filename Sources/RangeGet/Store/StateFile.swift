@@ -1,8 +1,9 @@
 // StateFile: the small files kept beside a download (the manifest, its write
 // journal, the mark where a file system has no extended attributes). They are
-// read without following a link, and replaced through a temporary file that is
-// created afresh, so a symbolic or hard link planted at either name never
-// makes rangeget read, truncate or write some other file.
+// read without following a link, and written only into a file created afresh
+// (a manifest into a temporary one, renamed over it), so a symbolic or hard
+// link planted at any of their names never makes rangeget read, truncate or
+// write some other file.
 import FoundationEssentials
 import Glibc
 
@@ -51,32 +52,41 @@ package enum StateFile {
         return data.prefix(filled)
     }
 
-    /// Replaces the file at `path` with `data`, mode 0600: written to
-    /// `path.tmp`, created exclusively after removing any old name there, then
-    /// renamed over `path`. `durable` fsyncs the file before the rename and
-    /// the directory after it.
+    /// Replaces the file at `path` with `data`: written to a new `path.tmp`
+    /// (`create`), then renamed over `path`. `durable` fsyncs the file before
+    /// the rename and the directory after it.
     static func replace(_ path: String, with data: Data, durable: Bool, calls: SystemCalls) throws(IOError) {
         let temporary = path + ".tmp"
-        // A leftover of a killed run, or a link someone planted: only its name goes.
-        if retryingOnInterrupt({ calls.unlink(temporary) }) != 0 && errno != ENOENT {
-            throw IOError("remove", temporary)
-        }
-        let descriptor = retryingOnInterrupt {
-            calls.open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
-        }
-        guard descriptor >= 0 else { throw IOError("create", temporary) }
-        do {
-            defer { close(descriptor) }
-            try data.withUnsafeBytes { buffer in
-                Result { () throws(IOError) in
-                    guard let bytes = buffer.baseAddress else { return }
-                    try calls.writeAll(descriptor, path: temporary, bytes, count: buffer.count, at: 0)
-                }
-            }.get()
-            if durable, retryingOnInterrupt({ calls.fsync(descriptor) }) != 0 { throw IOError("sync", temporary) }
-        }
+        try create(temporary, with: data, durable: durable, calls: calls)
         guard retryingOnInterrupt({ calls.rename(temporary, path) }) == 0 else { throw IOError("rename", temporary) }
         if durable { try synchronizeDirectory(of: path, calls: calls) }
+    }
+
+    /// Writes `data` to a file created at `path`, mode 0600, exclusively: a
+    /// name there already (a leftover of a killed run, or a link someone
+    /// planted) is removed, only the name, and the create tried again. Alone,
+    /// for a file whose torn or missing contents read the same (the mark: a
+    /// kill before its rename left the data file as unmarked as a kill in
+    /// the middle of its write does), it saves a rename; on a network file
+    /// system each name looked up or changed is a round trip. `durable` fsyncs it.
+    static func create(_ path: String, with data: Data, durable: Bool, calls: SystemCalls) throws(IOError) {
+        let create = { retryingOnInterrupt { calls.open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600) } }
+        // The name is removed only when it is there: looking for it first cost
+        // each state file written a lookup that almost always found nothing.
+        var descriptor = create()
+        if descriptor < 0, errno == EEXIST {
+            if retryingOnInterrupt({ calls.unlink(path) }) != 0 && errno != ENOENT { throw IOError("remove", path) }
+            descriptor = create()
+        }
+        guard descriptor >= 0 else { throw IOError("create", path) }
+        defer { close(descriptor) }
+        try data.withUnsafeBytes { buffer in
+            Result { () throws(IOError) in
+                guard let bytes = buffer.baseAddress else { return }
+                try calls.writeAll(descriptor, path: path, bytes, count: buffer.count, at: 0)
+            }
+        }.get()
+        if durable, retryingOnInterrupt({ calls.fsync(descriptor) }) != 0 { throw IOError("sync", path) }
     }
 
     /// Removes the file at `path`; nothing there is fine.
