@@ -1,5 +1,6 @@
 // OutputFile: the `.part` file bytes are written into, at their offsets,
-// straight from libcurl's buffer. The descriptor never changes after open, and
+// straight from libcurl's buffer. The descriptor never changes after open (a
+// file published by a link is closed through it, `retire`), and
 // pwrite/fdatasync are safe from several threads, so the file is Sendable.
 // Every call that changes the disk goes through the file's `SystemCalls`.
 // rangeget creates its data files exclusively and marks them as its own, so
@@ -397,17 +398,63 @@ final class OutputFile: Sendable {
     /// Gives the file the name `destination`. Unless `replacing`, an existing
     /// file there is never replaced, even one that appeared a moment ago: the
     /// move fails with EEXIST (`renameat2` with `RENAME_NOREPLACE`; where the
-    /// file system lacks it, a hard link and an unlink).
-    func move(to destination: String, replacing: Bool) throws(IOError) {
+    /// file system lacks it, a hard link and an unlink; `learned` remembers
+    /// where it does, for the moves after). `published` runs once the file
+    /// has its new name, while it is still open (the mark attribute becoming
+    /// its validators is set through the descriptor).
+    func move(to destination: String, replacing: Bool, learned: LinkingDirectories? = nil,
+              published: () -> Void = {}) throws(IOError) {
         if replacing {
             guard retryingOnInterrupt({ calls.rename(path, destination) }) == 0 else { throw IOError("rename", path) }
+            published()
             return
         }
-        if retryingOnInterrupt({ calls.renameNoReplace(path, destination) }) == 0 { return }
-        guard errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP else { throw IOError("rename", path) }
+        let directory = StateFile.directory(of: destination)
+        if learned?.contains(directory) != true {
+            if retryingOnInterrupt({ calls.renameNoReplace(path, destination) }) == 0 {
+                published()
+                return
+            }
+            guard errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP else { throw IOError("rename", path) }
+            learned?.insert(directory)
+        }
         guard retryingOnInterrupt({ calls.link(path, destination) }) == 0 else { throw IOError("rename", path) }
+        published()
+        // Closed before its old name goes: NFS renames a file unlinked while
+        // open to `.nfsXXXX` and removes it at the close (FUSE's library to
+        // `.fuse_hidden`), two more round trips where the directory's
+        // operations queue one after another. Its lock goes with it: another
+        // run that takes the old name meanwhile finds a file with two links,
+        // and leaves it alone.
+        retire()
         guard retryingOnInterrupt({ calls.unlink(path) }) == 0 else { throw IOError("remove", path) }
     }
+
+    /// Closes the file but keeps its descriptor's number taken, by /dev/null
+    /// opened read-only, until `deinit`: no file opened meanwhile gets the
+    /// number, and a stray call made on it fails (EBADF) or reads nothing,
+    /// never touching another file. Where /dev/null cannot be opened, the
+    /// file stays open.
+    private func retire() {
+        let null = open("/dev/null", O_RDONLY | O_CLOEXEC)
+        guard null >= 0 else { return }
+        if retryingOnInterrupt({ dup2(null, descriptor) }) >= 0 { _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC) }
+        close(null)
+    }
+
+}
+
+/// The directories whose file system refused `RENAME_NOREPLACE` (NFS,
+/// most FUSE and SMB mounts), learned by a run's first move into each
+/// (`OutputFile.move`): the files after it are linked and unlinked at once,
+/// without a `renameat2` that fails first (whose lookups of both names are
+/// round trips on a network file system). One per run (its SyncGroup), so
+/// what one run learned never steers another's files.
+final class LinkingDirectories: Sendable {
+    private let directories = Mutex<Set<String>>([])
+
+    func contains(_ directory: String) -> Bool { directories.withLock { $0.contains(directory) } }
+    func insert(_ directory: String) { directories.withLock { _ = $0.insert(directory) } }
 }
 
 extension Manifest {

@@ -366,7 +366,15 @@ final class PartialFile {
             // Once the data is durable: the final name, then the directory made durable.
             return SyncGroup.Commit(file: file, directory: StateFile.directory(of: output)) { [self] in
                 do {
-                    if unnamed { try file.link(to: output) } else { try file.move(to: output, replacing: options.overwrite) }
+                    if unnamed {
+                        try file.link(to: output)
+                    } else {
+                        // The mark becomes the finished file's validators.
+                        try file.move(to: output, replacing: options.overwrite,
+                                      learned: options.syncGroup?.linkingDirectories) {
+                            file.unmark(keeping: origin.validators)
+                        }
+                    }
                 } catch let error as IOError where error.code == EEXIST {
                     // A file fetched whole whose name another run (of the
                     // same file) gave it meanwhile, with the same bytes: saved.
@@ -376,8 +384,6 @@ final class PartialFile {
                     throw DownloadError.usage("\(output) appeared during the download (the data stays in \(files.data))",
                                               remedy: .overwrite)
                 }
-                // The mark becomes the finished file's validators.
-                if !unnamed { file.unmark(keeping: origin.validators) }
                 // Without a manifest there is no journal either (the engine keeps one only beside a manifest).
                 if manifest != nil {
                     for path in [files.journal, files.manifest] { try StateFile.remove(path, calls: options.systemCalls) }

@@ -60,6 +60,10 @@ public final class SyncGroup: Sendable {
         }
     }
 
+    /// Where the group's files are published by a link and an unlink,
+    /// their file system refusing a rename that replaces nothing.
+    let linkingDirectories = LinkingDirectories()
+
     /// A group; share it between the downloads whose commits it should batch.
     public init() {}
 
