@@ -84,7 +84,8 @@ extension Download {
         let part = try PartialFile.claim(output: output, remote: remote, replacingOthers: restart, unnamed: unnamed,
                                          options: options)
         controller.setPartPath(part.files.data)
-        try part.resume(from: sources, restart: restart, nothingBeside: !partial && output == guessed, onEvent: onEvent)
+        try part.resume(from: sources, restart: restart, nothingBeside: !partial && output == guessed,
+                        listedClear: fresh && output == guessed, onEvent: onEvent)
         if tally.reused == nil { tally.reused = part.manifest?.done.byteCount ?? 0 }
         var policy = OutcomePolicy()
         while true {

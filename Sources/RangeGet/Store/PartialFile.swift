@@ -119,8 +119,10 @@ final class PartialFile {
     /// its manifest when it still describes that file, else (or with
     /// `restart`) nothing, the data file emptied. `nothingBeside`: no
     /// manifest or data file was there just before this claim created the
-    /// data file, so no manifest is looked for (a list's new files).
-    func resume(from sources: [RemoteFile], restart: Bool, nothingBeside: Bool = false,
+    /// data file, so no manifest is looked for (a list's new files);
+    /// `listedClear`: nor a journal, by the list's directory read
+    /// (`SharedDirectory`), so none is removed either.
+    func resume(from sources: [RemoteFile], restart: Bool, nothingBeside: Bool = false, listedClear: Bool = false,
                 onEvent: @Sendable (DownloadEvent) -> Void) throws(DownloadError) {
         // An unnamed file is new, and nothing was beside its name.
         if file.hasNoName { return }
@@ -139,6 +141,7 @@ final class PartialFile {
             // empty it, and drop any journal a lost manifest left behind (a
             // file just created is empty already, and no manifest is there).
             if file.isNew {
+                if listedClear { return }
                 do { try StateFile.remove(files.journal, calls: options.systemCalls) } catch { throw .io(error) }
             } else {
                 try discard()
