@@ -285,6 +285,37 @@ final class StateFileTests: XCTestCase {
         XCTAssertFalse(try OutputFile(existing: output, calls: .live).isMarked, "ETAG LF partial")
         XCTAssertEqual(FileOrigin(path: output), origin)
     }
+
+    /// A run that opens an earlier run's `.part` just as that run finishes
+    /// it (a link to the final name, then the old name removed, the lock let
+    /// go between: OutputFile.move on a file system without renameat2) gets
+    /// the lock on the finished file. It sees that the name no longer names
+    /// that file and creates its own `.part`, never taking over (and then
+    /// truncating) the finished one.
+    func testAPartWhoseNameChangedHandsWhileItWasOpenedIsNotTakenOver() throws {
+        let output = directory + "/a"
+        let files = PartialFiles(output: output)
+        let origin = FileOrigin(url: nil, etag: "\"e\"", lastModified: nil)
+        let first = try OutputFile(creating: files.data, calls: .live)
+        try first.mark(origin.partMark(path: files.data))
+        let bytes = Array("finished".utf8)
+        try first.write(bytes, count: bytes.count, at: 0)
+        let finished = Atomic(false)
+        var calls = SystemCalls.live
+        calls.flock = { descriptor, operation in
+            if !finished.exchange(true, ordering: .relaxed) {
+                XCTAssertEqual(link(files.data, output), 0)
+                XCTAssertEqual(unlink(files.data), 0)
+            }
+            return SystemCalls.live.flock(descriptor, operation)
+        }
+        let second = try OutputFile.claim(files, replacingOthers: false, mark: origin.partMark(path: files.data),
+                                          calls: calls)
+        XCTAssertTrue(finished.load(ordering: .relaxed), "the claim never took a lock on the earlier .part")
+        XCTAssertTrue(second.isNew, "the claim took over the file the earlier run finished")
+        XCTAssertNotEqual(FileIdentity(descriptor: second.descriptor), FileIdentity(path: output))
+        XCTAssertEqual(FileManager.default.contents(atPath: output), Data("finished".utf8))
+    }
 }
 
 final class SpotCheckTests: XCTestCase {

@@ -141,6 +141,12 @@ final class OutputFile: Sendable {
             do {
                 let file = try OutputFile(existing: files.data, calls: calls)
                 guard try file.lockExclusively() else { throw ClaimError.busy }
+                // The name may have changed hands while this run waited for
+                // nothing but the open: a run that finished the file moments
+                // ago removed it, and the lock it let go was on its final file.
+                guard let own = FileIdentity(descriptor: file.descriptor), FileIdentity(path: files.data) == own else {
+                    continue
+                }
                 guard let found = file.ownershipProblem(manifest: files.manifest) else {
                     // `ownershipProblem` found where its mark is, if it has one.
                     if ![.attribute, .besideFile].contains(file.markPlace.withLock({ $0 })) {
@@ -268,11 +274,13 @@ final class OutputFile: Sendable {
 
     /// Makes every byte written so far durable (`fdatasync`).
     func synchronize() throws(IOError) {
+        guard !isRetired else { throw IOError("sync", path, code: EBADF) }
         guard retryingOnInterrupt({ calls.fdatasync(descriptor) }) == 0 else { throw IOError("sync", path) }
     }
 
     /// Makes the file's data and its inode durable (`fsync`): its link count too.
     func synchronizeWithInode() throws(IOError) {
+        guard !isRetired else { throw IOError("sync", path, code: EBADF) }
         guard retryingOnInterrupt({ calls.fsync(descriptor) }) == 0 else { throw IOError("sync", path) }
     }
 
@@ -286,13 +294,13 @@ final class OutputFile: Sendable {
     /// descriptor's error sequence even when the sync failed), so a retry
     /// could succeed over a lost write.
     func synchronizeFileSystem() -> Bool {
-        calls.syncfs(descriptor) == 0 && SystemCalls.syncfsVouches(forFileSystemOf: descriptor)
+        !isRetired && calls.syncfs(descriptor) == 0 && SystemCalls.syncfsVouches(forFileSystemOf: descriptor)
     }
 
     /// The file system the file is on (`st_dev`), nil when it cannot be examined.
     var device: UInt? {
         var info = stat()
-        return fstat(descriptor, &info) == 0 ? UInt(info.st_dev) : nil
+        return !isRetired && fstat(descriptor, &info) == 0 ? UInt(info.st_dev) : nil
     }
 
     /// Opens so far in this process, for `openOrder`.
@@ -400,52 +408,66 @@ final class OutputFile: Sendable {
     /// move fails with EEXIST (`renameat2` with `RENAME_NOREPLACE`; where the
     /// file system lacks it, a hard link and an unlink; `learned` remembers
     /// where it does, for the moves after). `published` runs once the file
-    /// has its new name, while it is still open (the mark attribute becoming
-    /// its validators is set through the descriptor).
+    /// has its new name, while it is still open and locked: the mark
+    /// attribute becoming its validators is set through the descriptor, and
+    /// the state files beside it go before another run can take its old name.
     func move(to destination: String, replacing: Bool, learned: LinkingDirectories? = nil,
-              published: () -> Void = {}) throws(IOError) {
+              published: () throws(IOError) -> Void = {}) throws(IOError) {
         if replacing {
             guard retryingOnInterrupt({ calls.rename(path, destination) }) == 0 else { throw IOError("rename", path) }
-            published()
+            try published()
             return
         }
         let directory = StateFile.directory(of: destination)
         if learned?.contains(directory) != true {
             if retryingOnInterrupt({ calls.renameNoReplace(path, destination) }) == 0 {
-                published()
+                try published()
                 return
             }
             guard errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP else { throw IOError("rename", path) }
             learned?.insert(directory)
         }
         guard retryingOnInterrupt({ calls.link(path, destination) }) == 0 else { throw IOError("rename", path) }
-        published()
+        // The old name goes even when `published` fails: the file is in place.
+        let failure: IOError?
+        do { try published(); failure = nil } catch { failure = error }
         // Closed before its old name goes: NFS renames a file unlinked while
         // open to `.nfsXXXX` and removes it at the close (FUSE's library to
         // `.fuse_hidden`), two more round trips where the directory's
-        // operations queue one after another. Its lock goes with it: another
-        // run that takes the old name meanwhile finds a file with two links,
-        // and leaves it alone.
+        // operations queue one after another. Its lock goes with it, its
+        // mark and manifest gone already: another run that takes the old
+        // name in between finds a file with two links and refuses it, or
+        // with `--restart` removes that name (then ENOENT here is no failure),
+        // and one that opened the name just before finds it no longer names
+        // that file once it has the lock (`claim`), and creates its own.
         retire()
-        guard retryingOnInterrupt({ calls.unlink(path) }) == 0 else { throw IOError("remove", path) }
+        guard retryingOnInterrupt({ calls.unlink(path) }) == 0 || errno == ENOENT else { throw IOError("remove", path) }
+        if let failure { throw failure }
     }
 
     /// Closes the file but keeps its descriptor's number taken, by /dev/null
     /// opened read-only, until `deinit`: no file opened meanwhile gets the
-    /// number, and a stray call made on it fails (EBADF) or reads nothing,
-    /// never touching another file. Where /dev/null cannot be opened, the
-    /// file stays open.
+    /// number, a write on it fails (EBADF) and a read finds nothing, never
+    /// touching another file; the syncs fail and `device` is nil
+    /// (`isRetired`), so nothing takes /dev/null's answers for the file's.
+    /// Where /dev/null cannot be opened, the file stays open.
     private func retire() {
         let null = open("/dev/null", O_RDONLY | O_CLOEXEC)
         guard null >= 0 else { return }
-        if retryingOnInterrupt({ dup2(null, descriptor) }) >= 0 { _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC) }
-        close(null)
+        defer { close(null) }
+        guard retryingOnInterrupt({ dup2(null, descriptor) }) >= 0 else { return }
+        _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
+        retired.store(true, ordering: .releasing)
     }
+
+    /// True once `retire` closed the file.
+    private let retired = Atomic(false)
+    private var isRetired: Bool { retired.load(ordering: .acquiring) }
 
 }
 
 /// The directories whose file system refused `RENAME_NOREPLACE` (NFS,
-/// most FUSE and SMB mounts), learned by a run's first move into each
+/// most FUSE mounts), learned by a run's first move into each
 /// (`OutputFile.move`): the files after it are linked and unlinked at once,
 /// without a `renameat2` that fails first (whose lookups of both names are
 /// round trips on a network file system). One per run (its SyncGroup), so

@@ -368,14 +368,20 @@ final class PartialFile {
             }
             // Once the data is durable: the final name, then the directory made durable.
             return SyncGroup.Commit(file: file, directory: StateFile.directory(of: output)) { [self] in
+                // Without a manifest there is no journal either (the engine keeps one only beside a manifest).
+                let stateFiles = manifest == nil ? [] : [files.journal, files.manifest]
                 do {
                     if unnamed {
                         try file.link(to: output)
+                        for path in stateFiles { try StateFile.remove(path, calls: options.systemCalls) }
                     } else {
-                        // The mark becomes the finished file's validators.
+                        // While the file is still open and locked: the mark
+                        // becomes the finished file's validators, and the
+                        // manifest and journal go.
                         try file.move(to: output, replacing: options.overwrite,
-                                      learned: options.syncGroup?.linkingDirectories) {
+                                      learned: options.syncGroup?.linkingDirectories) { () throws(IOError) in
                             file.unmark(keeping: origin.validators)
+                            for path in stateFiles { try StateFile.remove(path, calls: options.systemCalls) }
                         }
                     }
                 } catch let error as IOError where error.code == EEXIST {
@@ -386,10 +392,6 @@ final class PartialFile {
                     try keepAsComplete(remote: remote, size: size)
                     throw DownloadError.usage("\(output) appeared during the download (the data stays in \(files.data))",
                                               remedy: .overwrite)
-                }
-                // Without a manifest there is no journal either (the engine keeps one only beside a manifest).
-                if manifest != nil {
-                    for path in [files.journal, files.manifest] { try StateFile.remove(path, calls: options.systemCalls) }
                 }
             }
         } catch {
