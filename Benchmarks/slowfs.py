@@ -1,12 +1,12 @@
 # slowfs.py ROOT MOUNT DELAY_US: a passthrough FUSE file system whose metadata
 # calls (lookups, creates, renames, links, attributes) each wait DELAY_US, as a
-# network file system's round trip does; reads and writes do not wait. Not a
-# scenario of `run` yet: a tool to compare lists into a slow-metadata file
-# system by hand (needs /dev/fuse, `apt install fuse libfuse2`, `pip install
-# fusepy`; as root: `python3 slowfs.py /tmp/root /mnt/slow 300 &`, then
-# `fusermount -u /mnt/slow`). Like NFS it has no O_TMPFILE, no extended
-# attributes and no syncfs that reports writeback errors, so rangeget takes
-# its named `.part`, mark-file and per-file fdatasync paths there.
+# network file system's round trip does; reads and writes do not wait. The
+# scenario `small-slowmeta` of `run` mounts it (needs /dev/fuse, `apt install
+# fuse`, `pip install fusepy`); by hand, as root: `python3 slowfs.py /tmp/root
+# /mnt/slow 300 &`, then `fusermount -u /mnt/slow`. Like NFS it has no
+# O_TMPFILE, no extended attributes, no renameat2(RENAME_NOREPLACE) and no
+# syncfs that reports writeback errors, so rangeget takes its named `.part`,
+# mark-file, link and per-file fdatasync paths there.
 import os, sys, time, errno
 from fuse import FUSE, FuseOSError, Operations
 
