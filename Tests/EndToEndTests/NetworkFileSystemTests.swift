@@ -65,11 +65,13 @@ final class NetworkFileSystemTests: EndToEndTestCase {
             }
             counts.beforeUnlink(path)
             let result = live.unlink(path)
+            let code = errno
             if result == 0 {
                 counts.unlinks.withLock { $0.append(Self.suffix(path)) }
             } else {
                 counts.failedUnlinks.withLock { $0.append(Self.suffix(path)) }
             }
+            errno = code
             return result
         }
         calls.rename = { from, to in

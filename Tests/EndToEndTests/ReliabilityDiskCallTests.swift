@@ -184,6 +184,8 @@ final class ReliabilityDiskCallTests: EndToEndTestCase {
         // Where renameat2 is unsupported: a hard link, then the old name removed.
         Row(.link, .data, .fresh, .fails("rename"), setup: [(.renameNoReplace, .data, EINVAL)]),
         Row(.unlink, .data, .fresh, .fails("remove", published: true), setup: [(.renameNoReplace, .data, EINVAL)]),
+        // There the state files go before the `.part` is closed: one that cannot, fails the download.
+        Row(.unlink, .manifest, .fresh, .fails("remove", published: true), setup: [(.renameNoReplace, .data, EINVAL)]),
         Row(.unlink, .journal, .fresh, .fails("remove", published: true)),
         Row(.unlink, .manifest, .fresh, .fails("remove", published: true)),
         Row(.open, .directory, .fresh, .fails("open directory", published: true)),

@@ -316,6 +316,43 @@ final class StateFileTests: XCTestCase {
         XCTAssertNotEqual(FileIdentity(descriptor: second.descriptor), FileIdentity(path: output))
         XCTAssertEqual(FileManager.default.contents(atPath: output), Data("finished".utf8))
     }
+
+    /// A run that finds an earlier run's `.part` also named as its output
+    /// (that run linked it there, let go of its lock, and is about to remove
+    /// the `.part` name) waits for the name to go, then creates its own.
+    /// One that stays (a run killed there) is refused as any file with two
+    /// links is, after that wait.
+    func testAPartAlsoNamedAsItsOutputIsWaitedForThenRefused() throws {
+        let output = directory + "/b"
+        let files = PartialFiles(output: output)
+        let origin = FileOrigin(url: nil, etag: "\"e\"", lastModified: nil)
+        let mark = origin.partMark(path: files.data)
+        var first = try OutputFile(creating: files.data, calls: .live)
+        try first.mark(mark)
+        XCTAssertEqual(link(files.data, output), 0)
+        let removed = DispatchSemaphore(value: 0)
+        DispatchQueue.global().asyncAfter(deadline: .now() + 0.03) {
+            XCTAssertEqual(unlink(files.data), 0)
+            removed.signal()
+        }
+        let second = try OutputFile.claim(files, replacingOthers: true, mark: mark, calls: .live)
+        XCTAssertEqual(removed.wait(timeout: .now() + 5), .success)
+        XCTAssertTrue(second.isNew, "the claim took the file being published instead of waiting for its name to go")
+        XCTAssertNotEqual(FileIdentity(descriptor: second.descriptor), FileIdentity(path: output))
+        XCTAssertEqual(FileIdentity(path: files.data), FileIdentity(descriptor: second.descriptor),
+                       "the new .part was created before the old name went, and went with it")
+
+        // A run killed between its link and its unlink: the two names stay.
+        try FileManager.default.removeItem(atPath: files.data)
+        first = try OutputFile(creating: files.data, calls: .live)
+        try first.mark(mark)
+        try FileManager.default.removeItem(atPath: output)
+        XCTAssertEqual(link(files.data, output), 0)
+        XCTAssertThrowsError(try OutputFile.claim(files, replacingOthers: false, mark: mark, calls: .live)) {
+            guard case let .notOurs(problem)? = $0 as? OutputFile.ClaimError else { return XCTFail("\($0)") }
+            XCTAssertTrue(problem.contains("hard links"), problem)
+        }
+    }
 }
 
 final class SpotCheckTests: XCTestCase {

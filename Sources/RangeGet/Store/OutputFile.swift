@@ -141,13 +141,21 @@ final class OutputFile: Sendable {
             do {
                 let file = try OutputFile(existing: files.data, calls: calls)
                 guard try file.lockExclusively() else { throw ClaimError.busy }
-                // The name may have changed hands while this run waited for
-                // nothing but the open: a run that finished the file moments
-                // ago removed it, and the lock it let go was on its final file.
-                guard let own = FileIdentity(descriptor: file.descriptor), FileIdentity(path: files.data) == own else {
-                    continue
+                // Another run publishing by a link (OutputFile.move) lets go
+                // of its lock between the link and the removal of this name,
+                // which follows at once: waited for, up to 0.1 s. A `.part`
+                // that stays its output's second name is a killed run's
+                // leftover, judged below as any other (two links: refused).
+                var waits = 0
+                while waits < 5, try file.isBeingPublished(as: files) {
+                    usleep(20_000)
+                    waits += 1
                 }
-                guard let found = file.ownershipProblem(manifest: files.manifest) else {
+                let found = file.ownershipProblem(manifest: files.manifest)
+                // The name may have changed hands since it was opened: that
+                // run removed it, and the lock it let go was on its final file.
+                guard try file.isStill(named: files.data) else { continue }
+                guard let found else {
                     // `ownershipProblem` found where its mark is, if it has one.
                     if ![.attribute, .besideFile].contains(file.markPlace.withLock({ $0 })) {
                         try file.mark(mark)
@@ -168,6 +176,27 @@ final class OutputFile: Sendable {
             do { try StateFile.remove(files.data, calls: calls) } catch { throw .io(error) }
         }
         throw .io(IOError("create", files.data, code: EEXIST))
+    }
+
+    /// True when this `.part` of `files` is also the output it is for: a
+    /// run that published it by a link and has yet to remove this name.
+    private func isBeingPublished(as files: PartialFiles) throws(IOError) -> Bool {
+        guard files.data.hasSuffix(".part") else { return false }
+        var info = stat()
+        var output = stat()
+        guard fstat(descriptor, &info) == 0 else { throw IOError("examine", path) }
+        return info.st_nlink > 1 && lstat(String(files.data.dropLast(5)), &output) == 0
+            && output.st_ino == info.st_ino && output.st_dev == info.st_dev
+    }
+
+    /// True while `name` names this very file. By inode number alone: on
+    /// overlayfs an `lstat` and the open file's `fstat` can report other
+    /// devices for one file (and a file's own directory holds one file system).
+    private func isStill(named name: String) throws(IOError) -> Bool {
+        var info = stat()
+        var named = stat()
+        guard fstat(descriptor, &info) == 0 else { throw IOError("examine", path) }
+        return lstat(name, &named) == 0 && named.st_ino == info.st_ino
     }
 
     /// Why this file is not one rangeget may write into or remove, or nil;

@@ -316,6 +316,16 @@ final class PartialFile {
         group.submit(commit, calls: options.systemCalls) { failure in then(failure.map(Self.downloadError)) }
     }
 
+    /// Removes each of `paths`, all of them even when one fails (the
+    /// manifest, say, after the journal): throws the first failure.
+    private static func remove(_ paths: [String], calls: SystemCalls) throws(IOError) {
+        var failure: IOError?
+        for path in paths {
+            do { try StateFile.remove(path, calls: calls) } catch { failure = failure ?? error }
+        }
+        if let failure { throw failure }
+    }
+
     /// What a commit's step threw, as the download's error.
     private static func downloadError(_ error: any Error) -> DownloadError {
         if let error = error as? IOError { return .io(error) }
@@ -373,7 +383,7 @@ final class PartialFile {
                 do {
                     if unnamed {
                         try file.link(to: output)
-                        for path in stateFiles { try StateFile.remove(path, calls: options.systemCalls) }
+                        try Self.remove(stateFiles, calls: options.systemCalls)
                     } else {
                         // While the file is still open and locked: the mark
                         // becomes the finished file's validators, and the
@@ -381,7 +391,7 @@ final class PartialFile {
                         try file.move(to: output, replacing: options.overwrite,
                                       learned: options.syncGroup?.linkingDirectories) { () throws(IOError) in
                             file.unmark(keeping: origin.validators)
-                            for path in stateFiles { try StateFile.remove(path, calls: options.systemCalls) }
+                            try Self.remove(stateFiles, calls: options.systemCalls)
                         }
                     }
                 } catch let error as IOError where error.code == EEXIST {
