@@ -3,12 +3,14 @@
 // extended attributes and no renameat2(RENAME_NOREPLACE), and each name it
 // looks up or changes is a round trip, taken one at a time per directory (a
 // directory's operations hold its lock). Here the `SystemCalls` seam refuses
-// those three calls as NFS does, and counts the names a list changes: two
-// created per file (its `.part` and the mark beside it), one linked and two
-// removed, none removed that is not there, and no `.part` removed while
-// still open (NFS would rename it to `.nfsXXXX` and remove that at the close,
-// two more round trips). (Lookups, `lstat`, do not go through the seam:
-// `Benchmarks/run small-slowmeta` counts them in its wall time.)
+// those three calls as NFS does, and counts the names a list changes: for a
+// small file fetched whole, three (its `OUTPUT.part.new` created, linked to
+// the final name, removed); for a larger one, five (its `.part` and the mark
+// beside it created, the `.part` linked, both removed); none removed that is
+// not there, and no data file removed while still open (NFS would rename it
+// to `.nfsXXXX` and remove that at the close, two more round trips).
+// (Lookups, `lstat`, do not go through the seam: `Benchmarks/run
+// small-slowmeta` counts them in its wall time.)
 import Foundation
 import Glibc
 import RangeGet
@@ -59,7 +61,7 @@ final class NetworkFileSystemTests: EndToEndTestCase {
             return live.open(path, flags, mode)
         }
         calls.unlink = { path in
-            if path.hasSuffix(".part"), Self.isOpen(path) { counts.removedOpen.withLock { $0.append(path) } }
+            if Self.isData(path), Self.isOpen(path) { counts.removedOpen.withLock { $0.append(path) } }
             if path.hasSuffix(".part"), FileManager.default.fileExists(atPath: path + ".json") {
                 counts.manifestsAtUnlink.withLock { $0.append(path) }
             }
@@ -84,6 +86,9 @@ final class NetworkFileSystemTests: EndToEndTestCase {
         }
         return calls
     }
+
+    /// True for a data file's name: `.part`, or `.part.new` (a small file's).
+    private static func isData(_ path: String) -> Bool { path.hasSuffix(".part") || path.hasSuffix(".part.new") }
 
     /// What follows the file's own name `fN.bin` in `path` ("" for the final name).
     private static func suffix(_ path: String) -> String {
@@ -135,25 +140,36 @@ final class NetworkFileSystemTests: EndToEndTestCase {
         return resources
     }
 
-    /// Each file: its `.part` and its mark created, the `.part` linked to
-    /// the final name, then both removed, and nothing else: no temporary
-    /// mark renamed into place, no removal that finds nothing, renameat2
-    /// tried once in the whole run, and every `.part` closed before its name goes.
-    func testAListIntoANetworkFileSystemChangesFiveNamesPerFile() throws {
+    /// Each small file: its `.part.new` created, linked to the final name,
+    /// then removed, and nothing else: no mark, no removal that finds
+    /// nothing, renameat2 tried once in the whole run, and every file closed
+    /// before its old name goes.
+    func testAListOfSmallFilesIntoANetworkFileSystemChangesThreeNamesPerFile() throws {
         let counts = NameCalls()
         let count = 6
         _ = try downloadList(count, calls: networkCalls(counting: counts))
         let names = ((try? FileManager.default.contentsOfDirectory(atPath: path("out"))) ?? []).sorted()
         XCTAssertEqual(names, (0..<count).map { "f\($0).bin" }.sorted(), "only the final names are left")
-        XCTAssertEqual(counts.creates.withLock { $0 }.sorted(), Array(repeating: ".part", count: count)
-            + Array(repeating: ".part.mark", count: count))
-        XCTAssertEqual(counts.unlinks.withLock { $0 }.sorted(), Array(repeating: ".part", count: count)
-            + Array(repeating: ".part.mark", count: count))
+        XCTAssertEqual(counts.creates.withLock { $0 }, Array(repeating: ".part.new", count: count))
+        XCTAssertEqual(counts.unlinks.withLock { $0 }, Array(repeating: ".part.new", count: count))
         XCTAssertEqual(counts.failedUnlinks.withLock { $0 }, [], "a removal found no name there")
-        XCTAssertEqual(counts.renames.load(ordering: .relaxed), 0, "a mark or a file was renamed")
+        XCTAssertEqual(counts.renames.load(ordering: .relaxed), 0, "a file was renamed")
         XCTAssertEqual(counts.links.load(ordering: .relaxed), count)
         XCTAssertEqual(counts.renamesNoReplace.load(ordering: .relaxed), 1,
                        "renameat2 was tried again after the file system refused it")
+        XCTAssertEqual(counts.removedOpen.withLock { $0 }, [], "a data file was removed while still open")
+    }
+
+    /// A larger file: its `.part` and its mark created, the `.part` linked,
+    /// both removed; the mark written in place, never renamed into place.
+    func testALargerFileKeepsItsPartAndAMarkWrittenInPlace() throws {
+        let counts = NameCalls()
+        _ = try downloadList(2, size: 3 << 20, calls: networkCalls(counting: counts))
+        let data = counts.creates.withLock { $0 }.filter { !$0.hasPrefix(".part.json") && !$0.hasPrefix(".part.journal") }
+        XCTAssertEqual(data.sorted(), [".part", ".part", ".part.mark", ".part.mark"])
+        XCTAssertEqual(counts.unlinks.withLock { $0 }.filter { !$0.hasPrefix(".part.json") && !$0.hasPrefix(".part.journal") }
+            .sorted(), [".part", ".part", ".part.mark", ".part.mark"])
+        XCTAssertEqual(counts.links.load(ordering: .relaxed), 2)
         XCTAssertEqual(counts.removedOpen.withLock { $0 }, [], "a .part was removed while still open")
     }
 
@@ -167,10 +183,43 @@ final class NetworkFileSystemTests: EndToEndTestCase {
         try FileManager.default.createSymbolicLink(atPath: path("out/f0.bin.part.mark"), withDestinationPath: victim)
         try FileManager.default.linkItem(atPath: victim, toPath: path("out/f1.bin.part.mark"))
         try Data("{\"device\":1,\"inode\":2}".utf8).write(to: URL(fileURLWithPath: path("out/f2.bin.part.mark")))
-        _ = try downloadList(3, calls: networkCalls(counting: NameCalls()))
+        _ = try downloadList(3, size: 3 << 20, calls: networkCalls(counting: NameCalls()))
         XCTAssertEqual(FileManager.default.contents(atPath: victim), Data("precious".utf8))
         let names = ((try? FileManager.default.contentsOfDirectory(atPath: path("out"))) ?? []).sorted()
         XCTAssertEqual(names, ["f0.bin", "f1.bin", "f2.bin"])
+    }
+
+    /// What a killed run left at a small file's `.part.new` (its file, or a
+    /// link someone planted) is replaced, only its name removed, never
+    /// written through; one another run holds (locked) is that run's: the
+    /// file fails as busy, and the file there is left alone.
+    func testAPartNewLeftBehindIsReplacedAndOneInUseIsLeftAlone() throws {
+        let out = path("out")
+        try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
+        let victim = path("victim")
+        try Data("precious".utf8).write(to: URL(fileURLWithPath: victim))
+        try FileManager.default.createSymbolicLink(atPath: out + "/f0.bin.part.new", withDestinationPath: victim)
+        try FileManager.default.linkItem(atPath: victim, toPath: out + "/f1.bin.part.new")
+        try Data("a killed run's".utf8).write(to: URL(fileURLWithPath: out + "/f2.bin.part.new"))
+        _ = try downloadList(3, calls: networkCalls(counting: NameCalls()))
+        XCTAssertEqual(FileManager.default.contents(atPath: victim), Data("precious".utf8))
+        XCTAssertEqual(((try? FileManager.default.contentsOfDirectory(atPath: out)) ?? []).sorted(),
+                       ["f0.bin", "f1.bin", "f2.bin"])
+
+        let busy = out + "/held.bin.part.new"
+        try Data("another run's".utf8).write(to: URL(fileURLWithPath: busy))
+        let holder = open(busy, O_RDWR | O_CLOEXEC)
+        defer { close(holder) }
+        XCTAssertEqual(flock(holder, LOCK_EX | LOCK_NB), 0)
+        server.setResource(Resource.generated(size: 16 << 10, seed: 2399), at: "held.bin")
+        var options = DownloadOptions()
+        options.systemCalls = networkCalls(counting: NameCalls())
+        let download = Download(url: server.url("held.bin"), destination: .directory(out), options: options)
+        XCTAssertThrowsError(try download.run { _ in }) { error in
+            XCTAssertTrue("\(error)".contains("another rangeget"), "\(error)")
+        }
+        XCTAssertEqual(FileManager.default.contents(atPath: busy), Data("another run's".utf8))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: out + "/held.bin"))
     }
 
     /// A file with a manifest (larger than one response brings whole):
@@ -190,10 +239,39 @@ final class NetworkFileSystemTests: EndToEndTestCase {
     /// the unlink: the file is in place, and the download is no failure.
     func testAnOldNameAnotherRunRemovedIsNoFailure() throws {
         let counts = NameCalls { path in
-            if path.hasSuffix(".part") { _ = unlink(path) }
+            if Self.isData(path) { _ = unlink(path) }
         }
         _ = try downloadList(3, calls: networkCalls(counting: counts))
         let names = ((try? FileManager.default.contentsOfDirectory(atPath: path("out"))) ?? []).sorted()
         XCTAssertEqual(names, ["f0.bin", "f1.bin", "f2.bin"])
+    }
+
+    /// A small file whose final name another program takes while it is
+    /// fetched: its data moves from `.part.new` to a marked `.part`, with a
+    /// manifest that says it is complete, as the message says; the file
+    /// there is left alone.
+    func testASmallFileWhoseNameIsTakenMeanwhileStaysAsItsPart() throws {
+        let out = path("out")
+        try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
+        let resource = Resource.generated(size: 16 << 10, seed: 2398)
+        server.setResource(resource, at: "taken.bin")
+        let output = out + "/taken.bin"
+        var options = DownloadOptions()
+        var calls = networkCalls(counting: NameCalls())
+        let link = calls.link
+        calls.link = { from, to in
+            if to == output { try? Data("someone else's".utf8).write(to: URL(fileURLWithPath: output)) }
+            return link(from, to)
+        }
+        options.systemCalls = calls
+        let download = Download(url: server.url("taken.bin"), destination: .directory(out), options: options)
+        XCTAssertThrowsError(try download.run { _ in }) { error in
+            XCTAssertTrue("\(error)".contains("appeared during the download (the data stays in \(output).part)"), "\(error)")
+        }
+        XCTAssertEqual(FileManager.default.contents(atPath: output), Data("someone else's".utf8))
+        assertSameBytes(output + ".part", resource)
+        XCTAssertTrue(Manifest.isPartialDownload(dataFile: output + ".part"), "the kept .part is not marked as rangeget's")
+        XCTAssertEqual(((try? FileManager.default.contentsOfDirectory(atPath: out)) ?? []).sorted(),
+                       ["taken.bin", "taken.bin.part", "taken.bin.part.json", "taken.bin.part.mark"])
     }
 }

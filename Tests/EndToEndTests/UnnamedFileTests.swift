@@ -100,7 +100,7 @@ final class UnnamedFileTests: EndToEndTestCase {
     /// the SystemCalls seam): one clear line naming the output, and nothing
     /// left in the directory, no final name and no `.part`; the next run
     /// saves the file. Where no unnamed file can be made, the download
-    /// creates a `.part` as for any other file and finishes.
+    /// creates an `OUTPUT.part.new` instead (OutputFile.temporary) and finishes.
     func testEveryDiskCallOfAnUnnamedFileFailsCleanly() throws {
         let resource = Resource.generated(size: 16 << 10, seed: 2103)
         server.setResource(resource, at: "small.bin")
@@ -115,7 +115,7 @@ final class UnnamedFileTests: EndToEndTestCase {
             ("no unnamed files", nil, { [output] calls in
                 calls.openUnnamed = { _ in failing(EOPNOTSUPP) }
                 calls.open = { path, flags, mode in
-                    if path == output + ".part", flags & O_CREAT != 0 { partCreated.withLock { $0 = true } }
+                    if path == output + ".part.new", flags & O_CREAT != 0 { partCreated.withLock { $0 = true } }
                     return live.open(path, flags, mode)
                 }
             }),
@@ -139,7 +139,7 @@ final class UnnamedFileTests: EndToEndTestCase {
                 XCTAssertEqual(saved(), [], "\(name): the failed download left something behind")
             } else {
                 XCTAssertNil(run.error, name)
-                XCTAssertTrue(partCreated.withLock { $0 }, "\(name): no .part was created")
+                XCTAssertTrue(partCreated.withLock { $0 }, "\(name): no .part.new was created")
                 assertSameBytes(output, resource)
                 try FileManager.default.removeItem(atPath: output)
             }

@@ -24,8 +24,8 @@ final class OutputFile: Sendable {
 
     /// Creates the file at `path` for reading and writing; fails with EEXIST
     /// when anything is there, a link included (`O_CREAT | O_EXCL`).
-    convenience init(creating path: String, calls: SystemCalls) throws(IOError) {
-        try self.init(path: path, flags: O_CREAT | O_EXCL, calls: calls)
+    convenience init(creating path: String, calls: SystemCalls, temporary: Bool = false) throws(IOError) {
+        try self.init(path: path, flags: O_CREAT | O_EXCL, calls: calls, temporary: temporary)
     }
 
     /// Opens the existing file at `path` for reading and writing. A symbolic
@@ -34,16 +34,20 @@ final class OutputFile: Sendable {
         try self.init(path: path, flags: 0, calls: calls)
     }
 
-    private convenience init(path: String, flags: Int32, calls: SystemCalls) throws(IOError) {
+    private convenience init(path: String, flags: Int32, calls: SystemCalls, temporary: Bool = false) throws(IOError) {
         let descriptor = retryingOnInterrupt { calls.open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | flags, 0o644) }
         guard descriptor >= 0 else { throw IOError("open", path) }
-        self.init(path: path, descriptor: descriptor, isNew: flags & O_CREAT != 0, unnamed: false, calls: calls)
+        self.init(path: path, descriptor: descriptor, isNew: flags & O_CREAT != 0, unnamed: false, temporary: temporary,
+                  calls: calls)
     }
 
-    private init(path: String, descriptor: Int32, isNew: Bool, unnamed: Bool, calls: SystemCalls) {
+    private init(path: String, descriptor: Int32, isNew: Bool, unnamed: Bool, temporary: Bool = false,
+                 calls: SystemCalls) {
         self.path = path
         self.descriptor = descriptor
         self.isNew = isNew
+        isTemporary = temporary
+        markPlace = Mutex(temporary ? .name : .unknown)
         isUnnamed = Atomic(unnamed)
         openOrder = Self.opens.add(1, ordering: .relaxed).newValue
         self.calls = calls
@@ -66,6 +70,45 @@ final class OutputFile: Sendable {
     }
 
     private static let canLinkOpenFiles = access("/proc/self/fd", F_OK) == 0
+
+    /// A small file the caller holds whole, to be committed under its final
+    /// name, where the file system has no unnamed files (NFS, FUSE): made at
+    /// `files.new`, whose name marks it as rangeget's (nothing else makes
+    /// an `OUTPUT.part.new`), so it needs no mark file: one name created,
+    /// where a `.part` and its mark file are two, and two removed at the
+    /// commit. A kill before its commit leaves a file the next run replaces:
+    /// one that another process holds locked is `busy`, any other there (a
+    /// killed run's, a link someone planted) loses its name, only that, and
+    /// the file is made anew.
+    static func temporary(_ files: PartialFiles, calls: SystemCalls) throws(ClaimError) -> OutputFile {
+        for _ in 0..<4 {
+            do {
+                let file = try OutputFile(creating: files.new, calls: calls, temporary: true)
+                guard try file.lockExclusively() else { throw ClaimError.busy }
+                return file
+            } catch let error as IOError where error.code == EEXIST {
+            } catch let error as IOError {
+                throw .io(error)
+            } catch {
+                throw error as! ClaimError
+            }
+            do {
+                let old = try OutputFile(existing: files.new, calls: calls)
+                guard try old.lockExclusively() else { throw ClaimError.busy }
+            } catch let error as IOError where error.code == ENOENT {
+                continue
+            } catch let error as IOError where error.code != ELOOP {
+                throw .io(error)
+            } catch let error as ClaimError {
+                throw error
+            } catch {}
+            do { try StateFile.remove(files.new, calls: calls) } catch { throw .io(error) }
+        }
+        throw .io(IOError("create", files.new, code: EEXIST))
+    }
+
+    /// True for a file made by `temporary`: its name is its mark.
+    let isTemporary: Bool
 
     /// True until an unnamed file (`unnamed(in:naming:calls:)`) is linked to a name.
     private let isUnnamed: Atomic<Bool>
@@ -214,8 +257,9 @@ final class OutputFile: Sendable {
     /// The mark of a data file of an earlier version, and where this file's
     /// mark is (known once it was written or found).
     private static let legacyMarkAttribute = "user.rangeget.part"
-    private let markPlace = Mutex(MarkPlace.unknown)
-    private enum MarkPlace { case unknown, attribute, legacyAttribute, besideFile }
+    private let markPlace: Mutex<MarkPlace>
+    /// `name`: a `temporary` file, marked by its name.
+    private enum MarkPlace { case unknown, attribute, legacyAttribute, besideFile, name }
 
     /// Marks the file as one rangeget made: `FileOrigin.validatorsAttribute`
     /// set to `value` (the validators of the file it is fetched from, and
@@ -285,6 +329,8 @@ final class OutputFile: Sendable {
         case .unknown:
             _ = retryingOnInterrupt { calls.fremovexattr(descriptor, Self.legacyMarkAttribute) }
             try? StateFile.remove(PartialFiles(data: path).mark, calls: calls)
+        case .name:
+            break
         }
     }
 

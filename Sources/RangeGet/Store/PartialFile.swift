@@ -32,15 +32,20 @@ final class PartialFile {
     /// beside `output`: the data file gets no name until it is committed
     /// (`OutputFile.unnamed`), so it costs no `.part` created, marked and
     /// renamed, and a kill meanwhile leaves nothing (those bytes are fetched
-    /// again). Where the file system has no unnamed files, a `.part` as usual.
+    /// again). Where the file system has no unnamed files (NFS), an
+    /// `OUTPUT.part.new` (`OutputFile.temporary`), whose name marks it.
     static func claim(output: String, remote: RemoteFile, replacingOthers: Bool, unnamed: Bool = false,
                       options: DownloadOptions) throws(DownloadError) -> PartialFile {
         let files = PartialFiles(output: output)
-        if unnamed, let file = OutputFile.unnamed(in: StateFile.directory(of: output), naming: output,
-                                                  calls: options.systemCalls) {
-            return PartialFile(output: output, file: file, options: options)
-        }
         do {
+            if unnamed {
+                if let file = OutputFile.unnamed(in: StateFile.directory(of: output), naming: output,
+                                                 calls: options.systemCalls) {
+                    return PartialFile(output: output, file: file, options: options)
+                }
+                return PartialFile(output: output, file: try OutputFile.temporary(files, calls: options.systemCalls),
+                                   options: options)
+            }
             let file = try OutputFile.claim(
                 files, replacingOthers: replacingOthers,
                 mark: FileOrigin(url: nil, etag: remote.etag, lastModified: remote.lastModified).partMark(path: files.data),
@@ -124,8 +129,8 @@ final class PartialFile {
     /// (`SharedDirectory`), so none is removed either.
     func resume(from sources: [RemoteFile], restart: Bool, nothingBeside: Bool = false, listedClear: Bool = false,
                 onEvent: @Sendable (DownloadEvent) -> Void) throws(DownloadError) {
-        // An unnamed file is new, and nothing was beside its name.
-        if file.hasNoName { return }
+        // An unnamed or temporary file is new, and nothing was beside its name.
+        if file.hasNoName || file.isTemporary { return }
         if restart {
             try discard()
             return
@@ -369,9 +374,10 @@ final class PartialFile {
                             + "the data stays in \(files.data)", remedy: .restart)
                 }
             }
-            // An unnamed file has no mark: its validators are written once, final.
+            // An unnamed or temporary file has no mark: its validators are written once, final.
             let unnamed = file.hasNoName
-            let attributes = try origin.record(on: file) && (!unnamed || file.recordValidators(origin.validators))
+            let unmarked = unnamed || file.isTemporary
+            let attributes = try origin.record(on: file) && (!unmarked || file.recordValidators(origin.validators))
             if !attributes || file.isMarkedBeside {
                 onEvent(.notice("the file system of \(output) keeps no extended attributes: a later run can compare "
                                 + "only its size with the server's, not its ETag"))
@@ -397,7 +403,10 @@ final class PartialFile {
                 } catch let error as IOError where error.code == EEXIST {
                     // A file fetched whole whose name another run (of the
                     // same file) gave it meanwhile, with the same bytes: saved.
-                    if unnamed, file.isSaved(as: output, size: size) { return }
+                    if unmarked, file.isSaved(as: output, size: size) {
+                        if file.isTemporary { try StateFile.remove(files.new, calls: options.systemCalls) }
+                        return
+                    }
                     try keepUnnamed(origin)
                     try keepAsComplete(remote: remote, size: size)
                     throw DownloadError.usage("\(output) appeared during the download (the data stays in \(files.data))",
@@ -409,20 +418,22 @@ final class PartialFile {
         }
     }
 
-    /// Gives an unnamed file its `.part` name, marked and durable, where
-    /// the data is to stay (a checksum that failed or has no entry, a final
-    /// name taken meanwhile): the messages say it is there, and
-    /// `keepAsComplete` saves its manifest next (whose directory sync makes
-    /// the name durable). The mark attribute goes on before the link, so the
-    /// name never shows an unmarked file; a mark file, where there are no
-    /// attributes, after it (a link never replaces another run's `.part`,
-    /// but a mark file would replace its mark).
+    /// Gives an unnamed or temporary file its `.part` name, marked and
+    /// durable, where the data is to stay (a checksum that failed or has no
+    /// entry, a final name taken meanwhile): the messages say it is there,
+    /// and `keepAsComplete` saves its manifest next (whose directory sync
+    /// makes the name durable). The mark attribute goes on before the link,
+    /// so the name never shows an unmarked file; a mark file, where there
+    /// are no attributes, after it (a link never replaces another run's
+    /// `.part`, but a mark file would replace its mark). A temporary file's
+    /// own name goes last.
     private func keepUnnamed(_ origin: FileOrigin) throws(IOError) {
-        guard file.hasNoName else { return }
+        guard file.hasNoName || file.isTemporary else { return }
         let marked = try file.recordValidators(origin.partMark(path: files.data))
         try file.link(to: files.data)
         if !marked { try file.markBeside(dataPath: files.data) }
         try file.synchronizeWithInode()
+        if file.isTemporary { try StateFile.remove(files.new, calls: options.systemCalls) }
     }
 
     /// Saves the manifest as complete, durably (a new one for a file fetched

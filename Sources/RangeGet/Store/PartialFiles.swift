@@ -29,10 +29,13 @@ struct PartialFiles: Sendable, Equatable {
     /// `OUTPUT.part.mark`: says the data file is rangeget's, only where the
     /// file system has no extended attributes (see OutputFile.mark).
     var mark: String { data + ".mark" }
+    /// `OUTPUT.part.new`: a small file fetched whole, until it has its name,
+    /// where the file system has no unnamed files (see OutputFile.temporary).
+    var new: String { data + ".new" }
 
     /// What each of the files above adds to the output's name.
     static var besideSuffixes: [String] {
         let files = PartialFiles(output: "")
-        return [files.data, files.manifest, files.journal, files.mark]
+        return [files.data, files.manifest, files.journal, files.mark, files.new]
     }
 }
