@@ -82,16 +82,12 @@ final class OutputFile: Sendable {
     /// the file is made anew.
     static func temporary(_ files: PartialFiles, calls: SystemCalls) throws(ClaimError) -> OutputFile {
         for _ in 0..<4 {
-            do {
+            let made = try created {
                 let file = try OutputFile(creating: files.new, calls: calls, temporary: true)
                 guard try file.lockExclusively() else { throw ClaimError.busy }
                 return file
-            } catch let error as IOError where error.code == EEXIST {
-            } catch let error as IOError {
-                throw .io(error)
-            } catch {
-                throw error as! ClaimError
             }
+            if let made { return made }
             do {
                 let old = try OutputFile(existing: files.new, calls: calls)
                 guard try old.lockExclusively() else { throw ClaimError.busy }
@@ -105,6 +101,20 @@ final class OutputFile: Sendable {
             do { try StateFile.remove(files.new, calls: calls) } catch { throw .io(error) }
         }
         throw .io(IOError("create", files.new, code: EEXIST))
+    }
+
+    /// The file `create` made, or nil when a name was there (EEXIST); its
+    /// other failures as a ClaimError.
+    private static func created(_ create: () throws -> OutputFile) throws(ClaimError) -> OutputFile? {
+        do {
+            return try create()
+        } catch let error as IOError where error.code == EEXIST {
+            return nil
+        } catch let error as IOError {
+            throw .io(error)
+        } catch {
+            throw error as! ClaimError
+        }
     }
 
     /// True for a file made by `temporary`: its name is its mark.
@@ -160,7 +170,7 @@ final class OutputFile: Sendable {
         // A few rounds: each removal of a name, or a file gone between two
         // calls, may meet another process doing the same.
         for _ in 0..<4 {
-            do {
+            let made = try created {
                 let file = try OutputFile(creating: files.data, calls: calls)
                 let locked: Bool
                 do {
@@ -174,12 +184,8 @@ final class OutputFile: Sendable {
                 }
                 guard locked else { throw ClaimError.busy }
                 return file
-            } catch let error as IOError where error.code == EEXIST {
-            } catch let error as IOError {
-                throw .io(error)
-            } catch {
-                throw error as! ClaimError
             }
+            if let made { return made }
             let problem: String
             do {
                 let file = try OutputFile(existing: files.data, calls: calls)
