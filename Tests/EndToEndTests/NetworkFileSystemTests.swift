@@ -274,4 +274,29 @@ final class NetworkFileSystemTests: EndToEndTestCase {
         XCTAssertEqual(((try? FileManager.default.contentsOfDirectory(atPath: out)) ?? []).sorted(),
                        ["taken.bin", "taken.bin.part", "taken.bin.part.json", "taken.bin.part.mark"])
     }
+
+    /// A small file whose write fails: the download fails saying so, and
+    /// its `.part.new` goes with it (the next run would replace it, but a
+    /// run that fetches the file another way would never see it).
+    func testASmallFileThatFailsLeavesNoPartNew() throws {
+        let out = path("out")
+        try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
+        server.setResource(Resource.generated(size: 16 << 10, seed: 2397), at: "fails.bin")
+        var options = DownloadOptions()
+        var calls = networkCalls(counting: NameCalls())
+        let pwrite = calls.pwrite
+        calls.pwrite = { descriptor, bytes, count, offset in
+            if openPath(descriptor)?.hasSuffix(".part.new") == true {
+                errno = EIO
+                return -1
+            }
+            return pwrite(descriptor, bytes, count, offset)
+        }
+        options.systemCalls = calls
+        let download = Download(url: server.url("fails.bin"), destination: .directory(out), options: options)
+        XCTAssertThrowsError(try download.run { _ in }) { error in
+            XCTAssertTrue("\(error)".contains("cannot write"), "\(error)")
+        }
+        XCTAssertEqual((try? FileManager.default.contentsOfDirectory(atPath: out)) ?? [], [])
+    }
 }

@@ -353,6 +353,33 @@ final class StateFileTests: XCTestCase {
             XCTAssertTrue(problem.contains("hard links"), problem)
         }
     }
+
+    /// Two runs meet one leftover `.part.new` (a killed run's small file):
+    /// the one that gets the old file's lock after the other already made
+    /// its own file there sees that the name no longer names the file it
+    /// locked, removes nothing, and finds the other's file held: busy.
+    func testALeftoverPartNewIsClearedOnceWhenTwoRunsMeetIt() throws {
+        let files = PartialFiles(output: directory + "/c")
+        try Data("a killed run's".utf8).write(to: URL(fileURLWithPath: files.new))
+        let other = Mutex<Int32>(-1)
+        var calls = SystemCalls.live
+        calls.flock = { descriptor, operation in
+            if other.withLock({ $0 }) < 0 {
+                // The other run cleared the leftover first, and holds its own new file.
+                XCTAssertEqual(unlink(files.new), 0)
+                let made = open(files.new, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+                XCTAssertEqual(flock(made, LOCK_EX | LOCK_NB), 0)
+                other.withLock { $0 = made }
+            }
+            return SystemCalls.live.flock(descriptor, operation)
+        }
+        defer { close(other.withLock { $0 }) }
+        XCTAssertThrowsError(try OutputFile.temporary(files, calls: calls)) {
+            XCTAssertEqual($0 as? OutputFile.ClaimError, .busy)
+        }
+        XCTAssertEqual(FileIdentity(path: files.new), FileIdentity(descriptor: other.withLock { $0 }),
+                       "the other run's new file lost its name")
+    }
 }
 
 final class SpotCheckTests: XCTestCase {

@@ -88,19 +88,34 @@ final class OutputFile: Sendable {
                 return file
             }
             if let made { return made }
-            do {
-                let old = try OutputFile(existing: files.new, calls: calls)
-                guard try old.lockExclusively() else { throw ClaimError.busy }
-            } catch let error as IOError where error.code == ENOENT {
-                continue
-            } catch let error as IOError where error.code != ELOOP {
-                throw .io(error)
-            } catch let error as ClaimError {
-                throw error
-            } catch {}
-            do { try StateFile.remove(files.new, calls: calls) } catch { throw .io(error) }
+            try removeLeftover(files.new, calls: calls)
         }
         throw .io(IOError("create", files.new, code: EEXIST))
+    }
+
+    /// Removes what is at `path`, a `temporary` file's name, unless another
+    /// process holds it (`busy`): the name of anything but a regular file,
+    /// never opened (a device, a FIFO); a regular file's name only while this
+    /// process holds its lock and the name still names it, so two runs that
+    /// clear one leftover at once never remove each other's new file.
+    private static func removeLeftover(_ path: String, calls: SystemCalls) throws(ClaimError) {
+        var named = stat()
+        guard lstat(path, &named) == 0 else { return }
+        if (named.st_mode & S_IFMT) == S_IFREG {
+            let descriptor = retryingOnInterrupt { open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW | O_CLOEXEC) }
+            guard descriptor >= 0 else {
+                if errno == ENOENT || errno == ELOOP { return }
+                throw .io(IOError("open", path))
+            }
+            defer { close(descriptor) }
+            guard retryingOnInterrupt({ calls.flock(descriptor, LOCK_EX | LOCK_NB) }) == 0 else {
+                if errno == EWOULDBLOCK { throw .busy }
+                throw .io(IOError("lock", path))
+            }
+            var held = stat()
+            guard fstat(descriptor, &held) == 0, lstat(path, &named) == 0, named.st_ino == held.st_ino else { return }
+        }
+        if retryingOnInterrupt({ calls.unlink(path) }) != 0 && errno != ENOENT { throw .io(IOError("remove", path)) }
     }
 
     /// The file `create` made, or nil when a name was there (EEXIST); its
@@ -144,6 +159,9 @@ final class OutputFile: Sendable {
     }
 
     deinit {
+        // A temporary file whose download failed or stopped before its
+        // commit (which moved it, or kept it as a `.part`) goes with it.
+        if isTemporary, (try? isStill(named: path)) == true { _ = calls.unlink(path) }
         close(descriptor)
     }
 

@@ -53,7 +53,7 @@ final class PartialFile {
             return PartialFile(output: output, file: file, options: options)
         } catch {
             switch error {
-            case .busy: throw .busy("another rangeget is downloading to \(files.data)")
+            case .busy: throw .busy("another rangeget is downloading to \(unnamed ? files.new : files.data)")
             case let .notOurs(problem):
                 throw .usage("\(files.data) \(problem) (move it away to keep it)", remedy: .restart)
             case let .io(error): throw .io(error)
@@ -430,7 +430,14 @@ final class PartialFile {
     private func keepUnnamed(_ origin: FileOrigin) throws(IOError) {
         guard file.hasNoName || file.isTemporary else { return }
         let marked = try file.recordValidators(origin.partMark(path: files.data))
-        try file.link(to: files.data)
+        if file.isTemporary {
+            // By name: linking an open file by its descriptor wants /proc (or a capability).
+            guard retryingOnInterrupt({ options.systemCalls.link(files.new, files.data) }) == 0 else {
+                throw IOError("save", files.data)
+            }
+        } else {
+            try file.link(to: files.data)
+        }
         if !marked { try file.markBeside(dataPath: files.data) }
         try file.synchronizeWithInode()
         if file.isTemporary { try StateFile.remove(files.new, calls: options.systemCalls) }

@@ -58,7 +58,7 @@ public final class SharedDirectory: Sendable {
     }
 
     /// True when none of the names a download to `output` uses (the file,
-    /// its `.part`, manifest, journal and mark) was in the directory, and no
+    /// its `.part`, manifest, journal, mark and `.part.new`) was in the directory, and no
     /// download of the run took any of them before; `output` is taken, so
     /// a second download of it (another entry, or another attempt) looks
     /// its names up. False for a file in another directory.
