@@ -160,8 +160,9 @@ final class OutputFile: Sendable {
 
     deinit {
         // A temporary file whose download failed or stopped before its
-        // commit (which moved it, or kept it as a `.part`) goes with it.
-        if isTemporary, (try? isStill(named: path)) == true { _ = calls.unlink(path) }
+        // commit (which moved it, or kept it as a `.part`) goes with it. One
+        // published by a link is retired: no lookup (a round trip on NFS).
+        if isTemporary, !isRetired, (try? isStill(named: path)) == true { _ = calls.unlink(path) }
         close(descriptor)
     }
 
