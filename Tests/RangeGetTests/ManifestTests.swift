@@ -380,6 +380,22 @@ final class StateFileTests: XCTestCase {
         XCTAssertEqual(FileIdentity(path: files.new), FileIdentity(descriptor: other.withLock { $0 }),
                        "the other run's new file lost its name")
     }
+
+    /// A run that kept a small file's data as its `.part` (linked from its
+    /// `.part.new`) and was killed before removing the `.part.new` name
+    /// left a `.part` with two links: the next claim removes that second
+    /// name and takes the `.part`, where it used to refuse it.
+    func testAPartKeptFromATemporaryFileLosesItsSecondName() throws {
+        let files = PartialFiles(output: directory + "/k")
+        let origin = FileOrigin(url: nil, etag: "\"e\"", lastModified: nil)
+        let mark = origin.partMark(path: files.data)
+        try OutputFile(creating: files.data, calls: .live).mark(mark)
+        XCTAssertEqual(link(files.data, files.new), 0)
+        let claimed = try OutputFile.claim(files, replacingOthers: false, mark: mark, calls: .live)
+        XCTAssertFalse(claimed.isNew)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: files.new), "the .part.new name stayed")
+        XCTAssertTrue(FileManager.default.fileExists(atPath: files.data))
+    }
 }
 
 final class SpotCheckTests: XCTestCase {

@@ -219,6 +219,14 @@ final class OutputFile: Sendable {
                     usleep(20_000)
                     waits += 1
                 }
+                // A `.part` kept from a temporary file (a checksum that
+                // failed, a name taken), its run killed before it removed
+                // the `.part.new` name: that second name goes.
+                if try file.isAlsoNamed(files.new) {
+                    if retryingOnInterrupt({ calls.unlink(files.new) }) != 0 && errno != ENOENT {
+                        throw IOError("remove", files.new)
+                    }
+                }
                 let found = file.ownershipProblem(manifest: files.manifest)
                 // The name may have changed hands since it was opened: that
                 // run removed it, and the lock it let go was on its final file.
@@ -255,6 +263,13 @@ final class OutputFile: Sendable {
         guard fstat(descriptor, &info) == 0 else { throw IOError("examine", path) }
         return info.st_nlink > 1 && lstat(String(files.data.dropLast(5)), &output) == 0
             && output.st_ino == info.st_ino && output.st_dev == info.st_dev
+    }
+
+    /// True when this file has two links and `name` is the other one.
+    private func isAlsoNamed(_ name: String) throws(IOError) -> Bool {
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else { throw IOError("examine", path) }
+        return info.st_nlink == 2 && (try? isStill(named: name)) == true
     }
 
     /// True while `name` names this very file. By inode number alone: on
