@@ -51,6 +51,14 @@ final class NetworkFileSystemTests: EndToEndTestCase {
             errno = ENOTSUP
             return -1
         }
+        // NFS emulates flock with a byte-range lock: an exclusive one wants a file open for writing.
+        calls.flock = { descriptor, operation in
+            if operation & LOCK_EX != 0, fcntl(descriptor, F_GETFL) & O_ACCMODE == O_RDONLY {
+                errno = EBADF
+                return -1
+            }
+            return live.flock(descriptor, operation)
+        }
         calls.renameNoReplace = { _, _ in
             counts.renamesNoReplace.add(1, ordering: .relaxed)
             errno = EINVAL

@@ -396,6 +396,30 @@ final class StateFileTests: XCTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: files.new), "the .part.new name stayed")
         XCTAssertTrue(FileManager.default.fileExists(atPath: files.data))
     }
+
+    /// Another run locks a new `.part.new` before the run that made it
+    /// does, takes it for a leftover, removes its name and makes its own:
+    /// the first run sees, once it holds its lock, that the name is no
+    /// longer its file's, and never writes a file another run will publish.
+    func testAPartNewWhoseNameIsTakenBeforeItIsLockedIsNotUsed() throws {
+        let files = PartialFiles(output: directory + "/d")
+        let other = Mutex<Int32>(-1)
+        var calls = SystemCalls.live
+        calls.flock = { descriptor, operation in
+            if other.withLock({ $0 }) < 0 {
+                XCTAssertEqual(unlink(files.new), 0)
+                let made = open(files.new, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+                XCTAssertEqual(flock(made, LOCK_EX | LOCK_NB), 0)
+                other.withLock { $0 = made }
+            }
+            return SystemCalls.live.flock(descriptor, operation)
+        }
+        defer { close(other.withLock { $0 }) }
+        XCTAssertThrowsError(try OutputFile.temporary(files, calls: calls)) {
+            XCTAssertEqual($0 as? OutputFile.ClaimError, .busy)
+        }
+        XCTAssertEqual(FileIdentity(path: files.new), FileIdentity(descriptor: other.withLock { $0 }))
+    }
 }
 
 final class SpotCheckTests: XCTestCase {

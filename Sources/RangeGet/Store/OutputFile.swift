@@ -87,7 +87,16 @@ final class OutputFile: Sendable {
                 guard try file.lockExclusively() else { throw ClaimError.busy }
                 return file
             }
-            if let made { return made }
+            // Another run may have locked it first, taken it for a leftover
+            // and removed its name: then try again.
+            if let made {
+                do {
+                    if try made.isStill(named: files.new) { return made }
+                } catch {
+                    throw .io(error)
+                }
+                continue
+            }
             try removeLeftover(files.new, calls: calls)
         }
         throw .io(IOError("create", files.new, code: EEXIST))
@@ -102,7 +111,9 @@ final class OutputFile: Sendable {
         var named = stat()
         guard lstat(path, &named) == 0 else { return }
         if (named.st_mode & S_IFMT) == S_IFREG {
-            let descriptor = retryingOnInterrupt { open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW | O_CLOEXEC) }
+            // For writing: NFS emulates an exclusive flock with a byte-range
+            // lock, which wants a file open for writing (EBADF otherwise).
+            let descriptor = retryingOnInterrupt { open(path, O_RDWR | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW | O_CLOEXEC) }
             guard descriptor >= 0 else {
                 if errno == ENOENT || errno == ELOOP { return }
                 throw .io(IOError("open", path))
