@@ -361,24 +361,7 @@ final class StateFileTests: XCTestCase {
     func testALeftoverPartNewIsClearedOnceWhenTwoRunsMeetIt() throws {
         let files = PartialFiles(output: directory + "/c")
         try Data("a killed run's".utf8).write(to: URL(fileURLWithPath: files.new))
-        let other = Mutex<Int32>(-1)
-        var calls = SystemCalls.live
-        calls.flock = { descriptor, operation in
-            if other.withLock({ $0 }) < 0 {
-                // The other run cleared the leftover first, and holds its own new file.
-                XCTAssertEqual(unlink(files.new), 0)
-                let made = open(files.new, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-                XCTAssertEqual(flock(made, LOCK_EX | LOCK_NB), 0)
-                other.withLock { $0 = made }
-            }
-            return SystemCalls.live.flock(descriptor, operation)
-        }
-        defer { close(other.withLock { $0 }) }
-        XCTAssertThrowsError(try OutputFile.temporary(files, calls: calls)) {
-            XCTAssertEqual($0 as? OutputFile.ClaimError, .busy)
-        }
-        XCTAssertEqual(FileIdentity(path: files.new), FileIdentity(descriptor: other.withLock { $0 }),
-                       "the other run's new file lost its name")
+        try assertBusyAndTheOtherRunsFileKeepsItsName(files)
     }
 
     /// A run that kept a small file's data as its `.part` (linked from its
@@ -402,7 +385,14 @@ final class StateFileTests: XCTestCase {
     /// the first run sees, once it holds its lock, that the name is no
     /// longer its file's, and never writes a file another run will publish.
     func testAPartNewWhoseNameIsTakenBeforeItIsLockedIsNotUsed() throws {
-        let files = PartialFiles(output: directory + "/d")
+        try assertBusyAndTheOtherRunsFileKeepsItsName(PartialFiles(output: directory + "/d"))
+    }
+
+    /// `OutputFile.temporary` for `files` while another run, at this run's
+    /// first lock, removes the `.part.new` name and makes its own file there,
+    /// which it holds: this run is busy, and the other's file keeps its name.
+    private func assertBusyAndTheOtherRunsFileKeepsItsName(_ files: PartialFiles,
+                                                           line: UInt = #line) throws {
         let other = Mutex<Int32>(-1)
         var calls = SystemCalls.live
         calls.flock = { descriptor, operation in
@@ -415,10 +405,11 @@ final class StateFileTests: XCTestCase {
             return SystemCalls.live.flock(descriptor, operation)
         }
         defer { close(other.withLock { $0 }) }
-        XCTAssertThrowsError(try OutputFile.temporary(files, calls: calls)) {
-            XCTAssertEqual($0 as? OutputFile.ClaimError, .busy)
+        XCTAssertThrowsError(try OutputFile.temporary(files, calls: calls), line: line) {
+            XCTAssertEqual($0 as? OutputFile.ClaimError, .busy, line: line)
         }
-        XCTAssertEqual(FileIdentity(path: files.new), FileIdentity(descriptor: other.withLock { $0 }))
+        XCTAssertEqual(FileIdentity(path: files.new), FileIdentity(descriptor: other.withLock { $0 }),
+                       "the other run's new file lost its name", line: line)
     }
 }
 
