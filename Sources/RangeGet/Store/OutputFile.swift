@@ -269,28 +269,29 @@ final class OutputFile: Sendable {
     /// run that published it by a link and has yet to remove this name.
     private func isBeingPublished(as files: PartialFiles) throws(IOError) -> Bool {
         guard files.data.hasSuffix(".part") else { return false }
-        var info = stat()
-        var output = stat()
-        guard fstat(descriptor, &info) == 0 else { throw IOError("examine", path) }
-        return info.st_nlink > 1 && lstat(String(files.data.dropLast(5)), &output) == 0
-            && output.st_ino == info.st_ino && output.st_dev == info.st_dev
+        let links = try links(named: String(files.data.dropLast(5)))
+        return links.count > 1 && links.isNamed
     }
 
     /// True when this file has two links and `name` is the other one.
     private func isAlsoNamed(_ name: String) throws(IOError) -> Bool {
-        var info = stat()
-        guard fstat(descriptor, &info) == 0 else { throw IOError("examine", path) }
-        return info.st_nlink == 2 && (try? isStill(named: name)) == true
+        let links = try links(named: name)
+        return links.count == 2 && links.isNamed
     }
 
-    /// True while `name` names this very file. By inode number alone: on
-    /// overlayfs an `lstat` and the open file's `fstat` can report other
-    /// devices for one file (and a file's own directory holds one file system).
+    /// True while `name` names this very file.
     private func isStill(named name: String) throws(IOError) -> Bool {
+        try links(named: name).isNamed
+    }
+
+    /// The file's link count, and whether `name` names it. By inode number
+    /// alone: on overlayfs an `lstat` and the open file's `fstat` can report
+    /// other devices for one file (and a file's own directory holds one file system).
+    private func links(named name: String) throws(IOError) -> (count: UInt, isNamed: Bool) {
         var info = stat()
         var named = stat()
         guard fstat(descriptor, &info) == 0 else { throw IOError("examine", path) }
-        return lstat(name, &named) == 0 && named.st_ino == info.st_ino
+        return (UInt(info.st_nlink), lstat(name, &named) == 0 && named.st_ino == info.st_ino)
     }
 
     /// Why this file is not one rangeget may write into or remove, or nil;
