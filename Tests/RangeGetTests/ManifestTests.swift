@@ -3,18 +3,7 @@ import XCTest
 @testable import RangeGet
 import RangeServer
 
-final class ManifestTests: XCTestCase {
-    private var directory: String!
-
-    override func setUpWithError() throws {
-        directory = NSTemporaryDirectory() + "rangeget-manifest-\(UUID().uuidString)"
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-    }
-
-    override func tearDownWithError() throws {
-        try? FileManager.default.removeItem(atPath: directory)
-    }
-
+final class ManifestTests: TemporaryDirectoryTestCase {
     private func sample() -> Manifest {
         let remote = RemoteFile(url: "https://user:secret@example.test/f.iso?sig=abc", effectiveURL: "https://example.test/f.iso",
                                 size: 6 << 30, etag: "\"e1\"", lastModified: "Mon, 01 Jan 2024 00:00:00 GMT",
@@ -188,18 +177,7 @@ final class WriteJournalTests: XCTestCase {
     }
 }
 
-final class StateFileTests: XCTestCase {
-    private var directory: String!
-
-    override func setUpWithError() throws {
-        directory = NSTemporaryDirectory() + "rangeget-state-\(UUID().uuidString)"
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-    }
-
-    override func tearDownWithError() throws {
-        try? FileManager.default.removeItem(atPath: directory)
-    }
-
+final class StateFileTests: TemporaryDirectoryTestCase {
     /// A link planted at a state file's name is never read, and one at its
     /// temporary name is never written through.
     func testLinksAreNeitherReadNorWrittenThrough() throws {

@@ -454,18 +454,7 @@ final class RemoteURLPropertyTests: XCTestCase {
 
 // MARK: - Manifest.load
 
-final class ManifestPropertyTests: XCTestCase {
-    private var directory: String!
-
-    override func setUpWithError() throws {
-        directory = NSTemporaryDirectory() + "rangeget-manifest-props-\(UUID().uuidString)"
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-    }
-
-    override func tearDownWithError() throws {
-        try? FileManager.default.removeItem(atPath: directory)
-    }
-
+final class ManifestPropertyTests: TemporaryDirectoryTestCase {
     /// Loads `data` as a manifest: either a ManifestError that, as the
     /// download's error, says how to recover, or a manifest whose every field is usable.
     private func check(_ data: Data, _ label: String, file: StaticString = #filePath, line: UInt = #line) -> Manifest? {

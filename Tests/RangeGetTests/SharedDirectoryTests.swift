@@ -7,20 +7,13 @@ import Foundation
 import Glibc
 import XCTest
 
-final class SharedDirectoryTests: XCTestCase {
-    private var directory: String!
-
+final class SharedDirectoryTests: TemporaryDirectoryTestCase {
     override func setUpWithError() throws {
-        directory = NSTemporaryDirectory() + "rangeget-shared-\(UUID().uuidString)"
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        try super.setUpWithError()
         for name in ["done.bin", "partial.bin.part", "manifest.bin.part.json", "journal.bin.part.journal",
                      "mark.bin.part.mark", "é.bin"] {
             XCTAssertTrue(FileManager.default.createFile(atPath: directory + "/" + name, contents: Data()))
         }
-    }
-
-    override func tearDownWithError() throws {
-        try? FileManager.default.removeItem(atPath: directory)
     }
 
     private func shared(limit: Int = 100) throws -> SharedDirectory {

@@ -10,18 +10,7 @@ import Glibc
 import Synchronization
 import XCTest
 
-final class SyncGroupTests: XCTestCase {
-    private var directory: String!
-
-    override func setUpWithError() throws {
-        directory = NSTemporaryDirectory() + "rangeget-syncgroup-\(UUID().uuidString)"
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-    }
-
-    override func tearDown() {
-        try? FileManager.default.removeItem(atPath: directory)
-    }
-
+final class SyncGroupTests: TemporaryDirectoryTestCase {
     /// Eight threads commit 50 files each, one in three waiting for it and
     /// the others handing it off, with flushes of up to 0.6 ms and pauses
     /// between commits (so batches form, and the queue empties and fills
