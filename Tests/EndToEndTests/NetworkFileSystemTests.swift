@@ -26,6 +26,7 @@ final class NetworkFileSystemTests: EndToEndTestCase {
         let failedUnlinks = Mutex<[String]>([])
         let renames = Atomic<Int>(0)
         let renamesNoReplace = Atomic<Int>(0)
+        let unnamedOpens = Atomic<Int>(0)
         let links = Atomic<Int>(0)
         /// `.part` files removed while this process had them open.
         let removedOpen = Mutex<[String]>([])
@@ -44,6 +45,7 @@ final class NetworkFileSystemTests: EndToEndTestCase {
         let live = SystemCalls.live
         var calls = live
         calls.openUnnamed = { _ in
+            counts.unnamedOpens.add(1, ordering: .relaxed)
             errno = EOPNOTSUPP
             return -1
         }
@@ -118,9 +120,11 @@ final class NetworkFileSystemTests: EndToEndTestCase {
         }
     }
 
-    /// Downloads `count` small files into out/ as a list does: at once,
-    /// committed through one SyncGroup, with the directory read once.
-    private func downloadList(_ count: Int, size: Int64 = 16 << 10, calls: SystemCalls) throws -> [Resource] {
+    /// Downloads `count` small files into out/ as a list does: at once
+    /// (unless `inTurn`: each after the one before has ended), committed
+    /// through one SyncGroup, with the directory read once.
+    private func downloadList(_ count: Int, size: Int64 = 16 << 10, inTurn: Bool = false,
+                              calls: SystemCalls) throws -> [Resource] {
         let out = path("out")
         try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
         let resources = (0..<count).map { Resource.generated(size: size, seed: 2300 + UInt64($0)) }
@@ -141,6 +145,7 @@ final class NetworkFileSystemTests: EndToEndTestCase {
                 do { _ = try download.run { _ in } } catch { failures.withLock { $0.append("f\(index).bin: \(error)") } }
                 finished.leave()
             }
+            if inTurn { XCTAssertEqual(finished.wait(timeout: .now() + 60), .success, "f\(index).bin never ended") }
         }
         XCTAssertEqual(finished.wait(timeout: .now() + 60), .success, "the list never ended")
         XCTAssertEqual(failures.withLock { $0 }, [])
@@ -166,6 +171,17 @@ final class NetworkFileSystemTests: EndToEndTestCase {
         XCTAssertEqual(counts.renamesNoReplace.load(ordering: .relaxed), 1,
                        "renameat2 was tried again after the file system refused it")
         XCTAssertEqual(counts.removedOpen.withLock { $0 }, [], "a data file was removed while still open")
+    }
+
+    /// A file system without unnamed files is asked for one once per run
+    /// and directory, not once per file: the files after the first go
+    /// straight to their `.part.new`.
+    func testUnnamedFilesAreTriedOnceWhereTheFileSystemRefusedOne() throws {
+        let counts = NameCalls()
+        _ = try downloadList(3, inTurn: true, calls: networkCalls(counting: counts))
+        XCTAssertEqual(counts.unnamedOpens.load(ordering: .relaxed), 1,
+                       "an unnamed file was asked for again after the file system refused one")
+        XCTAssertEqual(counts.creates.withLock { $0 }, Array(repeating: ".part.new", count: 3))
     }
 
     /// A larger file: its `.part` and its mark created, the `.part` linked,

@@ -226,7 +226,7 @@ final class ReliabilityDiskCallTests: EndToEndTestCase {
     /// (`runHandingOffCommit`, as every file of a list): a failure there
     /// ends the download with the same error and leaves the same state.
     /// A group per run: one that met a file system without renameat2 (a
-    /// row's setup) links the files after at once (LinkingDirectories).
+    /// row's setup) links the files after at once (Refusals).
     func test20EveryDiskCallFailsCleanlyWhenTheCommitIsHandedOff() throws {
         var run = 0
         for row in Self.rows {

@@ -62,10 +62,17 @@ final class OutputFile: Sendable {
     /// container often lacks): the caller then claims a `.part` as for any
     /// download. Nothing locks it: no other process can open it, and a second
     /// run fetching the same file finds the final name taken at its commit.
-    static func unnamed(in directory: String, naming path: String, calls: SystemCalls) -> OutputFile? {
-        guard canLinkOpenFiles else { return nil }
+    /// `learned` remembers the directories whose file system refused one,
+    /// so a list into NFS tries once, not once per file.
+    static func unnamed(in directory: String, naming path: String, calls: SystemCalls,
+                        learned: Refusals? = nil) -> OutputFile? {
+        guard canLinkOpenFiles, learned?.refuses(.unnamedFile, in: directory) != true else { return nil }
         let descriptor = retryingOnInterrupt { calls.openUnnamed(directory) }
-        guard descriptor >= 0 else { return nil }
+        guard descriptor >= 0 else {
+            // EISDIR: a kernel older than O_TMPFILE, which opens the directory.
+            if errno == EOPNOTSUPP || errno == EISDIR { learned?.learn(.unnamedFile, in: directory) }
+            return nil
+        }
         return OutputFile(path: path, descriptor: descriptor, isNew: true, unnamed: true, calls: calls)
     }
 
@@ -538,7 +545,7 @@ final class OutputFile: Sendable {
     /// has its new name, while it is still open and locked: the mark
     /// attribute becoming its validators is set through the descriptor, and
     /// the state files beside it go before another run can take its old name.
-    func move(to destination: String, replacing: Bool, learned: LinkingDirectories? = nil,
+    func move(to destination: String, replacing: Bool, learned: Refusals? = nil,
               published: () throws(IOError) -> Void = {}) throws(IOError) {
         if replacing {
             guard retryingOnInterrupt({ calls.rename(path, destination) }) == 0 else { throw IOError("rename", path) }
@@ -546,13 +553,13 @@ final class OutputFile: Sendable {
             return
         }
         let directory = StateFile.directory(of: destination)
-        if learned?.contains(directory) != true {
+        if learned?.refuses(.renameNoReplace, in: directory) != true {
             if retryingOnInterrupt({ calls.renameNoReplace(path, destination) }) == 0 {
                 try published()
                 return
             }
             guard errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP else { throw IOError("rename", path) }
-            learned?.insert(directory)
+            learned?.learn(.renameNoReplace, in: directory)
         }
         guard retryingOnInterrupt({ calls.link(path, destination) }) == 0 else { throw IOError("rename", path) }
         // The old name goes even when `published` fails: the file is in place.
@@ -593,17 +600,35 @@ final class OutputFile: Sendable {
 
 }
 
-/// The directories whose file system refused `RENAME_NOREPLACE` (NFS,
-/// most FUSE mounts), learned by a run's first move into each
-/// (`OutputFile.move`): the files after it are linked and unlinked at once,
-/// without a `renameat2` that fails first (whose lookups of both names are
-/// round trips on a network file system). One per run (its SyncGroup), so
-/// what one run learned never steers another's files.
-final class LinkingDirectories: Sendable {
-    private let directories = Mutex<Set<String>>([])
+/// The calls the file systems of a run's directories refused, learned by
+/// the run's first try in each: the files after it take the way that works
+/// at once, without a call that fails first. One per run (its SyncGroup),
+/// so what one run learned never steers another's files.
+final class Refusals: Sendable {
+    enum Call: Hashable, Sendable {
+        /// `renameat2` with `RENAME_NOREPLACE` (NFS, most FUSE mounts): a
+        /// link and an unlink instead (`OutputFile.move`). The refused call
+        /// looks both names up, round trips on a network file system.
+        case renameNoReplace
+        /// `open` with `O_TMPFILE` (NFS, FUSE): an `OUTPUT.part.new`
+        /// instead (`OutputFile.unnamed`, `OutputFile.temporary`).
+        case unnamedFile
+    }
 
-    func contains(_ directory: String) -> Bool { directories.withLock { $0.contains(directory) } }
-    func insert(_ directory: String) { directories.withLock { _ = $0.insert(directory) } }
+    private struct Refusal: Hashable {
+        let call: Call
+        let directory: String
+    }
+
+    private let refused = Mutex<Set<Refusal>>([])
+
+    func refuses(_ call: Call, in directory: String) -> Bool {
+        refused.withLock { $0.contains(Refusal(call: call, directory: directory)) }
+    }
+
+    func learn(_ call: Call, in directory: String) {
+        refused.withLock { _ = $0.insert(Refusal(call: call, directory: directory)) }
+    }
 }
 
 extension Manifest {

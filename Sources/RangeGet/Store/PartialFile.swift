@@ -40,7 +40,7 @@ final class PartialFile {
         do {
             if unnamed {
                 if let file = OutputFile.unnamed(in: StateFile.directory(of: output), naming: output,
-                                                 calls: options.systemCalls) {
+                                                 calls: options.systemCalls, learned: options.syncGroup?.refusals) {
                     return PartialFile(output: output, file: file, options: options)
                 }
                 return PartialFile(output: output, file: try OutputFile.temporary(files, calls: options.systemCalls),
@@ -395,7 +395,7 @@ final class PartialFile {
                         // becomes the finished file's validators, and the
                         // manifest and journal go.
                         try file.move(to: output, replacing: options.overwrite,
-                                      learned: options.syncGroup?.linkingDirectories) { () throws(IOError) in
+                                      learned: options.syncGroup?.refusals) { () throws(IOError) in
                             file.unmark(keeping: origin.validators)
                             try Self.remove(stateFiles, calls: options.systemCalls)
                         }

@@ -60,9 +60,9 @@ public final class SyncGroup: Sendable {
         }
     }
 
-    /// Where the group's files are published by a link and an unlink,
-    /// their file system refusing a rename that replaces nothing.
-    let linkingDirectories = LinkingDirectories()
+    /// What the file systems of the group's directories refused (a rename
+    /// that replaces nothing, unnamed files), so each is tried once.
+    let refusals = Refusals()
 
     /// A group; share it between the downloads whose commits it should batch.
     public init() {}
