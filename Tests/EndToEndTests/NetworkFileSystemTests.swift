@@ -270,23 +270,33 @@ final class NetworkFileSystemTests: EndToEndTestCase {
         XCTAssertEqual(names, ["f0.bin", "f1.bin", "f2.bin"])
     }
 
-    /// A small file whose final name another program takes while it is
-    /// fetched: its data moves from `.part.new` to a marked `.part`, with a
-    /// manifest that says it is complete, as the message says; the file
-    /// there is left alone.
-    func testASmallFileWhoseNameIsTakenMeanwhileStaysAsItsPart() throws {
+    /// A small file `name` served, to be fetched into out/, and the
+    /// network calls that have another program take its final name just
+    /// before the link that would give it that name.
+    private func smallFileTakenMeanwhile(
+        _ name: String, seed: UInt64
+    ) throws -> (out: String, output: String, resource: Resource, calls: SystemCalls) {
         let out = path("out")
         try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
-        let resource = Resource.generated(size: 16 << 10, seed: 2398)
-        server.setResource(resource, at: "taken.bin")
-        let output = out + "/taken.bin"
-        var options = DownloadOptions()
+        let resource = Resource.generated(size: 16 << 10, seed: seed)
+        server.setResource(resource, at: name)
+        let output = out + "/" + name
         var calls = networkCalls(counting: NameCalls())
         let link = calls.link
         calls.link = { from, to in
             if to == output { try? Data("someone else's".utf8).write(to: URL(fileURLWithPath: output)) }
             return link(from, to)
         }
+        return (out, output, resource, calls)
+    }
+
+    /// A small file whose final name another program takes while it is
+    /// fetched: its data moves from `.part.new` to a marked `.part`, with a
+    /// manifest that says it is complete, as the message says; the file
+    /// there is left alone.
+    func testASmallFileWhoseNameIsTakenMeanwhileStaysAsItsPart() throws {
+        let (out, output, resource, calls) = try smallFileTakenMeanwhile("taken.bin", seed: 2398)
+        var options = DownloadOptions()
         options.systemCalls = calls
         let download = Download(url: server.url("taken.bin"), destination: .directory(out), options: options)
         XCTAssertThrowsError(try download.run { _ in }) { error in
@@ -297,6 +307,37 @@ final class NetworkFileSystemTests: EndToEndTestCase {
         XCTAssertTrue(Manifest.isPartialDownload(dataFile: output + ".part"), "the kept .part is not marked as rangeget's")
         XCTAssertEqual(((try? FileManager.default.contentsOfDirectory(atPath: out)) ?? []).sorted(),
                        ["taken.bin", "taken.bin.part", "taken.bin.part.json", "taken.bin.part.mark"])
+    }
+
+    /// The same, where the mark file beside the kept `.part` cannot be
+    /// written: the download fails saying so, and the `.part.new` name,
+    /// only rangeget's, stays as the mark, so the next run takes the
+    /// `.part` (here: finds it complete) where it would refuse an unmarked one.
+    func testAKeptSmallFileWhoseMarkCannotBeWrittenKeepsItsPartNewAsTheMark() throws {
+        var (out, output, resource, calls) = try smallFileTakenMeanwhile("nomark.bin", seed: 2396)
+        let open = calls.open
+        calls.open = { path, flags, mode in
+            if path.hasSuffix(".part.mark") {
+                errno = EIO
+                return -1
+            }
+            return open(path, flags, mode)
+        }
+        var options = DownloadOptions()
+        options.systemCalls = calls
+        let download = Download(url: server.url("nomark.bin"), destination: .directory(out), options: options)
+        XCTAssertThrowsError(try download.run { _ in })
+        assertSameBytes(output + ".part", resource)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: output + ".part.new"), "the .part.new name, its mark, went")
+
+        // The next run, with the name free again: it takes the `.part`.
+        try FileManager.default.removeItem(atPath: output)
+        var next = DownloadOptions()
+        next.systemCalls = networkCalls(counting: NameCalls())
+        let result = try Download(url: server.url("nomark.bin"), destination: .directory(out), options: next).run { _ in }
+        XCTAssertEqual(result.path, output)
+        assertSameBytes(output, resource)
+        XCTAssertEqual(((try? FileManager.default.contentsOfDirectory(atPath: out)) ?? []).sorted(), ["nomark.bin"])
     }
 
     /// A small file whose write fails: the download fails saying so, and

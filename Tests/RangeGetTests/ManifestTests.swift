@@ -358,6 +358,22 @@ final class StateFileTests: TemporaryDirectoryTestCase {
         XCTAssertTrue(FileManager.default.fileExists(atPath: files.data))
     }
 
+    /// The same `.part` with no mark at all (its run could not write the
+    /// mark file beside it, where the file system keeps no attributes):
+    /// the `.part.new` name it shares marks it as rangeget's, so the claim
+    /// takes it and marks it, where it used to refuse it as another program's.
+    func testAnUnmarkedPartThatIsAlsoItsPartNewIsTakenAndMarked() throws {
+        let files = PartialFiles(output: directory + "/u")
+        let mark = FileOrigin(url: nil, etag: "\"e\"", lastModified: nil).partMark(path: files.data)
+        try Data("kept".utf8).write(to: URL(fileURLWithPath: files.data))
+        XCTAssertEqual(link(files.data, files.new), 0)
+        let claimed = try OutputFile.claim(files, replacingOthers: false, mark: mark, calls: .live)
+        XCTAssertFalse(claimed.isNew)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: files.new), "the .part.new name stayed")
+        XCTAssertEqual(FileManager.default.contents(atPath: files.data), Data("kept".utf8))
+        XCTAssertTrue(Manifest.isPartialDownload(dataFile: files.data), "the claimed .part was not marked")
+    }
+
     /// Another run locks a new `.part.new` before the run that made it
     /// does, takes it for a leftover, removes its name and makes its own:
     /// the first run sees, once it holds its lock, that the name is no

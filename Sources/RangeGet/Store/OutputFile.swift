@@ -180,7 +180,9 @@ final class OutputFile: Sendable {
         // A temporary file whose download failed or stopped before its
         // commit (which moved it, or kept it as a `.part`) goes with it. One
         // published by a link is retired: no lookup (a round trip on NFS).
-        if isTemporary, !isRetired, (try? isStill(named: path)) == true { _ = calls.unlink(path) }
+        if isTemporary, !isRetired, !keepsName.load(ordering: .relaxed), (try? isStill(named: path)) == true {
+            _ = calls.unlink(path)
+        }
         close(descriptor)
     }
 
@@ -239,13 +241,13 @@ final class OutputFile: Sendable {
                 }
                 // A `.part` kept from a temporary file (a checksum that
                 // failed, a name taken), its run killed before it removed
-                // the `.part.new` name: that second name goes.
-                if try file.isAlsoNamed(files.new) {
-                    if retryingOnInterrupt({ calls.unlink(files.new) }) != 0 && errno != ENOENT {
-                        throw IOError("remove", files.new)
-                    }
+                // the `.part.new` name, or unable to write the mark file
+                // beside it: that second name marks it as rangeget's, and goes.
+                let twinned = try file.isAlsoNamed(files.new)
+                if twinned, retryingOnInterrupt({ calls.unlink(files.new) }) != 0 && errno != ENOENT {
+                    throw IOError("remove", files.new)
                 }
-                let found = file.ownershipProblem(manifest: files.manifest)
+                let found = file.ownershipProblem(manifest: files.manifest, markedByName: twinned)
                 // The name may have changed hands since it was opened: that
                 // run removed it, and the lock it let go was on its final file.
                 guard try file.isStill(named: files.data) else { continue }
@@ -302,14 +304,15 @@ final class OutputFile: Sendable {
     }
 
     /// Why this file is not one rangeget may write into or remove, or nil;
-    /// `manifest` is the manifest that would go with it.
-    func ownershipProblem(manifest: String) -> String? {
+    /// `manifest` is the manifest that would go with it; `markedByName`:
+    /// it was also its `.part.new` (a name only rangeget gives), as good as a mark.
+    func ownershipProblem(manifest: String, markedByName: Bool = false) -> String? {
         var info = stat()
         guard fstat(descriptor, &info) == 0 else { return "cannot be examined: \(String(cString: strerror(errno)))" }
         guard (info.st_mode & S_IFMT) == S_IFREG else { return "is not a regular file" }
         guard info.st_nlink == 1 else { return "has other hard links (\(info.st_nlink) names share its data)" }
         var manifestInfo = stat()
-        if isMarked || lstat(manifest, &manifestInfo) == 0 { return nil }
+        if isMarked || markedByName || lstat(manifest, &manifestInfo) == 0 { return nil }
         return "was not made by rangeget (no mark, no manifest beside it), perhaps another program's download"
     }
 
@@ -593,6 +596,12 @@ final class OutputFile: Sendable {
         _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
         retired.store(true, ordering: .releasing)
     }
+
+    /// Keeps a temporary file's name when it goes: linked as its `.part`
+    /// where no mark could be written beside it, that name is its mark
+    /// (`claim` takes a `.part` that shares its file with it).
+    func keepName() { keepsName.store(true, ordering: .relaxed) }
+    private let keepsName = Atomic(false)
 
     /// True once `retire` closed the file.
     private let retired = Atomic(false)

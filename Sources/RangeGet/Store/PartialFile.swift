@@ -438,7 +438,16 @@ final class PartialFile {
         } else {
             try file.link(to: files.data)
         }
-        if !marked { try file.markBeside(dataPath: files.data) }
+        if !marked {
+            do {
+                try file.markBeside(dataPath: files.data)
+            } catch {
+                // A temporary file's own name stays as the mark: the next
+                // run's claim of the `.part` takes it, as rangeget's.
+                if file.isTemporary { file.keepName() }
+                throw error
+            }
+        }
         try file.synchronizeWithInode()
         if file.isTemporary { try StateFile.remove(files.new, calls: options.systemCalls) }
     }
