@@ -311,18 +311,21 @@ final class NetworkFileSystemTests: EndToEndTestCase {
 
     /// The same, where the mark file beside the kept `.part` cannot be
     /// written: the download fails saying so, and the `.part.new` name,
-    /// only rangeget's, stays as the mark, so the next run takes the
-    /// `.part` (here: finds it complete) where it would refuse an unmarked one.
+    /// only rangeget's, stays as the mark, so a later run takes the
+    /// `.part` where it would refuse an unmarked one (with no manifest, it
+    /// fetches the file again). The next run meets the same failure, and
+    /// leaves the `.part.new` name too: it goes only once the `.part` is marked.
     func testAKeptSmallFileWhoseMarkCannotBeWrittenKeepsItsPartNewAsTheMark() throws {
         var (out, output, resource, calls) = try smallFileTakenMeanwhile("nomark.bin", seed: 2396)
         let open = calls.open
-        calls.open = { path, flags, mode in
+        let failingMark: @Sendable (String, Int32, mode_t) -> Int32 = { path, flags, mode in
             if path.hasSuffix(".part.mark") {
                 errno = EIO
                 return -1
             }
             return open(path, flags, mode)
         }
+        calls.open = failingMark
         var options = DownloadOptions()
         options.systemCalls = calls
         let download = Download(url: server.url("nomark.bin"), destination: .directory(out), options: options)
@@ -330,8 +333,17 @@ final class NetworkFileSystemTests: EndToEndTestCase {
         assertSameBytes(output + ".part", resource)
         XCTAssertTrue(FileManager.default.fileExists(atPath: output + ".part.new"), "the .part.new name, its mark, went")
 
-        // The next run, with the name free again: it takes the `.part`.
+        // The next run, with the name free again, cannot mark the `.part` either.
         try FileManager.default.removeItem(atPath: output)
+        var again = DownloadOptions()
+        again.systemCalls = networkCalls(counting: NameCalls())
+        again.systemCalls.open = failingMark
+        XCTAssertThrowsError(try Download(url: server.url("nomark.bin"), destination: .directory(out), options: again)
+            .run { _ in })
+        XCTAssertTrue(FileManager.default.fileExists(atPath: output + ".part.new"),
+                      "the .part.new name went before the .part was marked")
+
+        // The run after, where the mark can be written: it takes the `.part`.
         var next = DownloadOptions()
         next.systemCalls = networkCalls(counting: NameCalls())
         let result = try Download(url: server.url("nomark.bin"), destination: .directory(out), options: next).run { _ in }

@@ -242,12 +242,16 @@ final class OutputFile: Sendable {
                 // A `.part` kept from a temporary file (a checksum that
                 // failed, a name taken), its run killed before it removed
                 // the `.part.new` name, or unable to write the mark file
-                // beside it: that second name marks it as rangeget's, and goes.
-                let twinned = try file.isAlsoNamed(files.new)
-                if twinned, retryingOnInterrupt({ calls.unlink(files.new) }) != 0 && errno != ENOENT {
-                    throw IOError("remove", files.new)
+                // beside it: that second name marks it as rangeget's. It
+                // goes once the file is marked (a mark that fails again
+                // leaves it), and the file is then judged as any other.
+                if try file.isAlsoNamed(files.new) {
+                    if !file.isMarked { try file.mark(mark) }
+                    if retryingOnInterrupt({ calls.unlink(files.new) }) != 0 && errno != ENOENT {
+                        throw IOError("remove", files.new)
+                    }
                 }
-                let found = file.ownershipProblem(manifest: files.manifest, markedByName: twinned)
+                let found = file.ownershipProblem(manifest: files.manifest)
                 // The name may have changed hands since it was opened: that
                 // run removed it, and the lock it let go was on its final file.
                 guard try file.isStill(named: files.data) else { continue }
@@ -304,15 +308,14 @@ final class OutputFile: Sendable {
     }
 
     /// Why this file is not one rangeget may write into or remove, or nil;
-    /// `manifest` is the manifest that would go with it; `markedByName`:
-    /// it was also its `.part.new` (a name only rangeget gives), as good as a mark.
-    func ownershipProblem(manifest: String, markedByName: Bool = false) -> String? {
+    /// `manifest` is the manifest that would go with it.
+    func ownershipProblem(manifest: String) -> String? {
         var info = stat()
         guard fstat(descriptor, &info) == 0 else { return "cannot be examined: \(String(cString: strerror(errno)))" }
         guard (info.st_mode & S_IFMT) == S_IFREG else { return "is not a regular file" }
         guard info.st_nlink == 1 else { return "has other hard links (\(info.st_nlink) names share its data)" }
         var manifestInfo = stat()
-        if isMarked || markedByName || lstat(manifest, &manifestInfo) == 0 { return nil }
+        if isMarked || lstat(manifest, &manifestInfo) == 0 { return nil }
         return "was not made by rangeget (no mark, no manifest beside it), perhaps another program's download"
     }
 
