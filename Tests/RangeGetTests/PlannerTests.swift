@@ -69,17 +69,14 @@ final class PlannerTests: XCTestCase {
             (40, nil, 10, 0, 20),
             // Done in 0.1 s: sooner than a new request helps (bytes are on the wire already).
             (20, 200, 200, 0.01, nil),
-            // The thief's share would be below the minimum split: it takes
-            // the last minimum split, done at 2.2 s where the victim alone
-            // would take 3 s (the victim keeps 2 MiB, 2 s).
-            (3, 1, 1, 1.2, 2),
+            // The thief's share would be below the minimum split.
+            (3, 1, 1, 1.2, nil),
             // The end game of a large file at 20 MiB/s per connection: 0.2 s
             // left is worth a request (a steal saves 0.1 s or more), so the
             // connections that just finished their pieces are not left idle.
             (4, 20, 20, 0.005, 2.05),
-            // 0.1 s left: too short to cut so both finish together, but its
-            // last minimum split ends it at 0.055 s instead of 0.1.
-            (2, 20, 20, 0.005, 1),
+            // 0.1 s left: not worth one.
+            (2, 20, 20, 0.005, nil),
         ]
         for (remaining, victim, thief, setup, expected) in cases {
             let stolen = planner.steal(from: ByteRange(0, remaining * mib), victimRate: victim.map { $0 * Double(mib) },
@@ -91,30 +88,6 @@ final class PlannerTests: XCTestCase {
                 XCTAssertNil(stolen, "\(remaining) MiB at \(victim ?? -1) MiB/s")
             }
         }
-    }
-
-    /// The end of a large file at 20 MiB/s per connection (bulk-mixed):
-    /// the connection that finishes first takes the last minimum split of
-    /// the piece that ends last, when that ends it at least 20 ms sooner;
-    /// a piece that would end barely sooner, or a fast victim whose last
-    /// bytes are already on the wire, is left alone.
-    func testTheLastMinimumSplitIsTakenWhenThatEndsThePieceSooner() {
-        let planner = Planner(connections: 16, minimumSplit: mib)
-        let rate = Double(20 * mib)
-        // 1.6 MiB left: 80 ms alone; the victim keeps 0.6 MiB (30 ms), the thief's 1 MiB takes 51 ms.
-        let long = ByteRange(10 * mib, 10 * mib + 8 * mib / 5)
-        XCTAssertEqual(planner.steal(from: long, victimRate: rate, thiefRate: rate, setupDelay: 0.001),
-                       ByteRange(long.end - mib, long.end))
-        // 1.2 MiB left: 60 ms alone against 51 ms for the thief's share: not worth a request.
-        let short = ByteRange(0, 6 * mib / 5)
-        XCTAssertNil(planner.steal(from: short, victimRate: rate, thiefRate: rate, setupDelay: 0.001))
-        // At 200 MiB/s, 20 MiB left: the victim still needs 95 ms for the rest, a 5 ms gain.
-        XCTAssertNil(planner.steal(from: ByteRange(0, 20 * mib), victimRate: 10 * rate, thiefRate: 10 * rate,
-                                   setupDelay: 0.01))
-        // A slow thief (2 MiB/s) would end the last split later than the victim alone.
-        XCTAssertNil(planner.steal(from: long, victimRate: rate, thiefRate: rate / 10, setupDelay: 0.001))
-        // A piece of one minimum split is never cut: the victim would keep nothing.
-        XCTAssertNil(planner.steal(from: ByteRange(0, mib), victimRate: rate, thiefRate: rate, setupDelay: 0.001))
     }
 
     func testRaceOnlyWhenAFreshRequestIsClearlyFaster() {

@@ -43,12 +43,10 @@ struct Planner: Sendable {
     /// per second (nil while unknown), `setupDelay` how long a new request
     /// takes to deliver its first byte.
     ///
-    /// The cut is placed so that both finish together. Where the thief's
-    /// share would be below the minimum split, it takes the piece's last
-    /// minimum split instead, when that still ends the piece `endGain`
-    /// sooner (`lastSplit`). Returns nil when no cut gains that much: the
-    /// victim finishes sooner than a new request could help (its bytes are
-    /// already on the wire and would be fetched twice).
+    /// The cut is placed so that both finish together. Returns nil when the
+    /// thief's share would be below the minimum split, or when the victim
+    /// finishes sooner than a new request could help (its bytes are already
+    /// on the wire and would be fetched twice).
     func steal(from remaining: ByteRange, victimRate: Double?, thiefRate: Double?,
                       setupDelay: Double) -> ByteRange? {
         guard remaining.count >= split else { return nil }
@@ -57,35 +55,16 @@ struct Planner: Sendable {
             return ByteRange(remaining.start + remaining.count / 2, remaining.end)
         }
         let bytes = Double(remaining.count)
-        guard thief > 0 else { return nil }
-        if victim * (setupDelay + Self.minimumGain) < bytes {
-            // Victim at `victim` B/s from now, thief at `thief` B/s after setupDelay:
-            // both are done at t = (bytes + thief * setupDelay) / (victim + thief).
-            let together = (bytes + thief * setupDelay) / (victim + thief)
-            let share = victim * together
-            // Double(count) may round up to 2^63, which Int64 cannot hold: compare in Double, convert only below it.
-            if share.isFinite, share < bytes {
-                let cut = remaining.start + Int64(max(0, share))
-                if remaining.end - cut >= split { return ByteRange(cut, remaining.end) }
-            }
-        }
-        return lastSplit(of: remaining, victimRate: victim, thiefRate: thief, setupDelay: setupDelay)
-    }
-
-    /// The last minimum split of `remaining`, for a thief, when the piece
-    /// then ends at least `endGain` sooner than the victim alone would end
-    /// it: a piece too short to halve at the end of a download, which would
-    /// otherwise hold the others' connections idle until it ends.
-    private func lastSplit(of remaining: ByteRange, victimRate victim: Double, thiefRate thief: Double,
-                           setupDelay: Double) -> ByteRange? {
-        guard remaining.count > split else { return nil }
-        let bytes = Double(remaining.count)
-        let last = Double(split)
-        let alone = bytes / victim
-        let shared = max((bytes - last) / victim, setupDelay + last / thief)
-        // NaN and infinite rates or delays compare false: no cut.
-        guard alone - shared >= Self.endGain else { return nil }
-        return ByteRange(remaining.end - split, remaining.end)
+        guard victim * (setupDelay + Self.minimumGain) < bytes, thief > 0 else { return nil }
+        // Victim at `victim` B/s from now, thief at `thief` B/s after setupDelay:
+        // both are done at t = (bytes + thief * setupDelay) / (victim + thief).
+        let together = (bytes + thief * setupDelay) / (victim + thief)
+        let share = victim * together
+        // Double(count) may round up to 2^63, which Int64 cannot hold: compare in Double, convert only below it.
+        guard share.isFinite, share < bytes else { return nil }
+        let cut = remaining.start + Int64(max(0, share))
+        guard remaining.end - cut >= split else { return nil }
+        return ByteRange(cut, remaining.end)
     }
 
     /// True when a free connection should fetch the rest of a piece too
@@ -107,13 +86,4 @@ struct Planner: Sendable {
     /// 0.92 of ideal over 7 runs). At 0.1 s: 0.97; a single file (cap) and a
     /// bursty server's run are unchanged.
     static let minimumGain = 0.1
-
-    /// How much sooner a piece must end for a thief to take its last
-    /// minimum split (`lastSplit`). At 20 MiB/s per connection a piece
-    /// shorter than two minimum splits is 0.1 s, which no steal could cut:
-    /// a list's large file ended with its connections finishing over 80 ms
-    /// (bulk-mixed), each idle until the last. Twice the pacing step of the
-    /// benchmark's server (10 ms), above the noise of a rate measured over
-    /// windows of 50 ms.
-    static let endGain = 0.02
 }
