@@ -352,6 +352,55 @@ final class NetworkFileSystemTests: EndToEndTestCase {
         XCTAssertEqual(((try? FileManager.default.contentsOfDirectory(atPath: out)) ?? []).sorted(), ["nomark.bin"])
     }
 
+    /// The same where unnamed files work but extended attributes do not
+    /// (tmpfs before Linux 6.6): the unnamed file is linked as its
+    /// `.part.new` before its `.part`, so that name marks it while the
+    /// mark file cannot be written, and a later run takes the `.part`.
+    func testAKeptUnnamedFileWhoseMarkCannotBeWrittenIsMarkedByItsPartNew() throws {
+        let out = path("out")
+        try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
+        let resource = Resource.generated(size: 16 << 10, seed: 2395)
+        server.setResource(resource, at: "unnamed.bin")
+        let output = out + "/unnamed.bin"
+        var calls = SystemCalls.live
+        calls.fsetxattr = { _, _, _ in
+            errno = ENOTSUP
+            return -1
+        }
+        let linkOpenFile = calls.linkOpenFile
+        calls.linkOpenFile = { descriptor, to in
+            if to == output { try? Data("someone else's".utf8).write(to: URL(fileURLWithPath: output)) }
+            return linkOpenFile(descriptor, to)
+        }
+        let unnamedOpens = Atomic<Int>(0)
+        let openUnnamed = calls.openUnnamed
+        calls.openUnnamed = { directory in
+            unnamedOpens.add(1, ordering: .relaxed)
+            return openUnnamed(directory)
+        }
+        let open = calls.open
+        calls.open = { path, flags, mode in
+            if path.hasSuffix(".part.mark") {
+                errno = EIO
+                return -1
+            }
+            return open(path, flags, mode)
+        }
+        var options = DownloadOptions()
+        options.systemCalls = calls
+        XCTAssertThrowsError(try Download(url: server.url("unnamed.bin"), destination: .directory(out), options: options)
+            .run { _ in })
+        XCTAssertEqual(unnamedOpens.load(ordering: .relaxed), 1, "the file was not fetched into an unnamed file")
+        assertSameBytes(output + ".part", resource)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: output + ".part.new"), "no .part.new marks the .part")
+
+        try FileManager.default.removeItem(atPath: output)
+        let result = try Download(url: server.url("unnamed.bin"), destination: .directory(out)).run { _ in }
+        XCTAssertEqual(result.path, output)
+        assertSameBytes(output, resource)
+        XCTAssertEqual(((try? FileManager.default.contentsOfDirectory(atPath: out)) ?? []).sorted(), ["unnamed.bin"])
+    }
+
     /// A small file whose write fails: the download fails saying so, and
     /// its `.part.new` goes with it (the next run would replace it, but a
     /// run that fetches the file another way would never see it).

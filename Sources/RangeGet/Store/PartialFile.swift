@@ -425,15 +425,21 @@ final class PartialFile {
     /// makes the name durable). The mark attribute goes on before the link,
     /// so the name never shows an unmarked file; a mark file, where there
     /// are no attributes, after it (a link never replaces another run's
-    /// `.part`, but a mark file would replace its mark). A temporary file's
-    /// own name goes last.
+    /// `.part`, but a mark file would replace its mark), the file's
+    /// `.part.new` name marking it meanwhile, and going last.
     private func keepUnnamed(_ origin: FileOrigin) throws(IOError) {
         guard file.hasNoName || file.isTemporary else { return }
         let marked = try file.recordValidators(origin.partMark(path: files.data))
-        if file.isTemporary {
+        // Without the attribute, the `.part.new` name marks the file until
+        // its mark file is written: an unnamed file gets that name first,
+        // where it is free (else it is linked as its `.part` alone, as before).
+        let twinned = file.isTemporary || (!marked && (try? file.link(to: files.new)) != nil)
+        if twinned {
             // By name: linking an open file by its descriptor wants /proc (or a capability).
             guard retryingOnInterrupt({ options.systemCalls.link(files.new, files.data) }) == 0 else {
-                throw IOError("save", files.data)
+                let failure = IOError("save", files.data)
+                if !file.isTemporary { try? StateFile.remove(files.new, calls: options.systemCalls) }
+                throw failure
             }
         } else {
             try file.link(to: files.data)
@@ -442,14 +448,15 @@ final class PartialFile {
             do {
                 try file.markBeside(dataPath: files.data)
             } catch {
-                // A temporary file's own name stays as the mark: the next
-                // run's claim of the `.part` takes it, as rangeget's.
+                // The `.part.new` name stays as the mark: the next run's
+                // claim of the `.part` takes it, as rangeget's. (Only a
+                // temporary file's deinit would remove it.)
                 if file.isTemporary { file.keepName() }
                 throw error
             }
         }
         try file.synchronizeWithInode()
-        if file.isTemporary { try StateFile.remove(files.new, calls: options.systemCalls) }
+        if twinned { try StateFile.remove(files.new, calls: options.systemCalls) }
     }
 
     /// Saves the manifest as complete, durably (a new one for a file fetched
