@@ -378,9 +378,14 @@ final class NetworkFileSystemTests: EndToEndTestCase {
             unnamedOpens.add(1, ordering: .relaxed)
             return openUnnamed(directory)
         }
+        // While the mark file is tried, another run that met the `.part.new` would find it held.
+        let heldWhileMarking = Mutex<Bool?>(nil)
         let open = calls.open
         calls.open = { path, flags, mode in
             if path.hasSuffix(".part.mark") {
+                let other = Glibc.open(output + ".part.new", O_RDWR | O_CLOEXEC)
+                heldWhileMarking.withLock { $0 = other >= 0 && flock(other, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK }
+                if other >= 0 { close(other) }
                 errno = EIO
                 return -1
             }
@@ -391,6 +396,7 @@ final class NetworkFileSystemTests: EndToEndTestCase {
         XCTAssertThrowsError(try Download(url: server.url("unnamed.bin"), destination: .directory(out), options: options)
             .run { _ in })
         XCTAssertEqual(unnamedOpens.load(ordering: .relaxed), 1, "the file was not fetched into an unnamed file")
+        XCTAssertEqual(heldWhileMarking.withLock { $0 }, true, "the .part.new was not locked while it marked the .part")
         assertSameBytes(output + ".part", resource)
         XCTAssertTrue(FileManager.default.fileExists(atPath: output + ".part.new"), "no .part.new marks the .part")
 

@@ -432,17 +432,23 @@ final class PartialFile {
         let marked = try file.recordValidators(origin.partMark(path: files.data))
         // Without the attribute, the `.part.new` name marks the file until
         // its mark file is written: an unnamed file gets that name first,
-        // where it is free (else it is linked as its `.part` alone, as before).
-        let twinned = file.isTemporary || (!marked && (try? file.link(to: files.new)) != nil)
-        if twinned {
+        // locked as a temporary file is (another run finds it busy rather
+        // than a leftover to clear), where the name is free (else it is
+        // linked as its `.part` alone).
+        let twinned = file.isTemporary
+            || (!marked && (try? file.lockExclusively()) == true && (try? file.link(to: files.new)) != nil)
+        if file.isTemporary {
             // By name: linking an open file by its descriptor wants /proc (or a capability).
             guard retryingOnInterrupt({ options.systemCalls.link(files.new, files.data) }) == 0 else {
-                let failure = IOError("save", files.data)
-                if !file.isTemporary { try? StateFile.remove(files.new, calls: options.systemCalls) }
-                throw failure
+                throw IOError("save", files.data)
             }
         } else {
-            try file.link(to: files.data)
+            do {
+                try file.link(to: files.data)
+            } catch {
+                if twinned { try? StateFile.remove(files.new, calls: options.systemCalls) }
+                throw error
+            }
         }
         if !marked {
             do {
