@@ -344,12 +344,19 @@ final class NetworkFileSystemTests: EndToEndTestCase {
                       "the .part.new name went before the .part was marked")
 
         // The run after, where the mark can be written: it takes the `.part`.
-        var next = DownloadOptions()
-        next.systemCalls = networkCalls(counting: NameCalls())
-        let result = try Download(url: server.url("nomark.bin"), destination: .directory(out), options: next).run { _ in }
-        XCTAssertEqual(result.path, output)
-        assertSameBytes(output, resource)
-        XCTAssertEqual(((try? FileManager.default.contentsOfDirectory(atPath: out)) ?? []).sorted(), ["nomark.bin"])
+        try assertTheNextRunSaves("nomark.bin", into: out, resource, calls: networkCalls(counting: NameCalls()))
+    }
+
+    /// Runs a download of `name` into `out` and checks that it saves
+    /// `resource` there, leaving nothing else in the directory.
+    private func assertTheNextRunSaves(_ name: String, into out: String, _ resource: Resource,
+                                       calls: SystemCalls = .live) throws {
+        var options = DownloadOptions()
+        options.systemCalls = calls
+        let result = try Download(url: server.url(name), destination: .directory(out), options: options).run { _ in }
+        XCTAssertEqual(result.path, out + "/" + name)
+        assertSameBytes(out + "/" + name, resource)
+        XCTAssertEqual(((try? FileManager.default.contentsOfDirectory(atPath: out)) ?? []).sorted(), [name])
     }
 
     /// The same where unnamed files work but extended attributes do not
@@ -401,10 +408,7 @@ final class NetworkFileSystemTests: EndToEndTestCase {
         XCTAssertTrue(FileManager.default.fileExists(atPath: output + ".part.new"), "no .part.new marks the .part")
 
         try FileManager.default.removeItem(atPath: output)
-        let result = try Download(url: server.url("unnamed.bin"), destination: .directory(out)).run { _ in }
-        XCTAssertEqual(result.path, output)
-        assertSameBytes(output, resource)
-        XCTAssertEqual(((try? FileManager.default.contentsOfDirectory(atPath: out)) ?? []).sorted(), ["unnamed.bin"])
+        try assertTheNextRunSaves("unnamed.bin", into: out, resource)
     }
 
     /// A small file whose write fails: the download fails saying so, and
