@@ -92,12 +92,17 @@ extension Download {
             if controller.isStopRequested { throw .interrupted }
             let plain = !remote.acceptsRanges || remote.size == nil
             if plain { sources = [remote] }
-            // A file the opening request fetches whole (one of at most the
-            // minimum split) needs no plan: no manifest, no journal, no
+            // A file of at most the minimum split that the opening request
+            // fetches whole needs no plan: no manifest, no journal, no
             // preallocation. A run killed in the middle of it finds
             // rangeget's marked .part without a manifest, and starts it over.
+            // A larger one (a list's opening may ask for the whole file) keeps
+            // its plan, so a kill costs only what was not yet durable; one
+            // kept in memory (at most 128 KiB, whatever `--min-split` says)
+            // has nothing on disk before it is whole.
             let whole = !plain && part.manifest == nil && opening?.isUsable == true
                 && opening?.served == remote.size.map { ByteRange(0, $0) }
+                && ((remote.size ?? .max) <= options.minimumSplit || opening?.heldBody != nil)
             if part.manifest == nil, !whole, let size = remote.size {
                 try part.prepare(for: remote, size: size, plain: plain, sources: sources)
             }

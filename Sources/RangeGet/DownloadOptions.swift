@@ -72,8 +72,23 @@ public struct DownloadOptions: Sendable {
     /// (at least 1 MiB). The connections fetch inside this window, in file
     /// order, and wait while the reader is behind.
     public var streamWindow: Int64 = 64 << 20
-    /// The most bytes the opening request asks for (it asks for `minimumSplit`).
+    /// The most bytes the opening request asks for (it asks for
+    /// `minimumSplit`, or the whole file: `filesTakeFreeSlots`).
     var openingLimit: Int64 = .max
+    /// For a file of a list fetched from one URL: asked on the loop's thread
+    /// as its opening request is sent, with the slots the loop has left free
+    /// then, whether the list's other files still to send their first
+    /// request will take them all. Then no other connection can join this
+    /// file before it ends (a file's first transfer takes a freed slot
+    /// before another file's extra), and its opening asks for the whole file
+    /// (`bytes=0-`): a file of 2 MiB costs one request instead of two, a
+    /// round trip less on a distant server. Another connection may still
+    /// take over the end of a large one later: its transfer then ends at the
+    /// cut, and its connection with it, as a piece's does. Only where a
+    /// request waits at least `Opening.distantFirstByte` for its first byte
+    /// (the loop's average over every host), and for a file from one URL.
+    /// Nil: the opening asks for `minimumSplit`.
+    package var filesTakeFreeSlots: (@Sendable (_ freeSlots: Int) -> Bool)?
     /// How requests are made.
     public var transfer = TransferOptions()
     /// The disk calls used; tests inject faults here.

@@ -42,6 +42,23 @@ final class BatchRun: Sendable {
     /// The output directory as the run began (nil where it cannot be read,
     /// does not tell case apart, or holds many more entries than the list).
     private let directory: SharedDirectory?
+    /// True when a file's opening request may ask for the whole file while
+    /// the files still to start would take every free slot
+    /// (`DownloadOptions.filesTakeFreeSlots`): when at least one lane runs per
+    /// connection, so those files do start as slots free up. With fewer
+    /// lanes (`-j` below `-n`, or a list shorter than `-n`), the files in
+    /// flight share the connections, and each opening asks for the minimum
+    /// split as a single download's does.
+    private let wholeFileOpenings = Atomic<Bool>(false)
+    /// Files a lane took up whose first request has not been sent yet: they
+    /// will want a slot as surely as the files not taken yet. A file leaves
+    /// the count as its opening is sent, as its first piece starts (a file
+    /// resumed, or probed with HEAD, makes no opening), or as it ends (one
+    /// already complete makes no request; an entry waiting for its URLs
+    /// counts while it waits).
+    private let firstRequestsDue = Atomic<Int>(0)
+    /// `State.next`, for the loop's thread (which takes no lock of the run).
+    private let filesTaken = Atomic<Int>(0)
 
     private struct State {
         var next = 0
@@ -127,6 +144,7 @@ final class BatchRun: Sendable {
     /// Downloads every entry; returns the exit code.
     func run(jobs: Int) -> Int32 {
         let jobs = max(1, min(jobs, entries.count))
+        wholeFileOpenings.store(jobs >= settings.options.connections, ordering: .relaxed)
         // Two malloc arenas, not glibc's eight per core: each lane's arena
         // keeps its own free memory. With a lane per file waiting for its
         // commit (before commits were handed off), 20,000 files of 4 KiB
@@ -209,7 +227,13 @@ final class BatchRun: Sendable {
             // while an entry of the same URLs runs): one lock for both.
             let taken = state.withLock { state -> (index: Int, earlier: DispatchGroup?)? in
                 guard !state.stopping, state.next < entries.count else { return nil }
-                defer { state.next += 1 }
+                defer {
+                    state.next += 1
+                    // Due before taken: the loop's thread, which reads `filesTaken`
+                    // first, finds the file in one count at least.
+                    firstRequestsDue.add(1, ordering: .relaxed)
+                    filesTaken.store(state.next, ordering: .releasing)
+                }
                 return (state.next, state.takeURLs(Self.urlKey(entries[state.next])))
             }
             guard let (index, earlier) = taken else {
@@ -235,7 +259,8 @@ final class BatchRun: Sendable {
                 turns.wait()
             }
             // Made outside the run's lock, which every lane takes for each file.
-            let download = makeDownload(entries[index], loop: loop)
+            let due = FirstRequestDue(self)
+            let download = makeDownload(entries[index], loop: loop, due: due)
             let stopping = state.withLock { state in
                 state.running[index] = download
                 return state.stopping
@@ -254,14 +279,32 @@ final class BatchRun: Sendable {
                         addLane(loop: loop, limit: limit)
                     }
                 }
+                if case .pieceStarted = event { due.settle() }
                 observe(event, of: index, lane: lane)
             }, ended: { [self] result in
+                due.settle()
                 end(index, with: result, lane: lane)
                 unended.signal()
                 files.leave()
             })
             handTurnOn(from: lane)
             freeLanes.add(1, ordering: .relaxed)
+        }
+    }
+
+    /// One file's count in `firstRequestsDue` (added as the file is taken),
+    /// taken away once: when its first request is sent, or when it ends
+    /// without one.
+    private final class FirstRequestDue: Sendable {
+        private let run: BatchRun
+        private let pending = Atomic<Bool>(true)
+
+        init(_ run: BatchRun) {
+            self.run = run
+        }
+
+        func settle() {
+            if pending.exchange(false, ordering: .relaxed) { run.firstRequestsDue.subtract(1, ordering: .relaxed) }
         }
     }
 
@@ -305,7 +348,7 @@ final class BatchRun: Sendable {
         }
     }
 
-    private func makeDownload(_ entry: ListEntry, loop: TransferLoop) -> Download {
+    private func makeDownload(_ entry: ListEntry, loop: TransferLoop, due: FirstRequestDue) -> Download {
         var options = settings.options
         options.transferLoop = loop
         options.syncGroup = syncs
@@ -314,6 +357,13 @@ final class BatchRun: Sendable {
         options.checksumList = checksums
         // InputList checked every URL as it read the list.
         options.urlsChecked = true
+        if wholeFileOpenings.load(ordering: .relaxed) {
+            options.filesTakeFreeSlots = { [self] free in
+                due.settle()
+                let notTaken = entries.count - filesTaken.load(ordering: .acquiring)
+                return notTaken + firstRequestsDue.load(ordering: .relaxed) >= free
+            }
+        }
         let directory = settings.directory ?? "."
         let destination: Destination = entry.output.map { .file(GetCommand.joined(directory, $0)) }
             ?? .directory(directory)

@@ -121,6 +121,13 @@ final class Connection {
         easy.clearError()
     }
 
+    /// Makes the opening request, not sent yet, ask for `range` instead.
+    func widenOpening(to range: ByteRange) throws(CurlError) {
+        precondition(isOpening && range.start == openingRange.start)
+        openingRange = range
+        try easy.set(CURLOPT_RANGE, String(range.rangeHeaderValue.dropFirst("bytes=".count)))
+    }
+
     /// Makes the opening transfer, which the server answers with `served`
     /// (nil: a 200 with the whole file), fetch `piece` (from byte 0) for
     /// `mirror`, and lets its body flow.

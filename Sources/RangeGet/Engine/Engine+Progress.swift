@@ -10,7 +10,10 @@ extension Engine {
             connection.resumeIfAllowed()
             if connection.isPaused { continue }
             let (idle, timeToFirstByte) = connection.sample(now: now)
-            if let timeToFirstByte { setupDelay = 0.8 * setupDelay + 0.2 * timeToFirstByte }
+            if let timeToFirstByte {
+                setupDelay = 0.8 * setupDelay + 0.2 * timeToFirstByte
+                loop.noteFirstByte(after: timeToFirstByte)
+            }
             guard idle > settings.transfer.stallTimeout else { continue }
             let reason = "no data for \(Int(settings.transfer.stallTimeout)) s (stalled)"
             multi.remove(connection.easy)

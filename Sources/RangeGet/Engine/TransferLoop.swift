@@ -58,6 +58,10 @@ public final class TransferLoop: @unchecked Sendable {
     /// first: the driving thread's alone.
     private var slotsInUse = 0
     private var firstWaiting = false
+    /// How long the loop's requests wait for their first byte (a moving
+    /// average over every client's; nil before one is measured): the
+    /// driving thread's alone.
+    private(set) var firstByteDelay: Double?
     /// `slotsInUse` and its peak, for other threads to read.
     private let slotFigures = Atomic<Int>(0)
     private let slotPeak = Atomic<Int>(0)
@@ -169,6 +173,12 @@ public final class TransferLoop: @unchecked Sendable {
         slotsInUse += 1
         publishSlots()
         return true
+    }
+
+    /// Counts a request whose first byte came `seconds` after it was sent. Loop thread only.
+    func noteFirstByte(after seconds: Double) {
+        assertOnLoopThread()
+        firstByteDelay = firstByteDelay.map { 0.8 * $0 + 0.2 * seconds } ?? seconds
     }
 
     /// Gives back `count` slots. Loop thread only.

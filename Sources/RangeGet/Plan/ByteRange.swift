@@ -23,8 +23,10 @@ public struct ByteRange: Hashable, Sendable, Comparable, CustomStringConvertible
     /// True when the range holds no byte.
     public var isEmpty: Bool { start == end }
 
-    /// The `Range` request header value, `bytes=first-last`.
-    public var rangeHeaderValue: String { "bytes=\(start)-\(end - 1)" }
+    /// The `Range` request header value, `bytes=first-last`, or `bytes=first-`
+    /// for a range that ends at `Int64.max` (to the end of a file of a size
+    /// not known yet).
+    public var rangeHeaderValue: String { end == .max ? "bytes=\(start)-" : "bytes=\(start)-\(end - 1)" }
 
     public var description: String { "\(start)..<\(end)" }
 
