@@ -85,8 +85,9 @@ public struct DownloadOptions: Sendable {
     /// round trip less on a distant server. Another connection may still
     /// take over the end of a large one later: its transfer then ends at the
     /// cut, and its connection with it, as a piece's does. Only where a
-    /// request waits at least `Opening.distantFirstByte` for its first byte
-    /// (the loop's average over every host), and for a file from one URL.
+    /// request to the file's server waits at least `Opening.distantFirstByte`
+    /// for its first byte (a moving average per `scheme://host:port`), and
+    /// for a file from one URL.
     /// Nil: the opening asks for `minimumSplit`.
     package var filesTakeFreeSlots: (@Sendable (_ freeSlots: Int) -> Bool)?
     /// How requests are made.

@@ -499,22 +499,54 @@ final class ListEngineTests: EndToEndTestCase {
                                     + "\(server.statistics.requests.map { "\($0.path) \($0.rangeHeader ?? "-")" })")
     }
 
+    /// The same list from two servers at once, alternating: one waits 30 ms
+    /// before every response, the other answers at once. Only the distant
+    /// one's files are asked for whole; the near one's keep the minimum
+    /// split (a request there costs next to nothing, and a server that
+    /// sends each response's first chunk at once rewards two). One delay
+    /// for the whole run, averaged over both, would treat them alike.
+    func testOnlyTheDistantServersFilesOfAListAreAskedForWhole() throws {
+        let near = try anotherServer()
+        let count = 16
+        let resources = (0..<count).map { Resource.generated(size: 3 << 19, seed: 2600 + UInt64($0)) }
+        let distant = { (index: Int) in index % 2 == 0 }
+        for (index, resource) in resources.enumerated() {
+            (distant(index) ? server : near).setResource(resource, at: name(index))
+        }
+        server.setLatency(0.03)
+        try writeList((0..<count).map { ((distant($0) ? server : near).url(name($0)), nil) })
+
+        let run = try CLI.run(["-q", "-n", "2", "-i", "list", "-d", "out"], in: directory, timeout: 60)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        for (index, resource) in resources.enumerated() { assertSameBytes(downloads + "/" + name(index), resource) }
+        func openings(_ of: RangeServer, _ indices: [Int]) -> [String] {
+            indices.compactMap { of.statistics.requests(to: name($0)).first { $0.method == "GET" }?.rangeHeader }
+        }
+        let far = openings(server, (0..<count).filter(distant))
+        let close = openings(near, (0..<count).filter { !distant($0) })
+        XCTAssertGreaterThanOrEqual(far.filter { $0 == "bytes=0-" }.count, far.count - 3, "the distant server's: \(far)")
+        // (a loaded machine may see 10 ms on loopback now and then)
+        XCTAssertGreaterThanOrEqual(close.filter { $0 == "bytes=0-1048575" }.count, close.count - 2,
+                                    "the near server's: \(close)")
+    }
+
     /// A large file whose opening asked for all of it still keeps a plan: a
     /// kill -9 while it comes leaves its `.part` and manifest, and the rerun
-    /// fetches only what is missing. Two files of 1.5 MiB measure the
-    /// server's 20 ms delay first; the large one (8 MiB at 512 KiB/s) follows,
-    /// with two more behind it to take the other slot.
+    /// fetches only what is missing. Two small files from its server (20 ms
+    /// before every response) measure the wait first; the large one (8 MiB
+    /// at 512 KiB/s) follows, with two more files behind it to take the
+    /// other slot.
     func testALargeFileFetchedInOneRequestByAListStaysResumable() throws {
         let slow = try anotherServer()
-        let firsts = (0..<2).map { Resource.generated(size: 3 << 19, seed: 2500 + UInt64($0)) }
+        let firsts = (0..<2).map { Resource.generated(size: 16 << 10, seed: 2500 + UInt64($0)) }
         let lasts = (0..<2).map { Resource.generated(size: 3 << 19, seed: 2510 + UInt64($0)) }
-        for (index, resource) in (firsts + lasts).enumerated() { server.setResource(resource, at: name(index)) }
+        for (index, resource) in firsts.enumerated() { slow.setResource(resource, at: name(index)) }
+        for (index, resource) in lasts.enumerated() { server.setResource(resource, at: name(firsts.count + index)) }
         let large = Resource.generated(size: 8 << 20, seed: 2520)
         slow.setResource(large, at: "large")
         slow.setRatePerConnection(512 << 10)
-        server.setLatency(0.02)
         slow.setLatency(0.02)
-        let entries = firsts.indices.map { (server.url(name($0)), nil as String?) } + [(slow.url("large"), nil)]
+        let entries = firsts.indices.map { (slow.url(name($0)), nil as String?) } + [(slow.url("large"), nil)]
             + lasts.indices.map { (server.url(name(firsts.count + $0)), nil as String?) }
         try writeList(entries)
         let arguments = ["-q", "-n", "2", "-i", "list", "-d", "out"]

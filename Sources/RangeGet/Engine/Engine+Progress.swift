@@ -12,7 +12,9 @@ extension Engine {
             let (idle, timeToFirstByte) = connection.sample(now: now)
             if let timeToFirstByte {
                 setupDelay = 0.8 * setupDelay + 0.2 * timeToFirstByte
-                loop.noteFirstByte(after: timeToFirstByte)
+                if let mirror = connection.mirror {
+                    loop.noteFirstByte(after: timeToFirstByte, from: mirror.server)
+                }
             }
             guard idle > settings.transfer.stallTimeout else { continue }
             let reason = "no data for \(Int(settings.transfer.stallTimeout)) s (stalled)"

@@ -11,6 +11,9 @@ final class Mirror {
     /// engine first places a connection (a small file one response brought
     /// whole never needs it).
     private(set) lazy var host = HeaderPolicy.origin(of: remote.effectiveURL)
+    /// The key of the loop's first-byte delays (`TransferLoop.server(of:)`):
+    /// of the URL asked for, as a later file's opening request is.
+    private(set) lazy var server = TransferLoop.server(of: remote.url)
     /// Why it was dropped; nil while in use.
     var droppedBecause: String?
     /// Failures in a row without a byte of progress.

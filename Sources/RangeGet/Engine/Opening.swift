@@ -61,8 +61,10 @@ final class Opening: LoopClient {
     private(set) var connectionsOpened = 0
     /// Body bytes held at the last look, to push the deadline while they come.
     private var heldSeen = 0
-    /// True once the head's delay went into the loop's `firstByteDelay`.
+    /// True once the head's delay went into the loop's first-byte delays,
+    /// under the server the request went to (`TransferLoop.server(of:)`).
     private var headTimed = false
+    private let server: String
 
     /// The wait for a first byte from which an opening asks for the whole
     /// file when `init`'s `whole` says no other connection could join it:
@@ -99,6 +101,7 @@ final class Opening: LoopClient {
         try connection.open(url, range: ByteRange(0, length), holdLimit: holdLimit, now: MonotonicClock.now())
         self.length = length
         self.whole = whole
+        server = TransferLoop.server(of: url)
     }
 
     deinit {
@@ -188,7 +191,7 @@ final class Opening: LoopClient {
         do {
             // (asked first: the question also tells the list this file's first request is out)
             if let whole, whole.when(loop.freeSlots ?? 0), whole.length > length,
-               let delay = loop.firstByteDelay, delay >= Self.distantFirstByte {
+               let delay = loop.firstByteDelay(from: server), delay >= Self.distantFirstByte {
                 length = whole.length
                 try connection.widenOpening(to: ByteRange(0, length))
             }
@@ -209,6 +212,7 @@ final class Opening: LoopClient {
 
     func transferFinished(_ connection: Connection, result: CURLcode, now: Double) -> Bool {
         isRunning = false
+        if connection.responseHead.isFinal { timeHead(now: now) }
         if result == CURLE_OK, connection.holdsWholeBody {
             // The whole file is in memory: the slot is free for the next request now.
             completed = true
@@ -240,17 +244,20 @@ final class Opening: LoopClient {
         connectionsOpened = connection.easy.connectionsOpened
     }
 
+    /// Counts the wait for the head in the loop's first-byte delays, once.
+    /// A small body may be whole by the turn that sees its head: then its
+    /// transfer counts too, a few milliseconds at most.
+    private func timeHead(now: Double) {
+        guard !headTimed else { return }
+        headTimed = true
+        loop.noteFirstByte(after: now - sentAt, from: server)
+    }
+
     private func waited(now: Double) -> Bool {
         if stop.isRequested, !completed { ended = true }
-        if ended { return true }
+        if ended || completed { return true }
         let final = connection.responseHead.isFinal
-        if final, !headTimed {
-            // (a small body may be whole by the turn that sees its head: then
-            // this counts its transfer too, a few milliseconds at most)
-            headTimed = true
-            loop.noteFirstByte(after: now - sentAt)
-        }
-        if completed { return true }
+        if final { timeHead(now: now) }
         if final, connection.holdsBody() {
             // A body kept in memory is waited for while its bytes come.
             holding = true
