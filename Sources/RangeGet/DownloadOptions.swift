@@ -86,7 +86,7 @@ public struct DownloadOptions: Sendable {
     /// take over the end of a large one later: its transfer then ends at the
     /// cut, and its connection with it, as a piece's does. Only where a
     /// request to the file's server waits at least `Opening.distantFirstByte`
-    /// for its first byte (a moving average per `scheme://host:port`), and
+    /// for its first byte (a moving average per `scheme://host[:port]`), and
     /// for a file from one URL.
     /// Nil: the opening asks for `minimumSplit`.
     package var filesTakeFreeSlots: (@Sendable (_ freeSlots: Int) -> Bool)?

@@ -134,7 +134,7 @@ final class ListEngineTests: EndToEndTestCase {
         for index in 0..<count {
             let sent = requests.filter { $0.path == "/" + name(index) }
             XCTAssertEqual(sent.count, 1, name(index))
-            // (`bytes=0-` where the loop's requests waited 10 ms for their first byte: a loaded machine)
+            // (`bytes=0-` where the server's requests waited 10 ms for their first byte: a loaded machine)
             XCTAssertTrue(["bytes=0-1048575", "bytes=0-"].contains(sent.first?.rangeHeader), "\(name(index)): \(sent)")
             let expected = credentials(index).map { "Basic " + Data($0.utf8).base64EncodedString() }
             XCTAssertEqual(sent.first?.headers["authorization"], expected, name(index))
@@ -545,6 +545,9 @@ final class ListEngineTests: EndToEndTestCase {
         let large = Resource.generated(size: 8 << 20, seed: 2520)
         slow.setResource(large, at: "large")
         slow.setRatePerConnection(512 << 10)
+        // Each small body leaves with its head: its opening ends in the turn
+        // that sees the head, and is timed there (Opening.transferFinished).
+        slow.setBurst(64 << 10)
         slow.setLatency(0.02)
         let entries = firsts.indices.map { (slow.url(name($0)), nil as String?) } + [(slow.url("large"), nil)]
             + lasts.indices.map { (server.url(name(firsts.count + $0)), nil as String?) }

@@ -39,6 +39,11 @@ final class ContentRangeTests: XCTestCase {
         XCTAssertEqual(ByteRange(0, 1).rangeHeaderValue, "bytes=0-0")
         XCTAssertEqual(ByteRange(4_294_967_296, 4_294_967_396).rangeHeaderValue, "bytes=4294967296-4294967395")
     }
+
+    func testAnOpenEndedRangeHasNoLastByte() {
+        XCTAssertEqual(ByteRange(0, .max).rangeHeaderValue, "bytes=0-")
+        XCTAssertEqual(ByteRange(5, .max).rangeHeaderValue, "bytes=5-")
+    }
 }
 
 final class FileNameTests: XCTestCase {
@@ -140,5 +145,25 @@ final class ResponseCheckTests: XCTestCase {
         XCTAssertNil(remote(etag: "W/\"a\"", lastModified: "date").ifRange)
         XCTAssertEqual(remote(etag: nil, lastModified: "date").ifRange, "date")
         XCTAssertNil(remote(etag: nil, lastModified: nil).ifRange)
+    }
+}
+
+/// The key under which a list's loop keeps each server's wait for a first
+/// byte (TransferLoop.server(of:)): one server however its URLs spell it.
+final class ServerKeyTests: XCTestCase {
+    func testOneKeyPerServer() {
+        let key = TransferLoop.server(of:)
+        XCTAssertEqual(key("http://example.org/a/b?q"), "http://example.org")
+        XCTAssertEqual(key("HTTP://Example.ORG:80/x"), "http://example.org")
+        XCTAssertEqual(key("https://h:443"), "https://h")
+        XCTAssertEqual(key("https://h:8443/x"), "https://h:8443")
+        XCTAssertEqual(key("http://h:8080/x"), "http://h:8080")
+        XCTAssertEqual(key("http://user:p%40ss@h:81/x"), "http://h:81")
+        XCTAssertEqual(key("http://u:p@ss@h/x"), "http://h")
+        XCTAssertEqual(key("http://[::1]:8080/x"), "http://[::1]:8080")
+        XCTAssertEqual(key("http://[::80]/x"), "http://[::80]")
+        XCTAssertEqual(key("http://h?x@y"), "http://h")
+        XCTAssertEqual(key("http://h#f"), "http://h")
+        XCTAssertNotEqual(key("http://h/"), key("https://h/"))
     }
 }
