@@ -48,6 +48,12 @@ final class EasyHandle {
             ?? rg_easy_setopt_string(raw, option, nil))
     }
 
+    /// Asks for `range` of the resource (`CURLOPT_RANGE`: `first-last`, or
+    /// `first-` for a range open at the end); nil for all of it.
+    func setRange(_ range: ByteRange?) throws(CurlError) {
+        try set(CURLOPT_RANGE, range.map { String($0.rangeHeaderValue.dropFirst("bytes=".count)) })
+    }
+
     /// Sets an opaque pointer option (`CURLOPT_WRITEDATA`, `CURLOPT_PRIVATE`, ...).
     func set(_ option: CURLoption, pointer value: UnsafeMutableRawPointer?) throws(CurlError) {
         try check(rg_easy_setopt_pointer(raw, option, value))

@@ -21,7 +21,7 @@ struct RangeFetch {
         let easy = try EasyHandle()
         try easy.configure(url: url, options: options)
         try easy.setHeaders(options.headers)
-        try easy.set(CURLOPT_RANGE, String(range.rangeHeaderValue.dropFirst("bytes=".count)))
+        try easy.setRange(range)
         try easy.set(CURLOPT_TIMEOUT_MS, Int((options.connectTimeout + options.stallTimeout * 2) * 1000))
         let headers = HeaderCollector()
         try headers.install(on: easy)

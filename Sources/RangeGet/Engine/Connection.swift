@@ -116,7 +116,7 @@ final class Connection {
         startedAt = now
         lastProgress = now
         try easy.setTarget(url)
-        try easy.set(CURLOPT_RANGE, String(range.rangeHeaderValue.dropFirst("bytes=".count)))
+        try easy.setRange(range)
         try easy.setHeaders(baseHeaders)
         easy.clearError()
     }
@@ -125,7 +125,7 @@ final class Connection {
     func widenOpening(to range: ByteRange) throws(CurlError) {
         precondition(isOpening && range.start == openingRange.start)
         openingRange = range
-        try easy.set(CURLOPT_RANGE, String(range.rangeHeaderValue.dropFirst("bytes=".count)))
+        try easy.setRange(range)
     }
 
     /// Makes the opening transfer, which the server answers with `served`
@@ -216,12 +216,8 @@ final class Connection {
         responseHeaders.reset()
         var headers = mirror.remote.headers(from: baseHeaders)
         try easy.setTarget(mirror.remote.effectiveURL)
-        if let requested {
-            try easy.set(CURLOPT_RANGE, String(requested.rangeHeaderValue.dropFirst("bytes=".count)))
-            if let ifRange = mirror.remote.ifRange { headers.append("If-Range: \(ifRange)") }
-        } else {
-            try easy.set(CURLOPT_RANGE, nil)
-        }
+        try easy.setRange(requested)
+        if requested != nil, let ifRange = mirror.remote.ifRange { headers.append("If-Range: \(ifRange)") }
         try easy.setHeaders(headers)
         easy.clearError()
     }

@@ -80,7 +80,7 @@ struct Prober {
             easy = try EasyHandle()
             try easy.configure(url: url, options: options)
             try easy.setHeaders(options.headers)
-            try easy.set(CURLOPT_RANGE, "0-0")
+            try easy.setRange(ByteRange(0, 1))
             try easy.set(CURLOPT_LOW_SPEED_LIMIT, 1)
             try easy.set(CURLOPT_LOW_SPEED_TIME, max(1, Int(options.stallTimeout.rounded(.up))))
             exchange = try ProbeExchange(on: easy, stop: stop)
