@@ -36,11 +36,11 @@ extension Download {
         var opened: Opening?
         if let loop {
             let transfer = options.transfer
+            let length = min(options.minimumSplit, options.openingLimit)
             // Mirrors share a file's bytes out: their opening is never widened (it is still asked).
-            let wholeLength = mirrors.count == 1 ? options.openingLimit : min(options.minimumSplit, options.openingLimit)
-            let request = try? Opening(url: url, length: min(options.minimumSplit, options.openingLimit),
-                                       options: transfer, holding: window == nil, loop: loop, stop: stop,
-                                       whole: options.filesTakeFreeSlots.map { (wholeLength, $0) })
+            let wholeLength = mirrors.count == 1 ? options.openingLimit : length
+            let request = try? Opening(url: url, length: length, options: transfer, holding: window == nil,
+                                       loop: loop, stop: stop, whole: options.filesTakeFreeSlots.map { (wholeLength, $0) })
             // With other mirrors, one that ignores ranges is dropped rather than
             // making the whole download one stream (the classic probe and the
             // engine see to that).
