@@ -136,6 +136,50 @@ final class SchedulingTests: EndToEndTestCase {
         XCTAssertEqual(progress.last?.bytesDone, size)
         XCTAssertLessThanOrEqual(server.statistics.bodyBytesSent, size + size / 20, "stealing refetched little")
     }
+
+    /// The end of a file is kept back and handed out in minimum splits to
+    /// the connections that finish first, so none idles while another ends
+    /// the file alone (Planner.endReserve): with 4 connections and 256 KiB
+    /// splits, the last MiB comes in 4 requests of 256 KiB, each started
+    /// only once a connection finished a piece of the first split.
+    func testTheEndOfAFileIsHandedOutInSmallPiecesToConnectionsThatFinishFirst() throws {
+        let size: Int64 = 8 << 20
+        let split: Int64 = 256 << 10
+        let resource = Resource.generated(size: size, seed: 77)
+        server.setResource(resource, at: "f")
+        server.setRatePerConnection(8 << 20)
+        var options = DownloadOptions()
+        options.connections = 4
+        options.minimumSplit = split
+        let download = Download(url: server.url("f"), destination: .file(path("f")), options: options)
+        let events = Mutex<[DownloadEvent]>([])
+        let result = try download.run { event in events.withLock { $0.append(event) } }
+        assertSameBytes(result.path, resource)
+
+        let reserve = (size - 4 * split)..<size
+        let asked = server.requestedRanges.filter { reserve.contains($0.lowerBound) }
+        XCTAssertEqual(asked.sorted { $0.lowerBound < $1.lowerBound },
+                       (0..<4).map { reserve.lowerBound + $0 * split ..< reserve.lowerBound + ($0 + 1) * split },
+                       "the last MiB in minimum splits: \(server.requestedRanges)")
+        XCTAssertFalse(server.requestedRanges.contains { $0.lowerBound < reserve.lowerBound && $0.upperBound > reserve.lowerBound },
+                       "no piece of the first split runs into the reserve")
+        // Each reserved piece started after a piece of the first split (longer than the opening) had finished.
+        var finishedBelow = 0
+        var reservedStarts: [Int] = []
+        for event in events.withLock({ $0 }) {
+            switch event {
+            case let .pieceFinished(_, written, true) where written.end <= reserve.lowerBound && written.count > split:
+                finishedBelow += 1
+            case let .pieceStarted(_, range, _) where reserve.contains(range.start):
+                reservedStarts.append(finishedBelow)
+            default:
+                break
+            }
+        }
+        XCTAssertEqual(reservedStarts.count, 4)
+        XCTAssertTrue(reservedStarts.allSatisfy { $0 > 0 }, "reserved pieces started only at the end: \(reservedStarts)")
+        XCTAssertLessThanOrEqual(server.statistics.bodyBytesSent, size + size / 20, "the reserve is fetched once")
+    }
 }
 
 /// The connections of a list are one limit, the shared loop's: a large file

@@ -90,6 +90,58 @@ final class PlannerTests: XCTestCase {
         }
     }
 
+    /// (missing ranges in MiB, connections) -> the reserve in MiB
+    func testTheEndReserveIsAMinimumSplitPerConnectionAtTheEndOfWhatIsMissing() {
+        let cases: [([(Int64, Int64)], Int, [(Int64, Int64)])] = [
+            // 16 connections, 256 MiB: the last 16 MiB.
+            ([(0, 256)], 16, [(240, 256)]),
+            // At most an eighth of what is missing: 4 pieces of 32 MiB.
+            ([(0, 32)], 16, [(28, 32)]),
+            // Fewer than two pieces: none (a small file is all first split).
+            ([(0, 15)], 16, []),
+            ([(0, 64)], 1, []),
+            // A resume's holes: taken from the last ones backwards.
+            ([(0, 100), (200, 202), (300, 301)], 8, [(95, 100), (200, 202), (300, 301)]),
+        ]
+        for (missing, connections, expected) in cases {
+            let planner = Planner(connections: connections, minimumSplit: mib)
+            let set = RangeSet(missing.map { ByteRange($0.0 * mib, $0.1 * mib) })
+            let reserve = planner.endReserve(of: set)
+            XCTAssertEqual(reserve, RangeSet(expected.map { ByteRange($0.0 * mib, $0.1 * mib) }), "\(missing) on \(connections)")
+            XCTAssertTrue(reserve.ranges.allSatisfy(set.contains), "only missing bytes are reserved")
+        }
+        // The first byte missing is never reserved: the opening's piece starts there.
+        let single = Planner(connections: 256, minimumSplit: 1).endReserve(of: RangeSet([ByteRange(0, 16)]))
+        XCTAssertEqual(single, RangeSet([ByteRange(14, 16)]))
+    }
+
+    /// (reserve in MiB, thief MiB/s, setup s) -> the piece handed out, in MiB
+    func testAReservedPieceIsAMinimumSplitUnlessItsRequestWouldWaitLonger() {
+        let planner = Planner(connections: 8, minimumSplit: mib)
+        let cases: [([(Double, Double)], Double?, Double, (Double, Double)?)] = [
+            ([(10, 14)], 20, 0.001, (10, 11)),
+            ([(10, 14)], nil, 0.1, (10, 11)),
+            // A distant server: 4 setups at 5 MiB/s, 0.1 s each, is 2 MiB.
+            ([(10, 14)], 5, 0.1, (10, 12)),
+            // A remainder below a minimum split goes with the piece.
+            ([(10, 11.5)], 20, 0.001, (10, 11.5)),
+            ([(10, 14)], 8, 0.1, (10, 14)),
+            // From the lowest hole first.
+            ([(3, 3.5), (10, 14)], 20, 0.001, (3, 3.5)),
+            ([], 20, 0.001, nil),
+            // Rates no arithmetic can use fall back to a minimum split.
+            ([(10, 14)], .infinity, 0.1, (10, 11)),
+            ([(10, 14)], .nan, 0.1, (10, 11)),
+            ([(10, 14)], 1e300, 1e300, (10, 11)),
+        ]
+        func bytes(_ mebibytes: Double) -> Int64 { Int64(mebibytes * Double(mib)) }
+        for (reserve, thief, setup, expected) in cases {
+            let set = RangeSet(reserve.map { ByteRange(bytes($0.0), bytes($0.1)) })
+            let piece = planner.reservedPiece(from: set, thiefRate: thief.map { $0 * Double(mib) }, setupDelay: setup)
+            XCTAssertEqual(piece, expected.map { ByteRange(bytes($0.0), bytes($0.1)) }, "\(reserve) at \(thief ?? -1) MiB/s")
+        }
+    }
+
     func testRaceOnlyWhenAFreshRequestIsClearlyFaster() {
         let planner = Planner(connections: 8, minimumSplit: mib)
         let tail = ByteRange(0, mib)

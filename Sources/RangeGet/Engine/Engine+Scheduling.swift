@@ -1,7 +1,8 @@
 // Who fetches what: an idle connection takes the first ready piece of the
 // queue; when none is left it steals the end of the piece that will finish
-// last; when no piece can be cut any more, it races a very slow connection
-// for its tail (first to finish wins). How many connections each mirror
+// last; when no piece can be cut any more, it takes a small piece of the
+// file's end reserve, and when that is gone too, it races a very slow
+// connection for its tail (first to finish wins). How many connections each mirror
 // gets is the placement's call (MirrorPlacement), within the per-host cap.
 
 extension Engine {
@@ -21,7 +22,7 @@ extension Engine {
             // The piece first (a steal may end a transfer), then a handle for it.
             let reuse = connections.first { !$0.isBusy }
             guard let mirror = chooseMirror(now: now),
-                  let (piece, race) = nextPiece(thiefRate: reuse?.lastRate, now: now) else {
+                  let (piece, race) = nextPiece(thiefRate: reuse?.lastRate, mirror: mirror, now: now) else {
                 returnSlots()
                 break
             }
@@ -147,13 +148,21 @@ extension Engine {
     }
 
     /// The next piece for a connection that fetched at `thiefRate` last
-    /// (nil: a new one): a queued piece, else a stolen end, else a race.
-    private func nextPiece(thiefRate: Double?, now: Double) -> (Piece, Race?)? {
+    /// (nil: a new one) and goes to `mirror`: a queued piece, else a stolen
+    /// end, else a piece of the end reserve, else a race.
+    private func nextPiece(thiefRate: Double?, mirror: Mirror, now: Double) -> (Piece, Race?)? {
         if let index = queue.firstIndex(where: { $0.notBefore <= now }) {
             return (queue.remove(at: index), nil)
         }
         guard queue.isEmpty, !plain else { return nil }
         if let stolen = steal(thiefRate: thiefRate, now: now) { return (stolen, nil) }
+        // The server's own first-byte wait: the engine's setupDelay starts
+        // from a guess (0.1 s) that a few requests only dilute.
+        let wait = loop.firstByteDelay(from: mirror.server) ?? setupDelay
+        if window == nil, let reserved = planner.reservedPiece(from: unplanned, thiefRate: thiefRate, setupDelay: wait) {
+            unplanned.remove(reserved)
+            return (Piece(range: reserved), nil)
+        }
         return race(thiefRate: thiefRate, now: now)
     }
 

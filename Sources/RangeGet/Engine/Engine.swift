@@ -50,7 +50,9 @@ final class Engine: LoopClient {
     private let sink: any ByteSink
     /// A stream's window: pieces are planned in file order, only inside it.
     let window: StreamWindow?
-    /// A stream's bytes not yet planned into pieces (in order).
+    /// Bytes not yet planned into pieces: a stream's rest (planned in
+    /// order, inside its window), or a file's end reserve (handed out in
+    /// small pieces once nothing can be stolen: `Planner.endReserve`).
     var unplanned = RangeSet()
     /// A stream's piece length: small enough that every connection has
     /// work inside the window, large enough that requests stay few.
@@ -198,8 +200,11 @@ final class Engine: LoopClient {
             // piece per connection that will wait would cost a request each);
             // slots that free up later take work by stealing.
             let reachable = loop.freeSlots.map { min(settings.connections, max(1, slotsHeld + $0)) } ?? settings.connections
+            var missing = written.complement(size: size)
+            unplanned = planner.endReserve(of: missing)
+            for range in unplanned.ranges { missing.remove(range) }
             queue = Planner(connections: reachable, minimumSplit: settings.minimumSplit)
-                .plan(written.complement(size: size)).map { Piece(range: $0) }
+                .plan(missing).map { Piece(range: $0) }
         }
         if let adopted {
             adoptOpening(served: adopted.served, now: now)
