@@ -180,6 +180,27 @@ final class SchedulingTests: EndToEndTestCase {
         XCTAssertTrue(reservedStarts.allSatisfy { $0 > 0 }, "reserved pieces started only at the end: \(reservedStarts)")
         XCTAssertLessThanOrEqual(server.statistics.bodyBytesSent, size + size / 20, "the reserve is fetched once")
     }
+
+    /// From a server that waits 50 ms before every response, a reserved
+    /// piece would cost each connection one more wait at the end: the first
+    /// split runs to the end of the file, as without a reserve.
+    func testADistantServersFileKeepsNoEndReserve() throws {
+        let size: Int64 = 8 << 20
+        let split: Int64 = 256 << 10
+        let resource = Resource.generated(size: size, seed: 78)
+        server.setResource(resource, at: "f")
+        server.setRatePerConnection(8 << 20)
+        server.setLatency(0.05)
+        let output = path("f")
+        let run = try CLI.run(["-q", "-n", "4", "--min-split", "256K", "-o", output, server.url("f")], in: directory, timeout: 30)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        assertSameBytes(output, resource)
+        let reserve = (size - 4 * split)..<size
+        XCTAssertTrue(server.requestedRanges.contains { $0.lowerBound < reserve.lowerBound && $0.upperBound > reserve.lowerBound },
+                      "a piece of the first split runs into the last MiB: \(server.requestedRanges)")
+        XCTAssertFalse(server.requestedRanges.contains { reserve.contains($0.lowerBound) && $0.count == split },
+                       "no minimum split of it asked alone: \(server.requestedRanges)")
+    }
 }
 
 /// The connections of a list are one limit, the shared loop's: a large file

@@ -201,8 +201,14 @@ final class Engine: LoopClient {
             // slots that free up later take work by stealing.
             let reachable = loop.freeSlots.map { min(settings.connections, max(1, slotsHeld + $0)) } ?? settings.connections
             var missing = written.complement(size: size)
-            unplanned = planner.endReserve(of: missing)
-            for range in unplanned.ranges { missing.remove(range) }
+            // Each reserved piece costs a request's wait: only where that is
+            // small (a distant server's pieces end no closer for it: the
+            // latency scenario, 300 ms a request, took 2.9 s with a reserve
+            // against 2.2 without). A wait not measured yet counts as distant.
+            if mirrors.allSatisfy({ (loop.firstByteDelay(from: $0.server) ?? .infinity) < Opening.distantFirstByte }) {
+                unplanned = planner.endReserve(of: missing)
+                for range in unplanned.ranges { missing.remove(range) }
+            }
             queue = Planner(connections: reachable, minimumSplit: settings.minimumSplit)
                 .plan(missing).map { Piece(range: $0) }
         }

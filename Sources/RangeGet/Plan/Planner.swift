@@ -52,7 +52,8 @@ struct Planner: Sendable {
     /// connection is free, fill that tail without cutting anyone's transfer.
     ///
     /// One minimum split per connection, at most an eighth of what is
-    /// missing; none when that makes fewer than two pieces.
+    /// missing; none when that makes fewer than two pieces. The engine keeps
+    /// one only from a near server (a request's wait well below a piece's time).
     func endReserve(of missing: RangeSet) -> RangeSet {
         let pieces = min(Int64(max(1, connections)), missing.byteCount / 8 / split)
         guard pieces >= 2 else { return RangeSet() }
