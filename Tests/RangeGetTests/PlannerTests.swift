@@ -115,31 +115,25 @@ final class PlannerTests: XCTestCase {
         XCTAssertEqual(single, RangeSet([ByteRange(14, 16)]))
     }
 
-    /// (reserve in MiB, thief MiB/s, setup s) -> the piece handed out, in MiB
-    func testAReservedPieceIsAMinimumSplitUnlessItsRequestWouldWaitLonger() {
+    /// reserve in MiB -> the piece handed out, in MiB
+    func testAReservedPieceIsAMinimumSplitFromTheLowestByte() {
         let planner = Planner(connections: 8, minimumSplit: mib)
-        let cases: [([(Double, Double)], Double?, Double, (Double, Double)?)] = [
-            ([(10, 14)], 20, 0.001, (10, 11)),
-            ([(10, 14)], nil, 0.1, (10, 11)),
-            // A distant server: 4 setups at 5 MiB/s, 0.1 s each, is 2 MiB.
-            ([(10, 14)], 5, 0.1, (10, 12)),
+        let cases: [([(Double, Double)], (Double, Double)?)] = [
+            ([(10, 14)], (10, 11)),
             // A remainder below a minimum split goes with the piece.
-            ([(10, 11.5)], 20, 0.001, (10, 11.5)),
-            ([(10, 14)], 8, 0.1, (10, 14)),
+            ([(10, 11.5)], (10, 11.5)),
+            ([(10, 10.5)], (10, 10.5)),
             // From the lowest hole first.
-            ([(3, 3.5), (10, 14)], 20, 0.001, (3, 3.5)),
-            ([], 20, 0.001, nil),
-            // Rates no arithmetic can use fall back to a minimum split.
-            ([(10, 14)], .infinity, 0.1, (10, 11)),
-            ([(10, 14)], .nan, 0.1, (10, 11)),
-            ([(10, 14)], 1e300, 1e300, (10, 11)),
+            ([(3, 3.5), (10, 14)], (3, 3.5)),
+            ([], nil),
         ]
         func bytes(_ mebibytes: Double) -> Int64 { Int64(mebibytes * Double(mib)) }
-        for (reserve, thief, setup, expected) in cases {
+        for (reserve, expected) in cases {
             let set = RangeSet(reserve.map { ByteRange(bytes($0.0), bytes($0.1)) })
-            let piece = planner.reservedPiece(from: set, thiefRate: thief.map { $0 * Double(mib) }, setupDelay: setup)
-            XCTAssertEqual(piece, expected.map { ByteRange(bytes($0.0), bytes($0.1)) }, "\(reserve) at \(thief ?? -1) MiB/s")
+            XCTAssertEqual(planner.reservedPiece(from: set), expected.map { ByteRange(bytes($0.0), bytes($0.1)) }, "\(reserve)")
         }
+        XCTAssertEqual(Planner(connections: 8, minimumSplit: Int64.max).reservedPiece(from: RangeSet([ByteRange(0, 10)])),
+                       ByteRange(0, 10))
     }
 
     func testRaceOnlyWhenAFreshRequestIsClearlyFaster() {

@@ -22,7 +22,7 @@ extension Engine {
             // The piece first (a steal may end a transfer), then a handle for it.
             let reuse = connections.first { !$0.isBusy }
             guard let mirror = chooseMirror(now: now),
-                  let (piece, race) = nextPiece(thiefRate: reuse?.lastRate, mirror: mirror, now: now) else {
+                  let (piece, race) = nextPiece(thiefRate: reuse?.lastRate, now: now) else {
                 returnSlots()
                 break
             }
@@ -148,18 +148,15 @@ extension Engine {
     }
 
     /// The next piece for a connection that fetched at `thiefRate` last
-    /// (nil: a new one) and goes to `mirror`: a queued piece, else a stolen
-    /// end, else a piece of the end reserve, else a race.
-    private func nextPiece(thiefRate: Double?, mirror: Mirror, now: Double) -> (Piece, Race?)? {
+    /// (nil: a new one): a queued piece, else a stolen end, else a piece of
+    /// the end reserve, else a race.
+    private func nextPiece(thiefRate: Double?, now: Double) -> (Piece, Race?)? {
         if let index = queue.firstIndex(where: { $0.notBefore <= now }) {
             return (queue.remove(at: index), nil)
         }
         guard queue.isEmpty, !plain else { return nil }
         if let stolen = steal(thiefRate: thiefRate, now: now) { return (stolen, nil) }
-        // The server's own first-byte wait: the engine's setupDelay starts
-        // from a guess (0.1 s) that a few requests only dilute.
-        let wait = loop.firstByteDelay(from: mirror.server) ?? setupDelay
-        if window == nil, let reserved = planner.reservedPiece(from: unplanned, thiefRate: thiefRate, setupDelay: wait) {
+        if window == nil, let reserved = planner.reservedPiece(from: unplanned) {
             unplanned.remove(reserved)
             return (Piece(range: reserved), nil)
         }

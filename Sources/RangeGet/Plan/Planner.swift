@@ -68,20 +68,13 @@ struct Planner: Sendable {
     }
 
     /// The next piece of the end reserve, from its lowest byte: a minimum
-    /// split, longer when a new request's setup delay would take more than
-    /// a fifth of its time at `thiefRate`; what would be left shorter than a
-    /// minimum split goes with it. Nil when the reserve is empty.
-    func reservedPiece(from reserve: RangeSet, thiefRate: Double?, setupDelay: Double) -> ByteRange? {
+    /// split (what would be left shorter than one goes with it), so a piece
+    /// taken just before the others end cannot hold the end up by much, and
+    /// is too short to be stolen from. Nil when the reserve is empty.
+    func reservedPiece(from reserve: RangeSet) -> ByteRange? {
         guard let first = reserve.ranges.first else { return nil }
-        let worthIt = (thiefRate ?? 0) * setupDelay * Self.reservedPieceSetups
-        // Compare in Double: a rate may be infinite or NaN, and Int64(x) traps on those.
-        let length = worthIt.isFinite && worthIt > Double(split) ? Int64(min(worthIt, Double(first.count))) : split
-        return first.count - min(first.count, length) < split ? first : ByteRange(first.start, first.start + length)
+        return first.count - min(first.count, split) < split ? first : ByteRange(first.start, first.start + split)
     }
-
-    /// How many setup delays a reserved piece lasts at least: its request's
-    /// wait is then at most a fifth of its time.
-    static let reservedPieceSetups = 4.0
 
     /// Where to cut a piece still being fetched so a free connection can take
     /// its end: `remaining` is the part not yet received, the rates are bytes
