@@ -88,16 +88,16 @@ final class ResumeTests: EndToEndTestCase {
     }
 
     /// Interrupts a throttled download of `resource` with SIGINT, then
-    /// resumes it unthrottled with fresh server statistics.
+    /// resumes it unthrottled (with `arguments` more) with fresh server statistics.
     @discardableResult
-    private func interruptAndResume(_ resource: Resource) throws -> Run {
+    private func interruptAndResume(_ resource: Resource, arguments: [String] = []) throws -> Run {
         server.setResource(resource, at: "f")
         let output = path("f")
         let stopped = try interruptedThrottled(output)
         XCTAssertEqual(stopped.status, 130)
         server.setRatePerConnection(nil)
         server.resetStatistics()
-        let run = try CLI.run(["-n", "\(connections)", "-o", output, server.url("f")], in: directory)
+        let run = try CLI.run(["-n", "\(connections)"] + arguments + ["-o", output, server.url("f")], in: directory)
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(output, resource)
         return run
@@ -117,6 +117,33 @@ final class ResumeTests: EndToEndTestCase {
         }
         XCTAssertFalse(requests.contains { requestedRange($0.rangeHeader)?.lowerBound == 0 },
                        "no opening request for byte 0, which is on disk")
+    }
+
+    /// A resume sends no opening request, so the server's wait is not known
+    /// when its plan is made: the end reserve is kept until the first
+    /// answers show a near server, and its last MiB comes in minimum splits.
+    func testAResumeFromANearServerKeepsItsEndReserve() throws {
+        let resource = Resource.generated(size: size, seed: 29)
+        try interruptAndResume(resource, arguments: ["--min-split", "256K"])
+        let split: Int64 = 256 << 10
+        let reserve = (size - 4 * split)..<size
+        let asked = server.requestedRanges.filter { reserve.contains($0.lowerBound) }.sorted { $0.lowerBound < $1.lowerBound }
+        XCTAssertEqual(asked, (0..<4).map { reserve.lowerBound + $0 * split ..< reserve.lowerBound + ($0 + 1) * split },
+                       "\(server.requestedRanges)")
+    }
+
+    /// From a server 50 ms away, the reserve a resume kept goes back to the
+    /// plan once the first answers come: asked as one piece, not in four
+    /// requests that would each wait.
+    func testAResumeFromADistantServerGivesItsEndReserveBack() throws {
+        server.setLatency(0.05)
+        let resource = Resource.generated(size: size, seed: 30)
+        try interruptAndResume(resource, arguments: ["--min-split", "256K"])
+        let split: Int64 = 256 << 10
+        let reserve = (size - 4 * split)..<size
+        XCTAssertTrue(server.requestedRanges.contains(reserve), "the reserve asked as one piece: \(server.requestedRanges)")
+        XCTAssertFalse(server.requestedRanges.contains { reserve.contains($0.lowerBound) && $0.count == split },
+                       "\(server.requestedRanges)")
     }
 
     /// Without an ETag, Last-Modified is the If-Range validator, and still no probe goes first.

@@ -4,18 +4,27 @@
 import CCurl
 
 extension Engine {
+    /// Samples `connection`'s progress and, at its first byte, how long
+    /// its request waited; returns the seconds since its last byte.
+    @discardableResult
+    func sample(_ connection: Connection, now: Double) -> Double {
+        let (idle, timeToFirstByte) = connection.sample(now: now)
+        if let timeToFirstByte {
+            setupDelay = 0.8 * setupDelay + 0.2 * timeToFirstByte
+            if let mirror = connection.mirror {
+                loop.noteFirstByte(after: timeToFirstByte, from: mirror.server)
+                mirror.fastestFirstByte = min(mirror.fastestFirstByte ?? .infinity, timeToFirstByte)
+            }
+        }
+        return idle
+    }
+
     /// Samples every transfer's progress; abandons those silent for the stall timeout.
     func watchTransfers(now: Double) -> EngineOutcome? {
         for connection in connections where connection.isBusy {
             connection.resumeIfAllowed()
             if connection.isPaused { continue }
-            let (idle, timeToFirstByte) = connection.sample(now: now)
-            if let timeToFirstByte {
-                setupDelay = 0.8 * setupDelay + 0.2 * timeToFirstByte
-                if let mirror = connection.mirror {
-                    loop.noteFirstByte(after: timeToFirstByte, from: mirror.server)
-                }
-            }
+            let idle = sample(connection, now: now)
             guard idle > settings.transfer.stallTimeout else { continue }
             let reason = "no data for \(Int(settings.transfer.stallTimeout)) s (stalled)"
             multi.remove(connection.easy)

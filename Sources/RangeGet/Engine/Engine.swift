@@ -54,6 +54,9 @@ final class Engine: LoopClient {
     /// order, inside its window), or a file's end reserve (handed out in
     /// small pieces once nothing can be stolen: `Planner.endReserve`).
     var unplanned = RangeSet()
+    /// True while the end reserve waits for the servers' first-byte waits
+    /// (a resume sends no opening to measure them).
+    var endReservePending = false
     /// A stream's piece length: small enough that every connection has
     /// work inside the window, large enough that requests stay few.
     let streamPiece: Int64
@@ -200,17 +203,8 @@ final class Engine: LoopClient {
             // piece per connection that will wait would cost a request each);
             // slots that free up later take work by stealing.
             let reachable = loop.freeSlots.map { min(settings.connections, max(1, slotsHeld + $0)) } ?? settings.connections
-            var missing = written.complement(size: size)
-            // Each reserved piece costs a request's wait: only where that is
-            // small (a distant server's pieces end no closer for it: the
-            // latency scenario, 300 ms a request, took 2.9 s with a reserve
-            // against 2.2 without). A wait not measured yet counts as distant.
-            if mirrors.allSatisfy({ (loop.firstByteDelay(from: $0.server) ?? .infinity) < Opening.distantFirstByte }) {
-                unplanned = planner.endReserve(of: missing)
-                for range in unplanned.ranges { missing.remove(range) }
-            }
             queue = Planner(connections: reachable, minimumSplit: settings.minimumSplit)
-                .plan(missing).map { Piece(range: $0) }
+                .plan(keepEndReserve(of: written.complement(size: size))).map { Piece(range: $0) }
         }
         if let adopted {
             adoptOpening(served: adopted.served, now: now)
@@ -237,6 +231,7 @@ final class Engine: LoopClient {
             drain = (drain?.deadline ?? now + Self.drainLimit, received)
             return false
         }
+        settleEndReserve()
         if let outcome = startIdleConnections(now: now) { return ended(outcome) }
         if queue.isEmpty && unplanned.isEmpty && !connections.contains(where: \.isBusy) {
             return ended(.complete(size: size ?? written.ranges.last?.end ?? 0))
@@ -248,6 +243,8 @@ final class Engine: LoopClient {
     }
 
     func transferFinished(_ connection: Connection, result: CURLcode, now: Double) -> Bool {
+        // A transfer whose first byte came in the turn it ended is timed too.
+        sample(connection, now: now)
         let outcome = settle(connection, connection.finish(result: result, now: now), now: now)
         // While stopping, the stop is the outcome.
         guard let outcome, !isStopping else { return self.outcome != nil }

@@ -27,6 +27,9 @@ final class Mirror {
     var tcpConnections = 0
     /// The HTTP version of its last response.
     var httpVersion: String?
+    /// The shortest wait for a first byte of this run's requests to it: how
+    /// near it is, whatever else the loop was busy with at the time.
+    var fastestFirstByte: Double?
     /// Its total bytes (finished transfers plus running ones) over the placement's window.
     var meter = RateMeter(window: Engine.placementWindow)
     /// Since when the same number of connections deliver data from it.
