@@ -284,12 +284,14 @@ final class Connection {
             progressMark = position
             lastProgress = now
             if firstByteAt == nil {
-                firstByteAt = now
                 // libcurl's own clock, read as the head arrived: `now` is
                 // the end of a loop turn, which is long when every
                 // connection's first burst came in it (8 of 2 MiB, nginx's
                 // default pacing, made a loopback server look 10 ms away).
-                let measured = easy.timeToFirstByte
+                // When first byte and end share a turn, `now` would also
+                // make the transfer's rate (lastRate) its bytes / 0.01 s.
+                let measured = measuresSetup ? easy.timeToFirstByte : 0
+                firstByteAt = measured > 0 ? min(now, startedAt + measured) : now
                 if measuresSetup { timeToFirstByte = measured > 0 ? measured : now - startedAt }
             }
         }

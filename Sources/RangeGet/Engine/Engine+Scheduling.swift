@@ -64,7 +64,10 @@ extension Engine {
     /// end no closer for it (the latency scenario, 300 ms a request, took
     /// 2.9 s with one against 2.2 s without). While a server's wait is not
     /// known yet (a resume sends no opening request to time), the reserve is
-    /// kept until the first requests tell (`settleEndReserve`).
+    /// kept until the first requests tell (`settleEndReserve`). It is sized
+    /// for every connection of the run, not only those free when the plan is
+    /// made: a list's file gains connections as the others end (bulk-mixed's
+    /// large file starts on one and ends on 16).
     func keepEndReserve(of missing: RangeSet) -> RangeSet {
         let waits = mirrors.map { loop.firstByteDelay(from: $0.server) }
         guard !waits.contains(where: { $0.map { $0 >= Opening.distantFirstByte } ?? false }) else { return missing }
@@ -77,8 +80,8 @@ extension Engine {
 
     /// Once every running request has its first byte: a reserve kept from
     /// a server that answered none of them within `Opening.distantFirstByte`
-    /// goes to the queue, where the first free connection takes it, as the
-    /// end of the first split would have been. (The fastest answer, not the
+    /// goes to the queue, where the first free connection takes it (one
+    /// request more than had the first split covered it). (The fastest answer, not the
     /// average: at a run's start the loop sets up every connection in one
     /// turn, and the last ones wait for the others.) Kept instead when the
     /// server is near: a download cut in the middle leaves the reserve a
@@ -93,7 +96,9 @@ extension Engine {
         guard now || connections.allSatisfy({ !$0.isBusy || $0.hasDelivered })
                 && mirrors.contains(where: { $0.fastestFirstByte != nil }) else { return }
         endReservePending = false
-        guard mirrors.contains(where: { ($0.fastestFirstByte ?? 0) >= Opening.distantFirstByte }) else { return }
+        // A dropped mirror gets no reserved piece: its wait has no say.
+        guard mirrors.contains(where: { $0.isUsable && ($0.fastestFirstByte ?? 0) >= Opening.distantFirstByte })
+        else { return }
         queue.append(contentsOf: unplanned.ranges.map { Piece(range: $0) })
         unplanned = RangeSet()
     }

@@ -172,7 +172,9 @@ final class Engine: LoopClient {
 
     // MARK: - LoopClient
 
-    var waitsForFirstConnection: Bool { slotsHeld == 0 && !queue.isEmpty && outcome == nil }
+    var waitsForFirstConnection: Bool {
+        slotsHeld == 0 && (!queue.isEmpty || (window == nil && !unplanned.isEmpty)) && outcome == nil
+    }
 
     func begin(now: Double) {
         // A plain stream starts from byte 0 anyway; a ranged plan needs byte 0 to be missing.
@@ -203,8 +205,12 @@ final class Engine: LoopClient {
             // piece per connection that will wait would cost a request each);
             // slots that free up later take work by stealing.
             let reachable = loop.freeSlots.map { min(settings.connections, max(1, slotsHeld + $0)) } ?? settings.connections
+            // An opening that asked for the whole file (a list's, from a
+            // distant server) keeps its first piece running to the end.
+            let whole = adopted?.served.map { $0.end == size } ?? false
+            let missing = written.complement(size: size)
             queue = Planner(connections: reachable, minimumSplit: settings.minimumSplit)
-                .plan(keepEndReserve(of: written.complement(size: size))).map { Piece(range: $0) }
+                .plan(whole ? missing : keepEndReserve(of: missing)).map { Piece(range: $0) }
         }
         if let adopted {
             adoptOpening(served: adopted.served, now: now)

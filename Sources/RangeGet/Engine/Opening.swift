@@ -246,13 +246,14 @@ final class Opening: LoopClient {
         connectionsOpened = connection.easy.connectionsOpened
     }
 
-    /// Counts the wait for the head in the loop's first-byte delays, once.
-    /// A small body may be whole by the turn that sees its head: then its
-    /// transfer counts too, a few milliseconds at most.
+    /// Counts the wait for the head in the loop's first-byte delays, once:
+    /// libcurl's own clock, read as the head arrived (the loop's `now` is
+    /// the end of a turn, late when other transfers' bursts came in it).
     private func timeHead(now: Double) {
         guard !headTimed else { return }
         headTimed = true
-        loop.noteFirstByte(after: now - sentAt, from: server)
+        let measured = connection.easy.timeToFirstByte
+        loop.noteFirstByte(after: measured > 0 ? measured : now - sentAt, from: server)
     }
 
     private func waited(now: Double) -> Bool {

@@ -44,7 +44,8 @@ struct Planner: Sendable {
     ///
     /// Why: the first split and the steals predict when each connection will
     /// finish from rates measured early, and a steal needs the victim to have
-    /// a tenth of a second and two minimum splits left. So the last pieces,
+    /// a tenth of a second left and the thief's share to be a minimum split
+    /// (at equal rates, two minimum splits left). So the last pieces,
     /// planned most of a download before, end up to 0.1 s apart, and the
     /// connections that finish first idle through that tail (bulk-mixed:
     /// 16 connections at 20 MiB/s ended 55 to 95 ms apart, 4% of a
@@ -70,7 +71,8 @@ struct Planner: Sendable {
     /// The next piece of the end reserve, from its lowest byte: a minimum
     /// split (what would be left shorter than one goes with it), so a piece
     /// taken just before the others end cannot hold the end up by much, and
-    /// is too short to be stolen from. Nil when the reserve is empty.
+    /// at equal rates is too short to be stolen from (a cut wastes what is in
+    /// flight). Nil when the reserve is empty.
     func reservedPiece(from reserve: RangeSet) -> ByteRange? {
         guard let first = reserve.ranges.first else { return nil }
         return first.count - min(first.count, split) < split ? first : ByteRange(first.start, first.start + split)
