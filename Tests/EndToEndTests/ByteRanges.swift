@@ -25,6 +25,13 @@ func requestedRange(_ header: String?, size: Int64? = nil) -> Range<Int64>? {
     return first < clipped ? first..<clipped : nil
 }
 
+/// The last `count` splits of a file of `size` bytes (where an end
+/// reserve lies, `Planner.endReserve`): as one range, and split by split.
+func lastSplits(_ count: Int64, of size: Int64, split: Int64) -> (all: Range<Int64>, pieces: [Range<Int64>]) {
+    let start = size - count * split
+    return (start..<size, (0..<count).map { start + $0 * split ..< start + ($0 + 1) * split })
+}
+
 extension RangeServer {
     /// The ranges its ranged requests asked for, in the order they came.
     var requestedRanges: [Range<Int64>] { statistics.requests.compactMap { requestedRange($0.rangeHeader) } }

@@ -125,11 +125,9 @@ final class ResumeTests: EndToEndTestCase {
     func testAResumeFromANearServerKeepsItsEndReserve() throws {
         let resource = Resource.generated(size: size, seed: 29)
         try interruptAndResume(resource, arguments: ["--min-split", "256K"])
-        let split: Int64 = 256 << 10
-        let reserve = (size - 4 * split)..<size
+        let (reserve, pieces) = lastSplits(4, of: size, split: 256 << 10)
         let asked = server.requestedRanges.filter { reserve.contains($0.lowerBound) }.sorted { $0.lowerBound < $1.lowerBound }
-        XCTAssertEqual(asked, (0..<4).map { reserve.lowerBound + $0 * split ..< reserve.lowerBound + ($0 + 1) * split },
-                       "\(server.requestedRanges)")
+        XCTAssertEqual(asked, pieces, "\(server.requestedRanges)")
     }
 
     /// From a server 50 ms away, the reserve a resume kept goes back to the
@@ -140,7 +138,7 @@ final class ResumeTests: EndToEndTestCase {
         let resource = Resource.generated(size: size, seed: 30)
         try interruptAndResume(resource, arguments: ["--min-split", "256K"])
         let split: Int64 = 256 << 10
-        let reserve = (size - 4 * split)..<size
+        let reserve = lastSplits(4, of: size, split: split).all
         XCTAssertTrue(server.requestedRanges.contains(reserve), "the reserve asked as one piece: \(server.requestedRanges)")
         XCTAssertFalse(server.requestedRanges.contains { reserve.contains($0.lowerBound) && $0.count == split },
                        "\(server.requestedRanges)")

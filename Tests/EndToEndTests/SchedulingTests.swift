@@ -137,17 +137,26 @@ final class SchedulingTests: EndToEndTestCase {
         XCTAssertLessThanOrEqual(server.statistics.bodyBytesSent, size + size / 20, "stealing refetched little")
     }
 
+    /// The file of the end-reserve tests: 4 connections with this split keep its last MiB back.
+    private static let reserveFileSize: Int64 = 8 << 20
+    private static let reserveSplit: Int64 = 256 << 10
+
+    /// Serves a `reserveFileSize` file at "f", 8 MiB/s per connection.
+    private func serveReserveFile(seed: UInt64) -> Resource {
+        let resource = Resource.generated(size: Self.reserveFileSize, seed: seed)
+        server.setResource(resource, at: "f")
+        server.setRatePerConnection(8 << 20)
+        return resource
+    }
+
     /// The end of a file is kept back and handed out in minimum splits to
     /// the connections that finish first, so none idles while another ends
     /// the file alone (Planner.endReserve): with 4 connections and 256 KiB
     /// splits, the last MiB comes in 4 requests of 256 KiB, each started
     /// only once a connection finished a piece of the first split.
     func testTheEndOfAFileIsHandedOutInSmallPiecesToConnectionsThatFinishFirst() throws {
-        let size: Int64 = 8 << 20
-        let split: Int64 = 256 << 10
-        let resource = Resource.generated(size: size, seed: 77)
-        server.setResource(resource, at: "f")
-        server.setRatePerConnection(8 << 20)
+        let (size, split) = (Self.reserveFileSize, Self.reserveSplit)
+        let resource = serveReserveFile(seed: 77)
         var options = DownloadOptions()
         options.connections = 4
         options.minimumSplit = split
@@ -156,10 +165,9 @@ final class SchedulingTests: EndToEndTestCase {
         let result = try download.run { event in events.withLock { $0.append(event) } }
         assertSameBytes(result.path, resource)
 
-        let reserve = (size - 4 * split)..<size
+        let (reserve, pieces) = lastSplits(4, of: size, split: split)
         let asked = server.requestedRanges.filter { reserve.contains($0.lowerBound) }
-        XCTAssertEqual(asked.sorted { $0.lowerBound < $1.lowerBound },
-                       (0..<4).map { reserve.lowerBound + $0 * split ..< reserve.lowerBound + ($0 + 1) * split },
+        XCTAssertEqual(asked.sorted { $0.lowerBound < $1.lowerBound }, pieces,
                        "the last MiB in minimum splits: \(server.requestedRanges)")
         XCTAssertFalse(server.requestedRanges.contains { $0.lowerBound < reserve.lowerBound && $0.upperBound > reserve.lowerBound },
                        "no piece of the first split runs into the reserve")
@@ -185,17 +193,14 @@ final class SchedulingTests: EndToEndTestCase {
     /// piece would cost each connection one more wait at the end: the first
     /// split runs to the end of the file, as without a reserve.
     func testADistantServersFileKeepsNoEndReserve() throws {
-        let size: Int64 = 8 << 20
-        let split: Int64 = 256 << 10
-        let resource = Resource.generated(size: size, seed: 78)
-        server.setResource(resource, at: "f")
-        server.setRatePerConnection(8 << 20)
+        let (size, split) = (Self.reserveFileSize, Self.reserveSplit)
+        let resource = serveReserveFile(seed: 78)
         server.setLatency(0.05)
         let output = path("f")
         let run = try CLI.run(["-q", "-n", "4", "--min-split", "256K", "-o", output, server.url("f")], in: directory, timeout: 30)
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(output, resource)
-        let reserve = (size - 4 * split)..<size
+        let reserve = lastSplits(4, of: size, split: split).all
         XCTAssertTrue(server.requestedRanges.contains { $0.lowerBound < reserve.lowerBound && $0.upperBound > reserve.lowerBound },
                       "a piece of the first split runs into the last MiB: \(server.requestedRanges)")
         XCTAssertFalse(server.requestedRanges.contains { reserve.contains($0.lowerBound) && $0.count == split },

@@ -78,19 +78,18 @@ extension Engine {
         return rest
     }
 
-    /// Once every running request has its first byte: a reserve kept from
-    /// a server that answered none of them within `Opening.distantFirstByte`
-    /// goes to the queue, where the first free connection takes it (one
-    /// request more than had the first split covered it). (The fastest answer, not the
-    /// average: at a run's start the loop sets up every connection in one
-    /// turn, and the last ones wait for the others.) Kept instead when the
-    /// server is near: a download cut in the middle leaves the reserve a
+    /// Once every running request has its first byte: a reserve kept from a
+    /// server that answered none of them within `Opening.distantFirstByte`
+    /// (the fastest answer counts: at a run's start the loop sets up every
+    /// connection in one turn, and the last ones wait for the others) goes
+    /// to the queue, where the first free connection takes it. From a near
+    /// server it stays: a download cut in the middle leaves its reserve a
     /// hole of its own at the end, which the resume's first split would
-    /// otherwise take from one connection by steals, and against nginx's
-    /// bursty pacing each cut wastes the burst in flight (resume-kill-bursty
-    /// served 1.013 of the file).
-    /// `now`: a free connection wants the reserve before every first answer
-    /// came (an unthrottled piece can end first): decided on those that did.
+    /// otherwise hand to one connection for the others to steal from, and
+    /// against nginx's bursty pacing each cut wastes the burst in flight
+    /// (resume-kill-bursty served 1.013 of the file). `now`: a free
+    /// connection wants the reserve before every first answer came (an
+    /// unthrottled piece can end first): decided on the answers so far.
     func settleEndReserve(now: Bool = false) {
         guard endReservePending else { return }
         guard now || connections.allSatisfy({ !$0.isBusy || $0.hasDelivered })
