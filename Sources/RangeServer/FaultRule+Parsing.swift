@@ -18,7 +18,7 @@ extension FaultRule {
     public static let faultSynopses = [
         "ignore-range", "range-shift:BYTES", "range-total:BYTES", "range-inverted", "cut:BYTES",
         "cut-random:SEED", "stall:BYTES", "status:CODE[:RETRY_AFTER]", "head-status:CODE", "head-hang", "hang",
-        "head-no-length", "no-accept-ranges", "accept-ranges-none", "gzip", "multipart", "chunked",
+        "delay:MS", "head-no-length", "no-accept-ranges", "accept-ranges-none", "gzip", "multipart", "chunked",
         "change-content", "change-size:BYTES", "weak-etag", "redirect:LOCATION[:3XX]",
         "retry-after:CODE:VALUE", "claim-length:DIGITS", "overlong:BYTES", "header:NAME:VALUE",
     ]
@@ -33,7 +33,7 @@ extension FaultRule {
     /// Faults: `ignore-range`, `range-shift:BYTES` (may be negative),
     /// `range-total:BYTES`, `range-inverted`, `cut:BYTES`, `cut-random:SEED`,
     /// `stall:BYTES`, `status:CODE[:RETRY_AFTER]`, `head-status:CODE`,
-    /// `head-hang`, `hang` (any method), `head-no-length`, `no-accept-ranges`,
+    /// `head-hang`, `hang` (any method), `delay:MS` (any method), `head-no-length`, `no-accept-ranges`,
     /// `accept-ranges-none`, `gzip`, `multipart`, `chunked`,
     /// `change-content`, `change-size:BYTES`, `weak-etag`,
     /// `redirect:LOCATION[:3XX]` (LOCATION may contain `:`; a last `:3XX`
@@ -99,6 +99,7 @@ extension FaultRule {
         case "head-status": return .headStatus(try status(try one(args, { $0 }), 200...599))
         case "head-hang": return try none(args, .headHang)
         case "hang": return try none(args, .hang)
+        case "delay": return .delay(milliseconds: Int(clamping: try one(args, count)))
         case "head-no-length": return try none(args, .headNoLength)
         case "no-accept-ranges": return try none(args, .noAcceptRanges)
         case "accept-ranges-none": return try none(args, .acceptRangesNone)

@@ -26,6 +26,9 @@ public enum Fault: Sendable, Hashable {
     case headHang
     /// The request (any method) is never answered: no head, no byte.
     case hang
+    /// The head is sent this many milliseconds late, on top of the server's
+    /// latency (a slow backend behind some requests); the rest is as usual.
+    case delay(milliseconds: Int)
     /// HEAD is answered without Content-Length.
     case headNoLength
     /// No Accept-Ranges header; ranges are still honoured.
@@ -72,7 +75,7 @@ public enum Fault: Sendable, Hashable {
             .cutAfter, .cutAtRandom, .stallAfter, .multipart, .overlong:
             return method == "GET"
         case .status, .noAcceptRanges, .acceptRangesNone, .gzipEncoding, .chunkedNoLength,
-            .changeContent, .changeSize, .weakETag, .redirect, .retryAfter, .claimLength, .header, .hang:
+            .changeContent, .changeSize, .weakETag, .redirect, .retryAfter, .claimLength, .header, .hang, .delay:
             return true
         }
     }
@@ -145,6 +148,7 @@ extension Fault: CustomStringConvertible {
         case .headStatus(let code): "head-status:\(code)"
         case .headHang: "head-hang"
         case .hang: "hang"
+        case .delay(let milliseconds): "delay:\(milliseconds)"
         case .headNoLength: "head-no-length"
         case .noAcceptRanges: "no-accept-ranges"
         case .acceptRangesNone: "accept-ranges-none"

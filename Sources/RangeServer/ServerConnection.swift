@@ -135,7 +135,9 @@ final class ServerConnection {
                 headers: request.headerDictionary, status: plan.status, bodyBytesSent: 0,
                 fault: fault?.description, connection: number))
 
-        guard stop.sleep(core.latency) else { return false }
+        var wait = core.latency
+        if case .delay(let milliseconds)? = fault { wait += Double(milliseconds) / 1000 }
+        guard stop.sleep(wait) else { return false }
         do {
             try send(plan, content: resource.map { ($0, file) }, record: record)
         } catch {

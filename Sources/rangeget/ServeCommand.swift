@@ -60,6 +60,7 @@ enum ServeCommand {
           head-status:CODE          HEAD gets that status (405 adds Allow: GET)
           head-hang                 HEAD is never answered
           hang                      the request (any method) is never answered
+          delay:MS                  the head (any method) comes MS ms late, on top of --latency
           head-no-length            HEAD without Content-Length
           no-accept-ranges          no Accept-Ranges header; ranges still honoured
           accept-ranges-none        Accept-Ranges: none, and ranges ignored

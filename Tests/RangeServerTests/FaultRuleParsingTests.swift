@@ -17,6 +17,7 @@ final class FaultRuleParsingTests: XCTestCase {
             ("status:503:2@from=2", FaultRule(.status(503, retryAfter: 2), when: .fromRequest(2))),
             ("head-status:405", FaultRule(.headStatus(405))),
             ("head-hang@method=head", FaultRule(.headHang, when: .method("HEAD"))),
+            ("delay:1200@range-start=7", FaultRule(.delay(milliseconds: 1200), when: .rangeStart(7))),
             ("head-no-length", FaultRule(.headNoLength)),
             ("no-accept-ranges", FaultRule(.noAcceptRanges)),
             ("accept-ranges-none", FaultRule(.acceptRangesNone)),

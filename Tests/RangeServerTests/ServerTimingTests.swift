@@ -171,6 +171,17 @@ final class ServerTimingTests: XCTestCase {
         XCTAssertEqual(try fetch(server, "/f.bin", timeout: 20).body, [1, 2, 3])
     }
 
+    /// A delay fault holds only the requests it matches, on top of the latency.
+    func testDelayHoldsTheHeadOfTheRequestsItMatches() throws {
+        let server = try startServer(["f.bin": .data([1, 2, 3])], configuration: .init(latency: 0.05), on: self)
+        server.setFaults([FaultRule(.delay(milliseconds: 200), when: .rangeStart(1))])
+        let started = Date()
+        XCTAssertEqual(try fetch(server, "/f.bin", headers: ["Range": "bytes=1-"]).body, [2, 3])
+        XCTAssertGreaterThan(Date().timeIntervalSince(started), 0.24, "the delay and the latency")
+        XCTAssertEqual(try fetch(server, "/f.bin", headers: ["Range": "bytes=0-"]).body, [1, 2, 3])
+        XCTAssertEqual(server.statistics.requests.map(\.fault), ["delay:200", nil], "another range is not held")
+    }
+
     /// Without stop, each of these connections would stay open for good (a
     /// hang, a blocked send, a body at 1 KB/s): stop() returning and every one
     /// of them closing within a bounded wait is the promptness shown.
