@@ -189,6 +189,60 @@ final class SchedulingTests: EndToEndTestCase {
         XCTAssertLessThanOrEqual(server.statistics.bodyBytesSent, size + size / 20, "the reserve is fetched once")
     }
 
+    /// Transfers that fell silent must not make fresh ones look silent too.
+    /// Of 4 connections, two stall at once (one with two splits left, one
+    /// with half a split) and the other two get their answers 1.3 s late.
+    /// When those two end, the stalled ones have been silent a second: the
+    /// first free connection takes the larger stalled rest whole, rightly,
+    /// but its fresh request was then judged by the other stalled transfer's
+    /// 0 B/s, and the second free connection took it whole; the first,
+    /// free again, took it back, and so on without end. The loop never
+    /// returned to libcurl: the run spun at 100% CPU, deaf to SIGTERM (seen
+    /// in a bulk-mixed run, its last requests never sent).
+    func testStalledTransfersDoNotSetFreeConnectionsPassingAFreshPieceBackAndForth() throws {
+        let split = Self.reserveSplit
+        let resource = Resource.generated(size: Self.reserveFileSize, seed: 79)
+        server.setResource(resource, at: "f")
+        var options = DownloadOptions()
+        options.connections = 4
+        options.minimumSplit = split
+        // A run without faults shows which piece of the first split each connection takes (the same for the same file).
+        let dry = Mutex<[Int: ByteRange]>([:])
+        _ = try Download(url: server.url("f"), destination: .file(path("dry")), options: options).run { event in
+            // Each connection's first piece but the opening (connection 0's first).
+            if case let .pieceStarted(connection, range, _) = event, range.start > 0 {
+                dry.withLock { if $0[connection] == nil { $0[connection] = range } }
+            }
+        }
+        let pieces = dry.withLock { $0 }
+        let (late, stalling) = try ((0...1).map { try XCTUnwrap(pieces[$0]) }, (2...3).map { try XCTUnwrap(pieces[$0]) })
+        XCTAssertTrue(stalling.allSatisfy { $0.count > 2 * split }, "\(stalling)")
+        server.setFaults(late.map { FaultRule(.delay(milliseconds: 1300), when: .rangeStart($0.start)) } + [
+            FaultRule(.stallAfter(stalling[0].count - 2 * split), when: .rangeStart(stalling[0].start)),
+            FaultRule(.stallAfter(stalling[1].count - split / 2), when: .rangeStart(stalling[1].start)),
+        ])
+
+        let download = Download(url: server.url("f"), destination: .file(path("f")), options: options)
+        let stolen = Mutex(0)
+        let outcome = Mutex<Result<DownloadResult, DownloadError>?>(nil)
+        let ended = DispatchSemaphore(value: 0)
+        // On a thread of its own: a loop that spins never returns, nor hears stop().
+        Thread.detachNewThread {
+            let result = Result { () throws(DownloadError) in
+                try download.run { event in
+                    if case .stolen = event { stolen.withLock { $0 += 1 } }
+                }
+            }
+            outcome.withLock { $0 = result }
+            ended.signal()
+        }
+        guard ended.wait(timeout: .now() + 20) == .success else {
+            return XCTFail("the download never ended: \(stolen.withLock { $0 }) steals and counting")
+        }
+        assertSameBytes(try XCTUnwrap(outcome.withLock { $0 }).get().path, resource)
+        XCTAssertLessThanOrEqual(stolen.withLock { $0 }, 8, "no piece passed back and forth")
+    }
+
     /// From a server that waits 50 ms before every response, a reserved
     /// piece would cost each connection one more wait at the end: the first
     /// split runs to the end of the file, as without a reserve.

@@ -183,10 +183,14 @@ extension Engine {
     /// second (a slow start costs the whole gain), long enough to measure.
     static let placementWindow = 0.1
 
-    /// A mirror's bytes per second per connection: its running transfers'
-    /// recent rates, else its finished transfers' average; nil before any data.
+    /// A mirror's bytes per second per connection, for a transfer with no
+    /// rate of its own yet: its delivering transfers' recent rates, else its
+    /// finished transfers' average; nil before any data. A silent transfer
+    /// (rate 0) is left out: it tells that its own request stalled, not that
+    /// a new one will.
     func measuredRate(of mirror: Mirror, now: Double) -> Double? {
-        let live = connections.filter { $0.isBusy && $0.mirror === mirror }.compactMap { $0.rate(now: now) }
+        let live = connections.filter { $0.isBusy && $0.mirror === mirror }
+            .compactMap { $0.rate(now: now) }.filter { $0 > 0 }
         if !live.isEmpty { return live.reduce(0, +) / Double(live.count) }
         return mirror.ratePerConnection
     }
@@ -244,12 +248,28 @@ extension Engine {
               let stolen = planner.steal(from: victim.remaining, victimRate: victim.rate, thiefRate: thiefRate,
                                          setupDelay: setupDelay)
         else { return nil }
+        // Taking all that is left lets the victim's connection go, so it is
+        // done only on the victim's own evidence: a rate of its own, or a
+        // silence as long as a race asks. A transfer started in this call has
+        // neither, and two free connections would otherwise hand one range
+        // back and forth without end (a list run spun at 100% CPU, its last
+        // requests never sent, once its mirror's only measured transfer fell
+        // silent and every fresh one was judged by it).
+        if stolen.start == victim.remaining.start,
+           victim.connection.rate(now: now) == nil, !hasStalled(victim.connection, now: now) { return nil }
         victim.connection.stop(at: stolen.start)
         onEvent(.stolen(from: victim.connection.id, range: stolen))
         if victim.connection.remaining == nil {
             cancel(victim.connection, reason: "its whole remainder was taken over", requeue: false, now: now)
         }
         return Piece(range: stolen)
+    }
+
+    /// True when `connection` has had no byte for longer than a new request
+    /// takes to deliver, many times over: its transfer is stuck, whatever its
+    /// mirror's others do.
+    private func hasStalled(_ connection: Connection, now: Double) -> Bool {
+        connection.silence(now: now) > max(1, 4 * setupDelay)
     }
 
     /// The end game: a piece too small to cut whose connection is far slower
@@ -259,7 +279,7 @@ extension Engine {
         let known = running.compactMap(\.rate).filter { $0 > 0 }.sorted()
         guard let thiefRate = lastRate ?? (known.isEmpty ? nil : known[known.count / 2]) else { return nil }
         let slow = running.compactMap { candidate -> (Connection, ByteRange, Double)? in
-            let rate = candidate.rate ?? (candidate.connection.silence(now: now) > max(1, 4 * setupDelay) ? 0 : nil)
+            let rate = candidate.rate ?? (hasStalled(candidate.connection, now: now) ? 0 : nil)
             guard let rate, planner.shouldRace(candidate.remaining, victimRate: rate, thiefRate: thiefRate,
                                                setupDelay: setupDelay) else { return nil }
             return (candidate.connection, candidate.remaining, rate)
