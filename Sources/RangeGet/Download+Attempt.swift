@@ -14,6 +14,7 @@ extension Download {
     func attempt(
         tally: inout Tally, onEvent: @escaping @Sendable (DownloadEvent) -> Void
     ) throws(DownloadError) -> DownloadResult? {
+        if let problem = options.problem { throw .usage(problem) }
         if let window { return try stream(into: window, tally: &tally, onEvent: onEvent) }
         if !options.urlsChecked { for mirror in mirrors { try RemoteURL.check(mirror) } }
         let started = MonotonicClock.now()

@@ -94,6 +94,16 @@ public struct DownloadOptions: Sendable {
     public var transfer = TransferOptions()
     /// The disk calls used; tests inject faults here.
     package var systemCalls = SystemCalls.live
+    /// What makes these settings unusable, nil when nothing does. The
+    /// command line refuses such counts itself; from the library, a run
+    /// with no connection, no connection per host or an empty minimum
+    /// split would never end (a stream planned empty pieces for good).
+    var problem: String? {
+        if connections < 1 { return "connections must be at least 1, not \(connections)" }
+        if maxPerHost < 1 { return "maxPerHost must be at least 1, not \(maxPerHost)" }
+        if minimumSplit < 1 { return "minimumSplit must be at least 1 byte, not \(minimumSplit)" }
+        return nil
+    }
     /// True when the caller already checked every URL (`RemoteURL`): the
     /// rangeget command checks each line of a list as it reads it, and a
     /// second parse per file (URLComponents) was 4% of a small file's CPU.

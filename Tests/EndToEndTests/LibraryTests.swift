@@ -253,6 +253,36 @@ final class LibraryTests: EndToEndTestCase {
         XCTAssertFalse(exists(path("f.part")))
     }
 
+    /// Counts a run cannot work with are refused before any request, to a
+    /// file and to a reader alike: before, no connection (or none per host)
+    /// left a run idle for good, and an empty minimum split made a stream
+    /// plan empty pieces, and ask for them, without end.
+    func testUnusableCountsAreRefusedBeforeAnyRequest() async throws {
+        server.setResource(Resource.generated(size: 64 << 10, seed: 92), at: "f")
+        let settings: [(String, (inout DownloadOptions) -> Void)] = [
+            ("connections", { $0.connections = 0 }), ("maxPerHost", { $0.maxPerHost = 0 }),
+            ("minimumSplit", { $0.minimumSplit = 0 }),
+        ]
+        for (name, change) in settings {
+            var options = DownloadOptions()
+            change(&options)
+            XCTAssertThrowsError(try Download(url: server.url("f"), destination: .file(path("f")), options: options)
+                .run { _ in }) { error in
+                guard case let .usage(message, _)? = error as? DownloadError else { return XCTFail("\(error)") }
+                XCTAssertTrue(message.hasPrefix(name + " must be at least 1"), message)
+            }
+            do {
+                for try await _ in Download.bytes(from: server.url("f"), options: options) {}
+                XCTFail("\(name): the stream ran")
+            } catch {
+                guard case let .usage(message, _)? = error as? DownloadError else { return XCTFail("\(error)") }
+                XCTAssertTrue(message.hasPrefix(name), message)
+            }
+        }
+        XCTAssertTrue(server.statistics.requests.isEmpty, "not even probed: \(server.statistics.requests.count)")
+        XCTAssertFalse(exists(path("f.part")))
+    }
+
     /// The blocking form the CLI uses: a pause holds the calling thread until `resume()`.
     func testBlockingRunWaitsWhilePausedAndFinishesAfterResume() throws {
         let (download, resource, watch) = throttledDownload(seed: 92)
