@@ -159,5 +159,17 @@ final class MirrorPlacementTests: XCTestCase {
         XCTAssertEqual(placement.targets.reduce(0, +), 9)
         XCTAssertEqual(placement.targets[1], 0)
     }
+
+    /// A second drop hands its connections to a mirror still in use, never
+    /// back to the first one dropped (whose unmeasured curve promises most
+    /// at 0 connections): a target it could never meet froze the placement.
+    func testASecondDropNeverRevivesTheFirst() {
+        var placement = MirrorPlacement(connections: 12, room: [16, 16, 16, 16])
+        placement.drop(1)
+        placement.drop(0)
+        XCTAssertEqual(placement.targets[0], 0)
+        XCTAssertEqual(placement.targets[1], 0, "\(placement.targets)")
+        XCTAssertEqual(placement.targets.reduce(0, +), 12)
+    }
 }
 

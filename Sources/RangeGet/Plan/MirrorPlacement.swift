@@ -52,6 +52,8 @@ struct MirrorPlacement: Sendable {
     private var step = 0
     /// An undo being carried out: no move starts until its mirrors are measured again.
     private var undoing: Set<Int> = []
+    /// Mirrors no longer used: no target goes back to them.
+    private var dropped: Set<Int> = []
 
     /// A move's predicted gain must be this many times its predicted loss
     /// (measurements are noisy).
@@ -89,12 +91,13 @@ struct MirrorPlacement: Sendable {
     }
 
     /// Stops sending connections to `mirror` (dropped); its target goes to
-    /// the mirror where a connection adds most.
+    /// the mirror still in use where a connection adds most.
     mutating func drop(_ mirror: Int) {
         let freed = targets[mirror]
         targets[mirror] = 0
+        dropped.insert(mirror)
         trial = nil
-        guard let best = targets.indices.filter({ $0 != mirror && curves[$0].perConnection != 0 })
+        guard let best = targets.indices.filter({ !dropped.contains($0) && curves[$0].perConnection != 0 })
             .max(by: { gain(at: $0, targets[$0]) < gain(at: $1, targets[$1]) }) else { return }
         targets[best] += freed
     }
