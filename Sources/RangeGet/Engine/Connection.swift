@@ -351,6 +351,9 @@ final class Connection {
         mirror.activeConnections -= 1
         self.piece = nil
         self.race = nil
+        // An idle connection waits for no reader (else the loop polled every 10 ms for it).
+        isPaused = false
+        waitsForRoom = false
         return finished
     }
 
