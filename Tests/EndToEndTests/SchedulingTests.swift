@@ -25,6 +25,24 @@ final class SchedulingTests: EndToEndTestCase {
         XCTAssertTrue(server.statistics.requests.contains { $0.fault != nil }, "the stall was injected")
     }
 
+    /// The same for a request never answered at all: with no byte of its
+    /// own it was judged at its mirror's pace, so it was never raced and its
+    /// range waited for the stall timeout.
+    func testARequestNeverAnsweredIsOvertakenLongBeforeTheStallTimeout() throws {
+        let resource = Resource.generated(size: 8 << 20, seed: 73)
+        server.setResource(resource, at: "f")
+        server.setRatePerConnection(4 << 20)
+        server.setFaults([FaultRule(.hang, when: .nthRequest(3))])
+        let output = path("f")
+        let started = Date()
+        let run = try CLI.run(["-q", "-n", "4", "--min-split", "256K", "--stall-timeout", "60", "-o", output,
+                               server.url("f")], in: directory, timeout: 50)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertLessThan(Date().timeIntervalSince(started), 30, "did not wait for the 60 s stall timeout")
+        assertSameBytes(output, resource)
+        XCTAssertEqual(server.statistics.requests.filter { $0.fault != nil }.count, 1, "the hang was injected")
+    }
+
     func testStallTimeoutAbandonsASilentConnection() throws {
         let resource = Resource.generated(size: 2 << 20, seed: 72)
         server.setResource(resource, at: "f")

@@ -216,15 +216,18 @@ extension Engine {
     }
 
     /// Running transfers that may be cut or raced, with the rate to plan with:
-    /// measured over the last second (0 when silent that long), else the
-    /// mirror's per-connection rate, nil while nothing is known.
+    /// measured over the last second (0 when silent that long), else 0 for a
+    /// request still without a byte long after it should have had one (a
+    /// request never answered, raced rather than left to the stall timeout),
+    /// else the mirror's per-connection rate, nil while nothing is known.
     /// A stream's reader waits for the lowest bytes alone: only the transfer
     /// at the head of its window is cut or raced (cutting the others would
     /// bring the reader nothing sooner, and cost their connections).
     private func candidates(now: Double) -> [(connection: Connection, remaining: ByteRange, rate: Double?)] {
         func candidate(_ connection: Connection) -> (connection: Connection, remaining: ByteRange, rate: Double?)? {
             guard connection.race == nil, let remaining = connection.remaining else { return nil }
-            let rate = connection.rate(now: now) ?? connection.mirror.flatMap { measuredRate(of: $0, now: now) }
+            let rate = connection.rate(now: now)
+                ?? (hasStalled(connection, now: now) ? 0 : connection.mirror.flatMap { measuredRate(of: $0, now: now) })
             return (connection, remaining, rate)
         }
         guard window != nil else { return connections.compactMap(candidate) }
@@ -279,9 +282,9 @@ extension Engine {
         let known = running.compactMap(\.rate).filter { $0 > 0 }.sorted()
         guard let thiefRate = lastRate ?? (known.isEmpty ? nil : known[known.count / 2]) else { return nil }
         let slow = running.compactMap { candidate -> (Connection, ByteRange, Double)? in
-            let rate = candidate.rate ?? (hasStalled(candidate.connection, now: now) ? 0 : nil)
-            guard let rate, planner.shouldRace(candidate.remaining, victimRate: rate, thiefRate: thiefRate,
-                                               setupDelay: setupDelay) else { return nil }
+            guard let rate = candidate.rate,
+                  planner.shouldRace(candidate.remaining, victimRate: rate, thiefRate: thiefRate, setupDelay: setupDelay)
+            else { return nil }
             return (candidate.connection, candidate.remaining, rate)
         }
         guard let (victim, remaining, _) = slow.max(by: { $0.1.count < $1.1.count }) else { return nil }
