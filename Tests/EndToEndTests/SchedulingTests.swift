@@ -113,7 +113,9 @@ final class SchedulingTests: EndToEndTestCase {
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(output, resource)
         let bytes = try XCTUnwrap(try run.jsonObject()["mirrors"] as? [[String: Any]]).map { $0["bytes"] as? Int64 ?? 0 }
-        XCTAssertEqual(bytes.reduce(0, +), 12 << 20, "\(bytes)")
+        // At most a race's overlap twice: the end game may race a slow mirror's tail (both sides fetch it).
+        XCTAssertGreaterThanOrEqual(bytes.reduce(0, +), 12 << 20, "\(bytes)")
+        XCTAssertLessThanOrEqual(bytes.reduce(0, +), (12 << 20) + 2 * (128 << 10), "\(bytes)")
         XCTAssertTrue(bytes.allSatisfy { $0 > 0 }, "every mirror contributed: \(bytes)")
         XCTAssertGreaterThan(bytes[2], bytes[0], "the fast mirror carried more than the slow one: \(bytes)")
     }
