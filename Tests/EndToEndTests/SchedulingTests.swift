@@ -326,6 +326,32 @@ final class SharedLoopConnectionTests: EndToEndTestCase {
         XCTAssertEqual(files.first?["connectionsUsed"] as? Int, 2, "\(files)")
     }
 
+    /// A file waiting out a backoff (503, Retry-After: 2) holds no slot and
+    /// has none ready to use: the file after it gets the connections the
+    /// list has. It counted as a file waiting for its first connection, to
+    /// which every other file had to leave every free slot: the large file
+    /// ran on one connection until the failing one gave up.
+    func testAFileWaitingOutABackoffLeavesTheOthersEveryConnection() throws {
+        let large = Resource.generated(size: 4 << 20, seed: 95)
+        server.setResource(large, at: "large.bin")
+        server.setRatePerConnection(2 << 20)
+        // bad.bin's first request is answered, the rest get 503 (each after 0.1 s, so large.bin has begun).
+        let busy = RangeServer(configuration: .init(latency: 0.1, faults: [FaultRule(.status(503, retryAfter: 2), when: .fromRequest(2))]))
+        try busy.start()
+        defer { busy.stop() }
+        busy.setResource(Resource.generated(size: 2 << 20, seed: 96), at: "bad.bin")
+        let list = [busy.url("bad.bin"), server.url("large.bin")].joined(separator: "\n")
+        _ = FileManager.default.createFile(atPath: path("list"), contents: Data(list.utf8))
+        try FileManager.default.createDirectory(atPath: path("out"), withIntermediateDirectories: true)
+        let run = try CLI.run(["-q", "--json", "-n", "4", "--min-split", "256K", "--retries", "1", "-d", path("out"),
+                               "-i", path("list")], in: directory, timeout: 60)
+        XCTAssertNotEqual(run.status, 0, "bad.bin fails")
+        assertSameBytes(path("out/large.bin"), large)
+        let files = try run.jsonLines().files
+        let summary = try XCTUnwrap(files.first { ($0["file"] as? String)?.hasSuffix("large.bin") == true }, "\(files)")
+        XCTAssertEqual(summary["connectionsUsed"] as? Int, 4, "\(files)")
+    }
+
     /// Two downloads of 4 connections each sharing a loop of 3, cut now and
     /// then: both complete, never more than 3 transfers ran at once, and
     /// afterwards every slot is back.

@@ -172,8 +172,13 @@ final class Engine: LoopClient {
 
     // MARK: - LoopClient
 
-    var waitsForFirstConnection: Bool {
-        slotsHeld == 0 && (!queue.isEmpty || (window == nil && !unplanned.isEmpty)) && outcome == nil
+    /// A file whose pieces all wait out a backoff has nothing to start: it
+    /// does not hold the other files to their first slots meanwhile (one
+    /// answering 503 with Retry-After: 2 kept a large file of the list on
+    /// 3 connections of 4).
+    func waitsForFirstConnection(now: Double) -> Bool {
+        slotsHeld == 0 && outcome == nil
+            && (queue.contains { $0.notBefore <= now } || (window == nil && !unplanned.isEmpty))
     }
 
     func begin(now: Double) {

@@ -179,7 +179,7 @@ final class Opening: LoopClient {
 
     // MARK: - LoopClient: waiting for a slot, then for the head
 
-    var waitsForFirstConnection: Bool { !holdsSlot && !ended && !completed }
+    func waitsForFirstConnection(now: Double) -> Bool { !holdsSlot && !ended && !completed }
 
     func begin(now: Double) {
         _ = send(now: now)

@@ -22,8 +22,9 @@ import Synchronization
 
 /// A user of the loop: its methods run on the loop's thread only.
 protocol LoopClient: AnyObject {
-    /// True while the client has work but no transfer slot at all (it comes first).
-    var waitsForFirstConnection: Bool { get }
+    /// True while the client has work it could start now but no transfer
+    /// slot at all (it comes first).
+    func waitsForFirstConnection(now: Double) -> Bool
     /// Called once, before the first turn.
     func begin(now: Double)
     /// Starts work before libcurl moves bytes; true when the client is done.
@@ -306,7 +307,7 @@ public final class TransferLoop: @unchecked Sendable {
             arrival.body.begin(now: now)
             clients.append(arrival)
         }
-        firstWaiting = clients.contains { !$0.finished && $0.body.waitsForFirstConnection }
+        firstWaiting = clients.contains { !$0.finished && $0.body.waitsForFirstConnection(now: now) }
         for client in clients where !client.finished {
             if client.body.beforeTransfers(now: now) { finish(client) }
         }
