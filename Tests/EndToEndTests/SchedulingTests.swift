@@ -43,6 +43,34 @@ final class SchedulingTests: EndToEndTestCase {
         XCTAssertEqual(server.statistics.requests.filter { $0.fault != nil }.count, 1, "the hang was injected")
     }
 
+    /// A request waiting for its answer is raced, never let go for another
+    /// that would wait as long: here one range's answers come 3 s late (a
+    /// slow backend behind it), and each hand-over cancelled the request
+    /// before its answer, then its thief's in turn, every second.
+    func testARangeAnsweredLateIsRacedNotAskedOverAndOver() throws {
+        let resource = Resource.generated(size: 4 << 20, seed: 74)
+        server.setResource(resource, at: "f")
+        server.setRatePerConnection(8 << 20)
+        var options = DownloadOptions()
+        options.connections = 2
+        options.minimumSplit = 256 << 10
+        // A run without faults shows connection 1's piece of the first split (the same for the same file).
+        let first = Mutex<ByteRange?>(nil)
+        _ = try Download(url: server.url("f"), destination: .file(path("dry")), options: options).run { event in
+            if case let .pieceStarted(1, range, _) = event { first.withLock { $0 = $0 ?? range } }
+        }
+        let late = try XCTUnwrap(first.withLock { $0 })
+        server.setFaults([FaultRule(.delay(milliseconds: 3000), when: .rangeStart(late.start))])
+        let before = server.statistics.requests.count
+        let output = path("f")
+        let run = try CLI.run(["-q", "-n", "2", "--min-split", "256K", "-o", output, server.url("f")],
+                              in: directory, timeout: 60)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        assertSameBytes(output, resource)
+        let asked = server.requestedRanges.dropFirst(before).filter { $0.lowerBound == late.start }
+        XCTAssertLessThanOrEqual(asked.count, 2, "the late range asked by its request and one racer at most: \(asked)")
+    }
+
     func testStallTimeoutAbandonsASilentConnection() throws {
         let resource = Resource.generated(size: 2 << 20, seed: 72)
         server.setResource(resource, at: "f")

@@ -218,8 +218,8 @@ extension Engine {
     /// Running transfers that may be cut or raced, with the rate to plan with:
     /// measured over the last second (0 when silent that long), else 0 for a
     /// request still without a byte long after it should have had one (a
-    /// request never answered, raced rather than left to the stall timeout),
-    /// else the mirror's per-connection rate, nil while nothing is known.
+    /// request never answered is raced, not left to the stall timeout), else
+    /// the mirror's per-connection rate, nil while nothing is known.
     /// A stream's reader waits for the lowest bytes alone: only the transfer
     /// at the head of its window is cut or raced (cutting the others would
     /// bring the reader nothing sooner, and cost their connections).
@@ -237,8 +237,9 @@ extension Engine {
     }
 
     /// The end of the piece that will take longest to finish, cut so that
-    /// victim and thief finish together. A victim whose rate is not known yet
-    /// is assumed to run like the thief did on its last piece.
+    /// victim and thief finish together. A victim is judged by its
+    /// candidate rate (`candidates`); one with none at all is assumed to run
+    /// like the thief did on its last piece.
     private func steal(thiefRate lastRate: Double?, now: Double) -> Piece? {
         let running = candidates(now: now)
         let known = running.compactMap(\.rate).filter { $0 > 0 }.sorted()
@@ -252,14 +253,17 @@ extension Engine {
                                          setupDelay: setupDelay)
         else { return nil }
         // Taking all that is left lets the victim's connection go, so it is
-        // done only on the victim's own evidence: a rate of its own, or a
-        // silence as long as a race asks. A transfer started in this call has
-        // neither, and two free connections would otherwise hand one range
-        // back and forth without end (a list run spun at 100% CPU, its last
+        // done only on the victim's own evidence: a rate of its own (it
+        // delivered, then fell silent). A transfer started in this call has
+        // none, and two free connections would otherwise hand one range back
+        // and forth without end (a list run spun at 100% CPU, its last
         // requests never sent, once its mirror's only measured transfer fell
-        // silent and every fresh one was judged by it).
-        if stolen.start == victim.remaining.start,
-           victim.connection.rate(now: now) == nil, !hasStalled(victim.connection, now: now) { return nil }
+        // silent and every fresh one was judged by it). A request still
+        // waiting for its first byte is raced instead, never let go: from a
+        // server that answers in 2 s, before its wait is learned, each
+        // request taken over would be cancelled just before its answer, and
+        // its thief's in turn.
+        if stolen.start == victim.remaining.start, victim.connection.rate(now: now) == nil { return nil }
         victim.connection.stop(at: stolen.start)
         onEvent(.stolen(from: victim.connection.id, range: stolen))
         if victim.connection.remaining == nil {
