@@ -54,12 +54,7 @@ final class SchedulingTests: EndToEndTestCase {
         var options = DownloadOptions()
         options.connections = 2
         options.minimumSplit = 256 << 10
-        // A run without faults shows connection 1's piece of the first split (the same for the same file).
-        let first = Mutex<ByteRange?>(nil)
-        _ = try Download(url: server.url("f"), destination: .file(path("dry")), options: options).run { event in
-            if case let .pieceStarted(1, range, _) = event { first.withLock { $0 = $0 ?? range } }
-        }
-        let late = try XCTUnwrap(first.withLock { $0 })
+        let late = try XCTUnwrap(try firstSplitPieces(options)[1])
         server.setFaults([FaultRule(.delay(milliseconds: 3000), when: .rangeStart(late.start))])
         let before = server.statistics.requests.count
         let output = path("f")
@@ -185,6 +180,20 @@ final class SchedulingTests: EndToEndTestCase {
         XCTAssertLessThanOrEqual(server.statistics.bodyBytesSent, size + size / 20, "stealing refetched little")
     }
 
+    /// The piece of the first split each connection takes (connection 0's
+    /// after the opening), from a run of "f" without faults: a later run of
+    /// the same file with `options` plans the same, so faults can be aimed
+    /// at those pieces' first bytes.
+    private func firstSplitPieces(_ options: DownloadOptions) throws -> [Int: ByteRange] {
+        let pieces = Mutex<[Int: ByteRange]>([:])
+        _ = try Download(url: server.url("f"), destination: .file(path("dry")), options: options).run { event in
+            if case let .pieceStarted(connection, range, _) = event, range.start > 0 {
+                pieces.withLock { if $0[connection] == nil { $0[connection] = range } }
+            }
+        }
+        return pieces.withLock { $0 }
+    }
+
     /// The file of the end-reserve tests: 4 connections with this split keep its last MiB back.
     private static let reserveFileSize: Int64 = 8 << 20
     private static let reserveSplit: Int64 = 256 << 10
@@ -254,15 +263,7 @@ final class SchedulingTests: EndToEndTestCase {
         var options = DownloadOptions()
         options.connections = 4
         options.minimumSplit = split
-        // A run without faults shows which piece of the first split each connection takes (the same for the same file).
-        let dry = Mutex<[Int: ByteRange]>([:])
-        _ = try Download(url: server.url("f"), destination: .file(path("dry")), options: options).run { event in
-            // Each connection's first piece but the opening (connection 0's first).
-            if case let .pieceStarted(connection, range, _) = event, range.start > 0 {
-                dry.withLock { if $0[connection] == nil { $0[connection] = range } }
-            }
-        }
-        let pieces = dry.withLock { $0 }
+        let pieces = try firstSplitPieces(options)
         let (late, stalling) = try ((0...1).map { try XCTUnwrap(pieces[$0]) }, (2...3).map { try XCTUnwrap(pieces[$0]) })
         XCTAssertTrue(stalling.allSatisfy { $0.count > 2 * split }, "\(stalling)")
         server.setFaults(late.map { FaultRule(.delay(milliseconds: 1300), when: .rangeStart($0.start)) } + [
