@@ -247,9 +247,12 @@ extension Download {
         }
     }
 
-    /// The result for a finished file already at `output` that is still what
-    /// `remote` serves (same size, and the same validators where its origin
-    /// recorded them); a usage error naming the difference when it is not.
+    /// The result for a finished file already at `output` shown to be what
+    /// `remote` serves: by a checksum the options give for it, else by
+    /// rangeget's own record on it (`FileOrigin.verdict`), sampled bytes
+    /// standing in for a validator the server does not send. Anything else
+    /// (another tool's partial download, zeros, a file changed since) is a
+    /// usage error saying what is known and naming the two ways on.
     private func alreadyComplete(_ output: String, remote: RemoteFile, reports: [MirrorReport], seconds: Double,
                                  tcpConnections: Int) throws(DownloadError) -> DownloadResult {
         var info = stat()
@@ -259,11 +262,47 @@ extension Download {
         if Manifest.isPartialDownload(dataFile: output) || lstat(PartialFiles(data: output).manifest, &manifestInfo) == 0 {
             throw .usage("\(output) already exists and is a partial download, not a finished file", remedy: .overwrite)
         }
-        if let why = FileOrigin.difference(size: Int64(info.st_size), origin: FileOrigin(path: output), remote: remote) {
-            throw .usage("\(output) already exists and is not the server's file now (\(why))", remedy: .overwrite)
+        let size = Int64(info.st_size)
+        let expected: Checksum?
+        do { expected = try options.expectedChecksum(savingAs: output, data: output) } catch { expected = nil }
+        if let expected {
+            let actual: String
+            do { actual = try Checksum.digest(of: output, algorithm: expected.algorithm) } catch { throw .io(error) }
+            guard actual == expected.hex else {
+                throw .usage("\(output) already exists and is not the expected file (its \(expected.algorithm.rawValue) "
+                             + "is \(actual), expected \(expected.hex))", remedy: .overwrite)
+            }
+        } else {
+            switch FileOrigin.verdict(path: output, remote: remote) {
+            case .proven:
+                break
+            case .needsSample:
+                if let differing = try sampleDifference(output, size: size, remote: remote) {
+                    throw .usage("\(output) already exists and is not the server's file now (it differs from it at bytes "
+                                 + "\(differing))", remedy: .overwrite)
+                }
+            case let .serverChanged(why):
+                throw .usage("\(output) already exists and is not the server's file now (\(why))", remedy: .overwrite)
+            case let .unproven(why):
+                throw .usage("\(output) already exists and is not shown to be the server's file (\(why))",
+                             remedy: .verifyOrOverwrite)
+            }
         }
-        return DownloadResult(path: output, size: Int64(info.st_size), seconds: seconds, bytesFetched: 0,
-                              bytesReused: Int64(info.st_size), retries: 0, mirrors: reports, connectionsUsed: 0,
+        return DownloadResult(path: output, size: size, seconds: seconds, bytesFetched: 0,
+                              bytesReused: size, retries: 0, mirrors: reports, connectionsUsed: 0,
                               tcpConnections: tcpConnections, alreadyComplete: true)
+    }
+
+    /// The first of a few ranges sampled over the whole file at `output` whose
+    /// bytes differ from what `remote` serves there, or nil when all agree.
+    private func sampleDifference(_ output: String, size: Int64, remote: RemoteFile) throws(DownloadError) -> ByteRange? {
+        guard size > 0 else { return nil }
+        let file: OutputFile
+        do { file = try OutputFile(existing: output, calls: options.systemCalls) } catch { throw .io(error) }
+        var random = SystemRandomNumberGenerator()
+        let samples = SpotCheck.samples(of: RangeSet([ByteRange(0, size)]), count: SpotCheck.sampleCount,
+                                        length: SpotCheck.sampleLength, using: &random)
+        return try SpotCheck.firstDifference(in: file, url: remote.url, size: size, samples: samples,
+                                             options: options.transfer)
     }
 }

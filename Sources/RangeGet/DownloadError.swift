@@ -35,12 +35,17 @@ public enum DownloadError: Error, Sendable, Equatable, CustomStringConvertible {
         case restart
         /// `DownloadOptions.overwrite`: replace the file at the destination.
         case overwrite
+        /// `DownloadOptions.checksum` to show that the file at the destination
+        /// is the expected one, or `DownloadOptions.overwrite` to replace it.
+        case verifyOrOverwrite
 
         /// What to do, in the library's terms.
         public var description: String {
             switch self {
             case .restart: return "set DownloadOptions.restart to start over"
             case .overwrite: return "set DownloadOptions.overwrite to replace it"
+            case .verifyOrOverwrite:
+                return "set DownloadOptions.checksum to verify it, or DownloadOptions.overwrite to replace it"
             }
         }
     }

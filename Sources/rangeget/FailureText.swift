@@ -18,6 +18,7 @@ extension DownloadError.Remedy {
         switch self {
         case .restart: "run again with --restart to start over"
         case .overwrite: "use --force to replace it"
+        case .verifyOrOverwrite: "use --checksum to verify it, or --force to replace it"
         }
     }
 }

@@ -171,21 +171,28 @@ final class RerunTests: EndToEndTestCase {
         let downloaded = try CLI.run(["-q"] + arguments, in: directory)
         XCTAssertEqual(downloaded.status, 0, downloaded.stderr)
         XCTAssertEqual(attribute("user.xdg.origin.url", of: output), url)
-        XCTAssertEqual(attribute("user.rangeget", of: output), resource.etag! + "\n" + defaultLastModifiedHeader + "\n////////")
+        let record = try XCTUnwrap(attribute("user.rangeget", of: output))
+        XCTAssertTrue(record.hasPrefix(resource.etag! + "\n" + defaultLastModifiedHeader + "\n"), record)
+        XCTAssertNotNil(record.split(separator: "\n").last.flatMap { UInt64($0, radix: 16) }, "a stamp of 16 hex digits: \(record)")
+        XCTAssertEqual(record.split(separator: "\n").last?.count, 16, record)
         XCTAssertNil(attribute("user.rangeget.part", of: output), "no mark of earlier versions")
         XCTAssertFalse(try String(contentsOfFile: output, encoding: .isoLatin1).contains("secret"))
 
         var retagged = try assertRerunIsCompleteThenRefusedUnderANewETag(arguments, resource)
-        XCTAssertEqual(attribute("user.rangeget", of: output), resource.etag! + "\n" + defaultLastModifiedHeader + "\n////////",
-                       "the refused rerun left the file alone")
+        XCTAssertEqual(attribute("user.rangeget", of: output), record, "the refused rerun left the file alone")
 
-        // What the attribute says is what the rerun compares.
-        try setAttribute("user.rangeget", to: "\"v2\"\n" + defaultLastModifiedHeader, of: output)
-        let accepted = try CLI.run(arguments, in: directory)
-        XCTAssertEqual(accepted.status, 0, accepted.stderr)
-        XCTAssertTrue(accepted.stdout.contains("already complete"), accepted.stdout)
+        // A record written by hand proves nothing: setting it changes the file's change time.
+        sleep(2)
+        try setAttribute("user.rangeget", to: "\"v2\"\n" + defaultLastModifiedHeader + "\n" + record.suffix(16), of: output)
+        let handMade = try CLI.run(arguments, in: directory)
+        XCTAssertEqual(handMade.status, 2, handMade.stderr)
+        XCTAssertTrue(handMade.stderr.contains("is not shown to be the server's file"), handMade.stderr)
 
-        // The same ETag, a newer Last-Modified.
+        // Saved again from a server that sends no ETag; then its Last-Modified is newer.
+        retagged.etag = nil
+        server.setResource(retagged, at: "f")
+        let saved = try CLI.run(["-q", "--force"] + arguments, in: directory)
+        XCTAssertEqual(saved.status, 0, saved.stderr)
         retagged.lastModified = Resource.defaultLastModified.addingTimeInterval(86_400)
         server.setResource(retagged, at: "f")
         let newer = try CLI.run(arguments, in: directory)
@@ -197,15 +204,16 @@ final class RerunTests: EndToEndTestCase {
         let forced = try CLI.run(["--force"] + arguments, in: directory)
         XCTAssertEqual(forced.status, 0, forced.stderr)
         assertSameBytes(output, resource)
-        XCTAssertEqual(attribute("user.rangeget", of: output), "\"v2\"\nTue, 02 Jan 2024 00:00:00 GMT\n////////")
+        XCTAssertEqual(attribute("user.rangeget", of: output)?.dropLast(16), "\nTue, 02 Jan 2024 00:00:00 GMT\n")
         XCTAssertEqual(attribute("user.xdg.origin.url", of: output), url)
         XCTAssertEqual(directoryEntries(), ["f", "list"])
     }
 
     /// A file saved by an earlier version carries its validators as
-    /// `user.rangeget.etag` and `user.rangeget.last_modified`: a rerun still
-    /// compares them (the same: already complete; a new ETag: refused).
-    func testTheOriginAttributesOfEarlierVersionsStillDecideTheRerun() throws {
+    /// `user.rangeget.etag` and `user.rangeget.last_modified`, with no stamp:
+    /// nothing shows the bytes are still those it saved, so a rerun refuses
+    /// it, naming the two ways on; the right checksum proves it.
+    func testTheOriginAttributesOfEarlierVersionsAreNoProofAlone() throws {
         try assertUserAttributesWork()
         let resource = Resource.generated(size: 64 << 10, seed: 1431)
         server.setResource(resource, at: "f")
@@ -216,7 +224,16 @@ final class RerunTests: EndToEndTestCase {
         try setAttribute("user.rangeget.last_modified", to: defaultLastModifiedHeader, of: output)
         let arguments = ["-o", output, server.url("f")]
 
-        _ = try assertRerunIsCompleteThenRefusedUnderANewETag(arguments, resource)
+        let refused = try CLI.run(arguments, in: directory)
+        XCTAssertEqual(refused.status, 2, refused.stderr)
+        XCTAssertTrue(refused.stderr.contains("\(output) already exists and is not shown to be the server's file (its "
+                                              + "record, from an earlier version of rangeget, cannot show it is unchanged "
+                                              + "since); use --checksum to verify it, or --force to replace it"),
+                      refused.stderr)
+        let verified = try CLI.run(["--checksum", "sha256=" + (try sha256(of: resource))] + arguments, in: directory)
+        XCTAssertEqual(verified.status, 0, verified.stderr)
+        XCTAssertTrue(verified.stdout.contains("already complete"), verified.stdout)
+        assertSameBytes(output, resource)
     }
 
     /// Runs `arguments` on the downloaded `resource` (served as `f`): already
@@ -255,7 +272,7 @@ final class RerunTests: EndToEndTestCase {
         assertSameBytes(output, resource)
         XCTAssertNil(attribute("user.rangeget.part", of: output))
         XCTAssertNil(attribute("user.xdg.origin.url", of: output))
-        XCTAssertEqual(attribute("user.rangeget", of: output), resource.etag! + "\n" + defaultLastModifiedHeader + "\n////////")
+        XCTAssertEqual(attribute("user.rangeget", of: output)?.dropLast(16), resource.etag! + "\n" + defaultLastModifiedHeader + "\n")
     }
 
     /// A finished file whose name is another download's `.part` (here

@@ -259,9 +259,11 @@ final class StateFileTests: TemporaryDirectoryTestCase {
         try file.move(to: output, replacing: false)
         let moved = try OutputFile(existing: output, calls: .live)
         XCTAssertFalse(moved.isMarked, "the mark of a.part, the rewrite after the rename lost")
-        file.unmark(keeping: origin.validators)
+        file.unmark(keeping: origin.validators(stamping: file.descriptor))
         XCTAssertFalse(try OutputFile(existing: output, calls: .live).isMarked, "ETAG LF partial")
-        XCTAssertEqual(FileOrigin(path: output), origin)
+        let saved = try XCTUnwrap(FileOrigin(path: output))
+        XCTAssertEqual(FileOrigin(url: saved.url, etag: saved.etag, lastModified: saved.lastModified), origin)
+        XCTAssertEqual(saved.stamp?.count, 16, "the stamp of the file as saved")
     }
 
     /// A run that opens an earlier run's `.part` just as that run finishes

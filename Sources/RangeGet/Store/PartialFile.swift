@@ -377,18 +377,24 @@ final class PartialFile {
             // An unnamed or temporary file has no mark: its validators are written once, final.
             let unnamed = file.hasNoName
             let unmarked = unnamed || file.isTemporary
-            let attributes = try origin.record(on: file) && (!unmarked || file.recordValidators(origin.validators))
+            let attributes = try origin.record(on: file) && (!unmarked || file.recordValidators(origin.validators(stamping: file.descriptor)))
             if !attributes || file.isMarkedBeside {
-                onEvent(.notice("the file system of \(output) keeps no extended attributes: a later run can compare "
-                                + "only its size with the server's, not its ETag"))
+                onEvent(.notice("the file system of \(output) keeps no extended attributes: a later run cannot tell "
+                                + "the file is unchanged, and needs a checksum to take it as complete"))
             }
             // Once the data is durable: the final name, then the directory made durable.
             return SyncGroup.Commit(file: file, directory: StateFile.directory(of: output)) { [self] in
                 // Without a manifest there is no journal either (the engine keeps one only beside a manifest).
                 let stateFiles = manifest == nil ? [] : [files.journal, files.manifest]
                 do {
+                    // The record is written again once the file has its
+                    // name: its stamp holds the change time that the link
+                    // or rename set (best effort: a record left as it was
+                    // proves nothing, and a rerun asks for a checksum).
+                    let stamped = { [file] in _ = try? file.recordValidators(origin.validators(stamping: file.descriptor)) }
                     if unnamed {
                         try file.link(to: output)
+                        stamped()
                         try Self.remove(stateFiles, calls: options.systemCalls)
                     } else {
                         // While the file is still open and locked: the mark
@@ -396,7 +402,7 @@ final class PartialFile {
                         // manifest and journal go.
                         try file.move(to: output, replacing: options.overwrite,
                                       learned: options.syncGroup?.refusals) { () throws(IOError) in
-                            file.unmark(keeping: origin.validators)
+                            if unmarked { stamped() } else { file.unmark(keeping: origin.validators(stamping: file.descriptor)) }
                             try Self.remove(stateFiles, calls: options.systemCalls)
                         }
                     }
