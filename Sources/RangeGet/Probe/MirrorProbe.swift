@@ -1,13 +1,15 @@
 // Probing the mirrors of a download: all at once, the first through the
 // opening request of the zero-round-trip start when there is one; a mirror
-// that disagrees about the file (its size, a strong ETag) is left out.
+// that disagrees about the file (its size, or its bytes where the validators
+// do not vouch for it: MirrorVote) is left out.
 import Dispatch
 import Synchronization
 
 extension Download {
     /// Probes every mirror at once. The first that answers (in the order
-    /// given) sets size and validators; a mirror that disagrees on the size,
-    /// or on a strong ETag where both give one, is left out with a message.
+    /// given) sets the size; a mirror that disagrees on it is left out with a
+    /// message, and so is one whose sampled bytes most mirrors do not serve
+    /// (`MirrorVote`) unless all name one strong ETag.
     /// With `opening`, the first mirror is probed by the opening request of
     /// the zero-round-trip start, sent on that loop and returned running when
     /// its answer was usable.
@@ -84,6 +86,28 @@ extension Download {
             reports.append(report)
         }
         guard !usable.isEmpty else { throw firstError! }
+        // Mirrors whose validators do not vouch for one another: their bytes decide.
+        if usable.count > 1, !MirrorVote.validatorsAgree(usable), let size = usable[0].size {
+            var random = SystemRandomNumberGenerator()
+            let samples = MirrorVote.samples(size: size, count: MirrorVote.sampleCount, length: SpotCheck.sampleLength,
+                                             using: &random)
+            let outvoted = MirrorVote.outvoted(usable, samples: samples, options: options.transfer)
+            if outvoted.count == usable.count {
+                throw .server(url: usable[0].url, message: "no mirror could serve bytes to compare: "
+                              + (outvoted[0] ?? ""))
+            }
+            for (index, reason) in outvoted.sorted(by: { $0.key < $1.key }) {
+                let report = reports.firstIndex { $0.url == usable[index].url }!
+                reports[report].dropped = reason
+                onEvent(.mirrorDropped(url: usable[index].url, reason: reason))
+            }
+            // The opening request runs for the first mirror: it goes when that mirror does.
+            if outvoted[0] != nil, let request = opened {
+                request.cancel()
+                opened = nil
+            }
+            usable = usable.indices.filter { outvoted[$0] == nil }.map { usable[$0] }
+        }
         return (usable, reports, opened)
     }
 
@@ -91,9 +115,6 @@ extension Download {
     static func disagreement(_ remote: RemoteFile, with reference: RemoteFile) -> String? {
         if remote.size != reference.size {
             return "its size (\(remote.size.map(String.init) ?? "unknown")) differs from \(reference.url) (\(reference.size.map(String.init) ?? "unknown"))"
-        }
-        if let mine = remote.strongETag, let theirs = reference.strongETag, mine != theirs {
-            return "its ETag \(mine) differs from \(reference.url)'s \(theirs)"
         }
         return nil
     }

@@ -1,0 +1,73 @@
+// Issue 36: mirrors are judged by their bytes, not their validators. Two
+// servers with the same bytes under different ETags (nginx makes its ETag
+// from the file's modification time) are both used; a mirror serving another
+// file of the same size is dropped before any of its bytes reach the file,
+// and the message names the sampled ranges that differ; the bytes most
+// mirrors serve win, even over the first mirror's.
+import Foundation
+import RangeServer
+import XCTest
+
+final class MirrorVoteTests: EndToEndTestCase {
+    private let resource = Resource.generated(size: 8 << 20, seed: 3610)
+
+    /// `resource` served under `etag`, or another file of its size (`seed`).
+    private func served(etag: String, seed: UInt64? = nil) -> Resource {
+        var served = seed.map { Resource.generated(size: resource.size, seed: $0) } ?? resource
+        served.etag = etag
+        return served
+    }
+
+    private func mirrors(_ run: Run) throws -> [[String: Any]] {
+        try XCTUnwrap(try run.jsonObject()["mirrors"] as? [[String: Any]], run.stdout)
+    }
+
+    func testMirrorsWithTheSameBytesUnderDifferentETagsAreBothUsed() throws {
+        let other = try anotherServer()
+        server.setResource(served(etag: "\"6b13bf38-800000\""), at: "f")
+        other.setResource(served(etag: "\"6b13be57-800000\""), at: "f")
+        server.setRatePerConnection(4 << 20)
+        other.setRatePerConnection(4 << 20)
+        let run = try CLI.run(["--json", "-n", "4", "-o", path("f"), server.url("f"), other.url("f")], in: directory)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        assertSameBytes(path("f"), resource)
+        let reports = try mirrors(run)
+        XCTAssertEqual(reports.count, 2)
+        for report in reports {
+            XCTAssertNil(report["dropped"] as? String, "\(reports)")
+            XCTAssertGreaterThan(report["bytes"] as? Int ?? 0, 0, "bytes from each mirror: \(reports)")
+        }
+    }
+
+    func testAMirrorServingAnotherFileOfTheSameSizeIsDroppedBeforeAnyByteIsWritten() throws {
+        let other = try anotherServer()
+        server.setResource(served(etag: "\"a\""), at: "f")
+        other.setResource(served(etag: "\"b\"", seed: 3611), at: "f")
+        let run = try CLI.run(["--json", "-n", "4", "-o", path("f"), server.url("f"), other.url("f")], in: directory)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        assertSameBytes(path("f"), resource)
+        let reports = try mirrors(run)
+        let dropped = try XCTUnwrap(reports[1]["dropped"] as? String, "\(reports)")
+        XCTAssertTrue(dropped.contains("its bytes ") && dropped.contains(" differ from those \(server.url("f"))"), dropped)
+        XCTAssertEqual(reports[1]["bytes"] as? Int, 0, "\(reports)")
+        XCTAssertTrue(run.stderr.contains("dropping mirror \(other.url("f")): its bytes "), run.stderr)
+    }
+
+    /// Three mirrors, the first serving another file: the two that agree win.
+    func testTheBytesMostMirrorsServeWinOverTheFirstMirror() throws {
+        let second = try anotherServer()
+        let third = try anotherServer()
+        server.setResource(served(etag: "\"odd\"", seed: 3612), at: "f")
+        second.setResource(served(etag: "\"x\""), at: "f")
+        third.setResource(served(etag: "\"y\""), at: "f")
+        let run = try CLI.run(["--json", "-n", "4", "-o", path("f"), server.url("f"), second.url("f"), third.url("f")],
+                              in: directory)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        assertSameBytes(path("f"), resource)
+        let reports = try mirrors(run)
+        XCTAssertNotNil(reports[0]["dropped"] as? String, "\(reports)")
+        XCTAssertEqual(reports[0]["bytes"] as? Int, 0, "\(reports)")
+        XCTAssertNil(reports[1]["dropped"] as? String, "\(reports)")
+        XCTAssertNil(reports[2]["dropped"] as? String, "\(reports)")
+    }
+}
