@@ -18,9 +18,10 @@ public struct DownloadOptions: Sendable {
     public var minimumSplit: Int64 = 1 << 20
     /// Attempts at one piece that end with no byte written before giving up.
     public var retries = 5
-    /// First retry delay in seconds; it doubles per failure.
+    /// First retry delay in seconds; it doubles per failure. Finite and at
+    /// least 0.
     public var retryWait = 0.5
-    /// The longest retry delay in seconds.
+    /// The longest retry delay in seconds. Finite and at least 0.
     public var retryWaitLimit = 30.0
     /// Seconds between manifest checkpoints.
     public var checkpointInterval = 1.0
@@ -95,14 +96,21 @@ public struct DownloadOptions: Sendable {
     /// The disk calls used; tests inject faults here.
     package var systemCalls = SystemCalls.live
     /// What makes these settings unusable, nil when nothing does. The
-    /// command line refuses such counts itself; from the library, a run
+    /// command line refuses such values itself; from the library, a run
     /// with no connection, no connection per host or an empty minimum
-    /// split would never end (a stream planned empty pieces for good).
+    /// split would never end (a stream planned empty pieces for good), nor
+    /// would one whose retry delay is NaN, negative or infinite (a failed
+    /// piece is never ready again); a timeout out of range traps
+    /// (`TransferOptions.timeoutRange`).
     var problem: String? {
         if connections < 1 { return "connections must be at least 1, not \(connections)" }
         if maxPerHost < 1 { return "maxPerHost must be at least 1, not \(maxPerHost)" }
         if minimumSplit < 1 { return "minimumSplit must be at least 1 byte, not \(minimumSplit)" }
-        return nil
+        for (name, value) in [("retryWait", retryWait), ("retryWaitLimit", retryWaitLimit)]
+        where !(value.isFinite && value >= 0) {
+            return "\(name) must be a finite number of seconds, at least 0, not \(value)"
+        }
+        return transfer.problem
     }
     /// True when the caller already checked every URL (`RemoteURL`): the
     /// rangeget command checks each line of a list as it reads it, and a

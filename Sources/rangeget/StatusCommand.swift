@@ -181,13 +181,18 @@ enum StatusCommand {
 }
 
 enum Timestamp {
-    /// `2026-11-29T13:27:45Z` for seconds since the epoch.
+    /// `2026-11-29T13:27:45Z` for seconds since the epoch; the seconds
+    /// themselves (`@67767976233532800`) for a time too far out to be
+    /// broken into a date. tmpfs and tar keep such mtimes, and `status`
+    /// must list the file all the same.
     static func iso8601(seconds: Int) -> String {
         var time = time_t(seconds)
         var parts = tm()
-        gmtime_r(&time, &parts)
+        // gmtime_r fails (EOVERFLOW) where the year does not fit tm_year.
+        guard gmtime_r(&time, &parts) != nil else { return "@\(seconds)" }
         func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
-        return "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday))T"
+        // In Int: tm_year near Int32.max (year 2^31) overflows Int32 plus 1900.
+        return "\(Int(parts.tm_year) + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday))T"
             + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec))Z"
     }
 }

@@ -258,29 +258,59 @@ final class LibraryTests: EndToEndTestCase {
     /// left a run idle for good, and an empty minimum split made a stream
     /// plan empty pieces, and ask for them, without end.
     func testUnusableCountsAreRefusedBeforeAnyRequest() async throws {
+        try await assertRefusedBeforeAnyRequest([
+            ("connections must be at least 1", { $0.connections = 0 }),
+            ("maxPerHost must be at least 1", { $0.maxPerHost = 0 }),
+            ("minimumSplit must be at least 1", { $0.minimumSplit = 0 }),
+        ])
+    }
+
+    /// Times a run cannot work with are refused the same way: an infinite,
+    /// NaN or huge (1e16 s) timeout trapped converting to milliseconds for
+    /// libcurl, and a retry delay that is NaN, negative or infinite left a
+    /// failed piece never ready again, the run polling for good.
+    func testUnusableTimesAreRefusedBeforeAnyRequest() async throws {
+        var settings: [(String, (inout DownloadOptions) -> Void)] = []
+        for value in [Double.infinity, 1e16, .nan, 0, -1] {
+            settings += [
+                ("connectTimeout must be from", { $0.transfer.connectTimeout = value }),
+                ("stallTimeout must be from", { $0.transfer.stallTimeout = value }),
+            ]
+        }
+        for value in [Double.infinity, .nan, -1] {
+            settings += [
+                ("retryWait must be a finite", { $0.retryWait = value }),
+                ("retryWaitLimit must be a finite", { $0.retryWaitLimit = value }),
+            ]
+        }
+        try await assertRefusedBeforeAnyRequest(settings)
+    }
+
+    /// Runs a download to a file and one to a reader with each change made
+    /// to the defaults, and checks both fail with a usage error that starts
+    /// with its text, before any request and before any `.part` is made.
+    private func assertRefusedBeforeAnyRequest(
+        _ settings: [(String, (inout DownloadOptions) -> Void)], line: UInt = #line
+    ) async throws {
         server.setResource(Resource.generated(size: 64 << 10, seed: 92), at: "f")
-        let settings: [(String, (inout DownloadOptions) -> Void)] = [
-            ("connections", { $0.connections = 0 }), ("maxPerHost", { $0.maxPerHost = 0 }),
-            ("minimumSplit", { $0.minimumSplit = 0 }),
-        ]
-        for (name, change) in settings {
+        for (expected, change) in settings {
             var options = DownloadOptions()
             change(&options)
             XCTAssertThrowsError(try Download(url: server.url("f"), destination: .file(path("f")), options: options)
-                .run { _ in }) { error in
-                guard case let .usage(message, _)? = error as? DownloadError else { return XCTFail("\(error)") }
-                XCTAssertTrue(message.hasPrefix(name + " must be at least 1"), message)
+                .run { _ in }, line: line) { error in
+                guard case let .usage(message, _)? = error as? DownloadError else { return XCTFail("\(error)", line: line) }
+                XCTAssertTrue(message.hasPrefix(expected), message, line: line)
             }
             do {
                 for try await _ in Download.bytes(from: server.url("f"), options: options) {}
-                XCTFail("\(name): the stream ran")
+                XCTFail("\(expected): the stream ran", line: line)
             } catch {
-                guard case let .usage(message, _)? = error as? DownloadError else { return XCTFail("\(error)") }
-                XCTAssertTrue(message.hasPrefix(name), message)
+                guard case let .usage(message, _)? = error as? DownloadError else { return XCTFail("\(error)", line: line) }
+                XCTAssertTrue(message.hasPrefix(expected), message, line: line)
             }
         }
-        XCTAssertTrue(server.statistics.requests.isEmpty, "not even probed: \(server.statistics.requests.count)")
-        XCTAssertFalse(exists(path("f.part")))
+        XCTAssertTrue(server.statistics.requests.isEmpty, "not even probed: \(server.statistics.requests.count)", line: line)
+        XCTAssertFalse(exists(path("f.part")), line: line)
     }
 
     /// The blocking form the CLI uses: a pause holds the calling thread until `resume()`.

@@ -93,6 +93,37 @@ final class PartialStateTests: EndToEndTestCase {
         XCTAssertEqual(damaged["stream"]?["state"] as? String, "not resumable")
     }
 
+    /// A manifest whose mtime is past what a year in Int32 holds (tmpfs and
+    /// tar keep such times): `status` trapped formatting its date (year
+    /// 2147483648), and must list it like any other.
+    func testStatusListsAManifestWithAnMtimeTooFarOutForAnInt32Year() throws {
+        // ext4 clamps mtimes to the year 2446; tmpfs keeps them whole.
+        let shared = "/dev/shm/rangeget-e2e-\(UUID().uuidString)"
+        guard (try? FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: false)) != nil else {
+            throw XCTSkip("no /dev/shm to keep an mtime past the year 2446 in")
+        }
+        addTeardownBlock { try? FileManager.default.removeItem(atPath: shared) }
+        let summed = Resource.generated(size: 256 << 10, seed: 1443)
+        server.setResource(summed, at: "summed")
+        // A failed checksum keeps a healthy manifest, and status exits 0 on it.
+        let wrong = String(repeating: "0", count: 64)
+        let mismatch = try CLI.run(["-q", "--checksum", "sha256=\(wrong)", "-o", "summed", server.url("summed")],
+                                   in: shared)
+        XCTAssertEqual(mismatch.status, 3, mismatch.stderr)
+        let manifest = shared + "/summed.part.json"
+        let seconds = 67_767_976_233_532_800
+        var times = [timespec(tv_sec: seconds, tv_nsec: 0), timespec(tv_sec: seconds, tv_nsec: 0)]
+        XCTAssertEqual(utimensat(AT_FDCWD, manifest, &times, 0), 0, String(cString: strerror(errno)))
+        var info = stat()
+        XCTAssertEqual(stat(manifest, &info), 0)
+        guard info.st_mtim.tv_sec == seconds else { throw XCTSkip("/dev/shm did not keep the mtime") }
+
+        let table = try CLI.run(["status"], in: shared)
+        XCTAssertEqual(table.status, 0, table.stderr)
+        XCTAssertTrue(table.stdout.contains("2147483648-01-01T00:00:00Z"), table.stdout)
+        XCTAssertTrue(table.stdout.contains("checksum failed"), table.stdout)
+    }
+
     // MARK: - A single stream's messages
 
     /// Of unknown length: the probe line says it is not resumable, the

@@ -10,9 +10,11 @@ public struct TransferOptions: Sendable {
     public var headers: [String] = []
     /// The `User-Agent` header.
     public var userAgent = "rangeget/\(RangeGetVersion.current)"
-    /// Seconds to wait for a TCP/TLS connection.
+    /// Seconds to wait for a TCP/TLS connection: finite, from 0.001 (the
+    /// millisecond libcurl counts in) to 1e6 (`timeoutRange`).
     public var connectTimeout: Double = 15
-    /// Seconds without a byte before a transfer counts as stalled.
+    /// Seconds without a byte before a transfer counts as stalled: finite,
+    /// from 0.001 to 1e6 (`timeoutRange`).
     public var stallTimeout: Double = 5
     /// Skip TLS certificate verification (`--insecure`).
     public var insecure = false
@@ -42,6 +44,22 @@ public struct TransferOptions: Sendable {
     /// share its congestion window: eight ranges multiplexed are one flow
     /// (invariant 7: N connections are N TCP connections).
     public var multiplex = false
+
+    /// The timeouts a download accepts, in seconds. Their sums are handed to
+    /// libcurl as `Int` milliseconds, which an infinite, NaN or huge value
+    /// (1e16) traps in converting; below a millisecond libcurl would read 0
+    /// as no timeout at all. A million seconds (11 days) is past any wait
+    /// worth making.
+    static let timeoutRange = 0.001...1e6
+
+    /// What makes these settings unusable, nil when nothing does.
+    var problem: String? {
+        for (name, value) in [("connectTimeout", connectTimeout), ("stallTimeout", stallTimeout)]
+        where !Self.timeoutRange.contains(value) {
+            return "\(name) must be from \(Self.timeoutRange.lowerBound) to \(Self.timeoutRange.upperBound) seconds, not \(value)"
+        }
+        return nil
+    }
 
     /// The defaults.
     public init() {}
