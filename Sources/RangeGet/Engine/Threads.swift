@@ -5,7 +5,9 @@
 // into every program using the library. (RangeServer keeps a copy of its own:
 // it must not depend on this library.)
 import CCurlShim
+import Dispatch
 import Glibc
+import Synchronization
 
 /// Runs `body` on a new detached thread with a 4 MiB stack, named `name`
 /// (at most 15 bytes: what `top -H`, perf and gdb show).
@@ -14,6 +16,25 @@ func startThread(_ name: String, _ body: @escaping @Sendable () -> Void) {
         // No thread to be had: do the work here rather than never.
         body()
     }
+}
+
+/// `body` of each of `keys`, each on a thread of its own (named `name`), all
+/// at once; returns when every one has ended.
+func concurrently<Key: Hashable & Sendable, Value: Sendable>(
+    _ keys: [Key], named name: String, _ body: @escaping @Sendable (Key) -> Value
+) -> [Key: Value] {
+    let results = Mutex<[Key: Value]>([:])
+    let finished = DispatchGroup()
+    for key in keys {
+        finished.enter()
+        startThread(name) {
+            let value = body(key)
+            results.withLock { $0[key] = value }
+            finished.leave()
+        }
+    }
+    finished.wait()
+    return results.withLock { $0 }
 }
 
 /// Starts `body` on a new detached thread (4 MiB stack); false when none

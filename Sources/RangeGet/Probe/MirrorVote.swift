@@ -12,8 +12,6 @@
 // a few bytes) passes; a checksum the user gives remains the proof of the
 // whole file, and the engine still checks each mirror's answers against its
 // own validators.
-import Dispatch
-import Synchronization
 
 enum MirrorVote {
     /// Ranges sampled from each mirror whose validators do not vouch for it.
@@ -48,18 +46,9 @@ enum MirrorVote {
     /// sample it could not serve), by index.
     static func outvoted(_ mirrors: [RemoteFile], samples: [ByteRange],
                          options: TransferOptions) -> [Int: String] {
-        let fetched = Mutex<[Int: Result<[[UInt8]], DownloadError>]>([:])
-        let finished = DispatchGroup()
-        for (index, mirror) in mirrors.enumerated() {
-            finished.enter()
-            startThread("rangeget sample") {
-                let result = Result { () throws(DownloadError) in try bytes(of: mirror, at: samples, options: options) }
-                fetched.withLock { $0[index] = result }
-                finished.leave()
-            }
+        let answers = concurrently(Array(mirrors.indices), named: "rangeget sample") { index in
+            Result { () throws(DownloadError) in try bytes(of: mirrors[index], at: samples, options: options) }
         }
-        finished.wait()
-        let answers = fetched.withLock { $0 }
         var groups: [(bytes: [[UInt8]], members: [Int])] = []
         var dropped: [Int: String] = [:]
         for index in mirrors.indices {

@@ -4,8 +4,6 @@
 // small ranges of the bytes already on disk, at random offsets, are fetched
 // again and compared with the disk (invariant 5). A difference means the file
 // changed: the download starts over.
-import Dispatch
-import Synchronization
 
 enum SpotCheck {
     /// Ranges fetched again before a resume without validators.
@@ -44,18 +42,9 @@ enum SpotCheck {
     /// leaves the partial download as it is.
     static func firstDifference(in file: OutputFile, url: String, size: Int64, samples: [ByteRange],
                                 options: TransferOptions) throws(DownloadError) -> ByteRange? {
-        let results = Mutex<[ByteRange: Result<RangeFetch, CurlError>]>([:])
-        let finished = DispatchGroup()
-        for sample in samples {
-            finished.enter()
-            startThread("rangeget check") {
-                let result = Result { () throws(CurlError) in try RangeFetch(url: url, range: sample, options: options) }
-                results.withLock { $0[sample] = result }
-                finished.leave()
-            }
+        let fetched = concurrently(samples, named: "rangeget check") { sample in
+            Result { () throws(CurlError) in try RangeFetch(url: url, range: sample, options: options) }
         }
-        finished.wait()
-        let fetched = results.withLock { $0 }
         for sample in samples {
             let response: RangeFetch
             switch fetched[sample]! {
