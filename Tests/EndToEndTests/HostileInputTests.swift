@@ -236,11 +236,13 @@ final class HostileInputTests: EndToEndTestCase {
         XCTAssertEqual(controlCharacters(error), [], error.debugDescription)
         XCTAssertTrue(error.contains("\\u{1B}]0;owned\\u{7}"), "JSON carries the text, escaped: \(error.debugDescription)")
 
-        // An ETag that differs on a mirror is quoted when the mirror is dropped.
+        // A mirror with a hostile ETag and other bytes is dropped (by its
+        // bytes: issue 36); nothing it sent reaches the terminal raw.
         let resource = Resource.generated(size: 300_000, seed: 126)
+        let other = Resource.generated(size: 300_000, seed: 127)
         server.setResource(resource, at: "f")
         let mirror = try scriptedServer { request in
-            ScriptedResponse.serving(resource, request, etag: "\"\(hostile)\"")
+            ScriptedResponse.serving(other, request, etag: "\"\(hostile)\"")
         }
         let dropped = try CLI.run(["-o", path("f"), server.url("f"), mirror.url("f")], in: directory)
         XCTAssertEqual(dropped.status, 0, dropped.stderr)
