@@ -77,6 +77,9 @@ enum GetCommand {
             .value(nil, "retry-wait", "SECONDS", "first delay before a retry, doubling each time (default 0.5; 0.001 to 86400)") { settings, text throws(UsageError) in
                 settings.options.retryWait = try Parse.seconds(text, "retry-wait")
             },
+            .value(nil, "max-wait", "SECONDS", "the longest Retry-After to wait out; a server asking for more is dropped, or the run fails (default 60; 0.001 to 86400)") { settings, text throws(UsageError) in
+                settings.options.longestRetryAfter = try Parse.seconds(text, "max-wait")
+            },
             .value(nil, "stall-timeout", "SECONDS", "hand a connection's range to another after this long without data (default 5; 0.001 to 86400)") { settings, text throws(UsageError) in
                 settings.options.transfer.stallTimeout = try Parse.seconds(text, "stall-timeout")
             },
