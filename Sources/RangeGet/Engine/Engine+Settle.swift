@@ -132,7 +132,8 @@ extension Engine {
             // limit came down above, and its working connections take the piece.
         }
         if !mirror.isUsable { delay = 0 }
-        onEvent(.retry(connection: connection, reason: reason, delay: delay))
+        onEvent(.retry(connection: connection, reason: reason, delay: delay, attempt: failures + 1,
+                       attempts: settings.retries + 1))
         if plain { written = RangeSet() }
         requeue(piece, from: plain ? piece.range.start : max(finished.written.end, finished.race?.frontier ?? 0),
                 failures: mirror.isUsable ? failures : 0, notBefore: now + delay)
