@@ -46,8 +46,10 @@ public enum DownloadEvent: Sendable {
     /// Periodic progress, at most about ten times a second.
     case progress(DownloadProgress)
     /// The transfer on `connection` failed and its remaining bytes will be
-    /// fetched again after `delay` seconds (by whichever connection is free then).
-    case retry(connection: Int, reason: String, delay: Double)
+    /// fetched again after `delay` seconds (by whichever connection is free
+    /// then): the `attempt`th of at most `attempts` at them that got nowhere
+    /// (a cut that made progress starts the count again).
+    case retry(connection: Int, reason: String, delay: Double, attempt: Int, attempts: Int)
     /// A connection started fetching `range` from the mirror at `url`.
     case pieceStarted(connection: Int, range: ByteRange, url: String)
     /// A connection's transfer ended; `written` is what it put on disk.

@@ -23,6 +23,12 @@ public struct DownloadOptions: Sendable {
     public var retryWait = 0.5
     /// The longest retry delay in seconds. Finite and at least 0.
     public var retryWaitLimit = 30.0
+    /// The longest wait a server's `Retry-After` is granted, in seconds.
+    /// Asked to wait longer, with no other connection of that mirror
+    /// running, the download drops the mirror, or fails when it was the last
+    /// one (the partial download stays resumable); on an extra connection the
+    /// wait is cut to this. Finite and at least 0.
+    public var longestRetryAfter = 60.0
     /// Seconds between manifest checkpoints.
     public var checkpointInterval = 1.0
     /// Discard any partial download and start over.
@@ -106,7 +112,8 @@ public struct DownloadOptions: Sendable {
         if connections < 1 { return "connections must be at least 1, not \(connections)" }
         if maxPerHost < 1 { return "maxPerHost must be at least 1, not \(maxPerHost)" }
         if minimumSplit < 1 { return "minimumSplit must be at least 1 byte, not \(minimumSplit)" }
-        for (name, value) in [("retryWait", retryWait), ("retryWaitLimit", retryWaitLimit)]
+        for (name, value) in [("retryWait", retryWait), ("retryWaitLimit", retryWaitLimit),
+                              ("longestRetryAfter", longestRetryAfter)]
         where !(value.isFinite && value >= 0) {
             return "\(name) must be a finite number of seconds, at least 0, not \(value)"
         }

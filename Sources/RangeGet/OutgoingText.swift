@@ -94,7 +94,8 @@ extension DownloadEvent {
             remote.effectiveURL = clean(remote.effectiveURL)
             return .probed(remote)
         case let .restarting(reason): return .restarting(reason: clean(reason))
-        case let .retry(connection, reason, delay): return .retry(connection: connection, reason: clean(reason), delay: delay)
+        case let .retry(connection, reason, delay, attempt, attempts):
+            return .retry(connection: connection, reason: clean(reason), delay: delay, attempt: attempt, attempts: attempts)
         case let .pieceStarted(connection, range, url): return .pieceStarted(connection: connection, range: range, url: clean(url))
         case let .connectionsMoved(from, to, count): return .connectionsMoved(from: clean(from), to: clean(to), count: count)
         case let .mirrorDropped(url, reason): return .mirrorDropped(url: clean(url), reason: clean(reason))

@@ -77,6 +77,9 @@ enum GetCommand {
             .value(nil, "retry-wait", "SECONDS", "first delay before a retry, doubling each time (default 0.5; 0.001 to 86400)") { settings, text throws(UsageError) in
                 settings.options.retryWait = try Parse.seconds(text, "retry-wait")
             },
+            .value(nil, "max-wait", "SECONDS", "the longest Retry-After to wait out; a server asking for more is dropped, or the run fails (default 60; 0.001 to 86400)") { settings, text throws(UsageError) in
+                settings.options.longestRetryAfter = try Parse.seconds(text, "max-wait")
+            },
             .value(nil, "stall-timeout", "SECONDS", "hand a connection's range to another after this long without data (default 5; 0.001 to 86400)") { settings, text throws(UsageError) in
                 settings.options.transfer.stallTimeout = try Parse.seconds(text, "stall-timeout")
             },
@@ -169,11 +172,18 @@ enum GetCommand {
         // Ctrl-C promises no more than the next run will do.
         let resumability = Mutex(Resumability.resumable)
         let retries = Mutex(RetryKinds())
+        // Whether a partial download with bytes in it is there to resume.
+        let kept = Mutex(false)
         do {
             let quiet = settings.quiet
             let result = try download.run { event in
                 resumability.withLock { $0 = $0.after(event) }
-                if case let .retry(_, reason, _) = event { retries.withLock { $0.add(reason: reason) } }
+                switch event {
+                case let .resuming(bytes) where bytes > 0: kept.withLock { $0 = true }
+                case let .progress(progress) where progress.bytesDone > 0: kept.withLock { $0 = true }
+                default: break
+                }
+                if case let .retry(_, reason, _, _, _) = event { retries.withLock { $0.add(reason: reason) } }
                 report(event, display: display, quiet: quiet)
             }
             display.clear()
@@ -194,7 +204,8 @@ enum GetCommand {
                 if !settings.quiet { display.message(resumability.withLock { $0 }.interruptedMessage) }
                 return code.rawValue
             }
-            return fail(error.commandLineText, code)
+            let note = code == .network || code == .local ? resumability.withLock { $0 }.keptMessage(kept.withLock { $0 }) : nil
+            return fail(error.commandLineText + (note.map { "; " + $0 } ?? ""), code)
         }
     }
 
@@ -256,11 +267,19 @@ enum GetCommand {
             if !quiet { display.message("dropping mirror \(url): \(reason)") }
         case let .notice(message):
             say(message)
+        case let .retry(_, reason, delay, attempt, attempts) where delay >= 1:
+            // A wait long enough to notice is said once per attempt, not once per connection.
+            if announcedWaits.withLock({ $0.insert(attempt).inserted }) {
+                say("\(reason); retrying: attempt \(attempt) of \(attempts) in \(Int(delay.rounded())) s")
+            }
         case .probed, .retry, .stolen, .raced, .connectionsMoved, .checkpoint, .fetched, .finished, .pieceStarted,
              .pieceFinished, .paused, .resumed:
             break
         }
     }
+
+    /// The attempts whose retry `report` has said.
+    private static let announcedWaits = Mutex(Set<Int>())
 
     /// The line for a file that was there already, still the server's.
     private static func skipped(_ result: DownloadResult) -> String {

@@ -28,6 +28,17 @@ enum Resumability: Sendable {
         }
     }
 
+    /// What a failed run says of its partial download, when it has bytes in it (`kept`).
+    func keptMessage(_ kept: Bool) -> String? {
+        guard kept else { return nil }
+        switch self {
+        case .resumable: return "the partial download is kept: run the same command again to resume"
+        case .onlyWithRanges:
+            return "the partial download is kept, but a later run resumes it only if the server then serves byte ranges"
+        case .startsOver: return nil
+        }
+    }
+
     /// The line for an interrupted download.
     var interruptedMessage: String {
         switch self {

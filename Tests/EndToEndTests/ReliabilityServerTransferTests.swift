@@ -37,7 +37,7 @@ final class ReliabilityServerTransferTests: EndToEndTestCase {
         assertSameBytes(output, resource)
         XCTAssertEqual(probe.snapshot.wrongWrites, [], "an error page reached the file")
         let retries = run.retries
-        for case let .retry(connection, _, _) in run.events {
+        for case let .retry(connection, _, _, _, _) in run.events {
             XCTAssertGreaterThanOrEqual(connection, 0, "a retry names the connection whose transfer failed")
         }
         let serviceUnavailable = retries.first { $0.reason.contains("503") }
@@ -45,7 +45,7 @@ final class ReliabilityServerTransferTests: EndToEndTestCase {
         XCTAssertGreaterThanOrEqual(serviceUnavailable?.delay ?? 0, 1.0, "Retry-After: 1 honoured")
         // After the first 429/503, fewer connections run at once.
         guard let firstOverload = run.events.firstIndex(where: { event in
-            if case let .retry(_, reason, _) = event { return reason.contains("503") || reason.contains("429") }
+            if case let .retry(_, reason, _, _, _) = event { return reason.contains("503") || reason.contains("429") }
             return false
         }) else { return XCTFail("no 429/503 retry") }
         // The run's last progress event is its closing report (0 connections
@@ -316,5 +316,27 @@ final class ReliabilityServerTransferTests: EndToEndTestCase {
         let run = try CLI.run(["-q", "-o", output, server.url("f")], in: directory)
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(output, resource)
+    }
+}
+
+/// Issue 36: a server that goes away mid-download. Every wait is said as it
+/// begins (the cause, the attempt of how many, the delay), and the last line
+/// says the partial download is kept and how to resume it.
+final class ServerGoneTests: EndToEndTestCase {
+    func testAServerThatGoesAwayIsRetriedAloudAndThePartialDownloadIsKept() throws {
+        let resource = Resource.generated(size: 16 << 20, seed: 3620)
+        server.setResource(resource, at: "f")
+        server.setRatePerConnection(2 << 20)
+        let server = self.server!
+        DispatchQueue.global().asyncAfter(deadline: .now() + 1) { server.stop() }
+        let run = try CLI.run(["-n", "2", "--retries", "2", "--retry-wait", "1", "-o", path("f"), server.url("f")],
+                              in: directory, timeout: 30)
+        XCTAssertEqual(run.status, 1, run.stderr)
+        // (A cut that made progress is retried at once, unsaid; the waits after it are said.)
+        XCTAssertTrue(run.stderr.contains("; retrying: attempt 3 of 3 in 2 s"), run.stderr)
+        XCTAssertTrue(run.stderr.contains("giving up after 3 attempts: "), run.stderr)
+        XCTAssertTrue(run.stderr.hasSuffix("; the partial download is kept: run the same command again to resume\n"),
+                      run.stderr)
+        XCTAssertFalse(ManifestFile.done(path("f.part.json")).isEmpty, "the bytes fetched are kept")
     }
 }

@@ -113,9 +113,27 @@ extension Engine {
         }
         // A cut that made progress is retried at once; backoff is for failures that got nowhere.
         var delay = progressed && !plain ? 0 : min(settings.retryWait * Double(1 << min(failures - 1, 16)), settings.retryWaitLimit)
-        if case let .status(_, retryAfter?)? = rejection { delay = max(delay, retryAfter) }
+        if case let .status(code, retryAfter?)? = rejection {
+            if retryAfter <= settings.longestRetryAfter {
+                delay = max(delay, retryAfter)
+            } else if mirror.isUsable,
+                      !connections.contains(where: { $0.isBusy && $0.mirror === mirror && $0.id != connection }) {
+                // Nothing else of this mirror works: waiting that long is no retry.
+                let wait = "asks to wait \(Rejection.duration(retryAfter)) (HTTP \(code) with Retry-After), longer than "
+                    + "the longest wait, \(Rejection.duration(settings.longestRetryAfter))"
+                if others > 0 {
+                    if let outcome = drop(mirror, because: "it \(wait)", now: now) { return outcome }
+                } else {
+                    return .failed(.server(url: mirror.remote.url, message: "the server \(wait); the partial download "
+                                           + "is kept for a later run", status: code))
+                }
+            }
+            // Else an extra connection was refused: the mirror's connection
+            // limit came down above, and its working connections take the piece.
+        }
         if !mirror.isUsable { delay = 0 }
-        onEvent(.retry(connection: connection, reason: reason, delay: delay))
+        onEvent(.retry(connection: connection, reason: reason, delay: delay, attempt: failures + 1,
+                       attempts: settings.retries + 1))
         if plain { written = RangeSet() }
         requeue(piece, from: plain ? piece.range.start : max(finished.written.end, finished.race?.frontier ?? 0),
                 failures: mirror.isUsable ? failures : 0, notBefore: now + delay)

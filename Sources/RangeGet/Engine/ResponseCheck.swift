@@ -81,7 +81,7 @@ enum Rejection: Error, Equatable, Sendable, CustomStringConvertible {
     var description: String {
         switch self {
         case let .status(code, retryAfter):
-            return "HTTP \(code)" + (retryAfter.map { " (retry after \(Int($0)) s)" } ?? "")
+            return "HTTP \(code)" + (retryAfter.map { " (retry after \(Self.duration($0)))" } ?? "")
         case .rangeIgnored: return "the server ignored the Range header and answered 200 with the whole file"
         case let .changed(reason): return "the remote file changed: \(reason)"
         case let .contentRange(value): return "unexpected Content-Range \(value ?? "(none)")"
@@ -92,6 +92,14 @@ enum Rejection: Error, Equatable, Sendable, CustomStringConvertible {
             return "the answer for bytes \(range.start)-\(range.end - 1) ran past its Content-Range (none of it kept)"
         case let .implausibleTotal(total): return "the server claims a size of \(total) bytes, more than any disk holds"
         }
+    }
+
+    /// `seconds` as a person reads a wait: "42 s", "5 min", "3 h", "over 31 years".
+    static func duration(_ seconds: Double) -> String {
+        if seconds >= ResponseHead.longestRetryAfter { return "over 31 years" }
+        if seconds >= 7200 { return "\(Int(seconds / 3600)) h" }
+        if seconds >= 120 { return "\(Int(seconds / 60)) min" }
+        return seconds == seconds.rounded() ? "\(Int(seconds)) s" : "\(seconds) s"
     }
 
     /// True when another attempt at the same request may succeed.

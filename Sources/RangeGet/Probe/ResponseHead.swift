@@ -50,8 +50,10 @@ struct ResponseHead: Sendable {
         return min(max(0, seconds), Self.longestRetryAfter)
     }
 
-    /// The longest wait a `Retry-After` can ask for, in seconds.
-    static let longestRetryAfter: Double = 300
+    /// The longest wait a `Retry-After` is read as, in seconds (about 31
+    /// years: every count in seconds stays well inside an Int); whether to
+    /// wait that long is the download's decision (`longestRetryAfter`).
+    static let longestRetryAfter: Double = 1e9
 
     /// The content coding, nil for identity.
     var contentEncoding: String? {
