@@ -11,21 +11,21 @@ final class RetryAfterTests: XCTestCase {
         ResponseHead.collected(["HTTP/1.1 503 Busy\r\n", "Retry-After: \(value)\r\n", "\r\n"]).retryAfter
     }
 
-    func testEveryValueIsAWaitOfAtMostFiveMinutesOrNone() {
+    func testEveryValueIsAWaitOfAtMostABillionSecondsOrNone() {
         let now = Double(time(nil))
         let cases: [(String, ClosedRange<Double>?)] = [
             ("7", 7...7),
             ("0", 0...0),
             ("300", 300...300),
-            ("301", 300...300),
-            ("9223372036854775807", 300...300),
-            ("9223372036854775808", 300...300),
-            (String(repeating: "9", count: 1000), 300...300),
+            ("301", 301...301),
+            ("9223372036854775807", 1e9...1e9),
+            ("9223372036854775808", 1e9...1e9),
+            (String(repeating: "9", count: 1000), 1e9...1e9),
             ("-5", nil),
             ("1e999", nil),
             ("", nil),
             ("Sun, 06 Nov 1994 08:49:37 GMT", 0...0),
-            ("Fri, 31 Dec 9999 23:59:59 GMT", 300...300),
+            ("Fri, 31 Dec 9999 23:59:59 GMT", 1e9...1e9),
             ("Sun, 06 Nov 99999999999 08:49:37 GMT", nil),
             ("Sun, 06 Nov -2147483648 08:49:37 GMT", nil),
             ("Sun, 99999999999999999999 Nov 1994 08:49:37 GMT", nil),
@@ -49,7 +49,7 @@ final class RetryAfterTests: XCTestCase {
     func testTheRejectionSaysHowLongItWaits() {
         let head = ResponseHead.collected(["HTTP/1.1 503 Busy\r\n", "Retry-After: 9223372036854775807\r\n", "\r\n"])
         let rejection = ResponseCheck.check(head, requested: ByteRange(0, 1), expected: Expectation(size: 1, etag: nil, lastModified: nil))
-        XCTAssertEqual(rejection?.description, "HTTP 503 (retry after 300 s)")
+        XCTAssertEqual(rejection?.description, "HTTP 503 (retry after over 31 years)")
     }
 
     func testAnOverlongAnswerIsABadAnswerNotAChangedFile() {

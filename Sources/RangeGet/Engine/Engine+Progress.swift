@@ -26,7 +26,7 @@ extension Engine {
             if connection.isPaused { continue }
             let idle = sample(connection, now: now)
             guard idle > settings.transfer.stallTimeout else { continue }
-            let reason = "no data for \(Int(settings.transfer.stallTimeout)) s (stalled)"
+            let reason = "no data for \(Rejection.duration(settings.transfer.stallTimeout)) (stalled)"
             multi.remove(connection.easy)
             // A stall is the timeout libcurl's low-speed limit would report.
             let stalled = connection.abandon(reason: reason, error: CurlError(CURLE_OPERATION_TIMEDOUT, message: reason), now: now)
