@@ -300,9 +300,8 @@ extension Download {
         let file: OutputFile
         do { file = try OutputFile(existing: output, calls: options.systemCalls) } catch { throw .io(error) }
         var random = SystemRandomNumberGenerator()
-        let samples = SpotCheck.samples(of: RangeSet([ByteRange(0, size)]), count: SpotCheck.sampleCount,
-                                        length: SpotCheck.sampleLength, using: &random)
-        return try SpotCheck.firstDifference(in: file, url: remote.url, size: size, samples: samples,
+        return try SpotCheck.firstDifference(in: file, url: remote.url, size: size,
+                                             samples: SpotCheck.spread(size: size, using: &random),
                                              options: options.transfer)
     }
 }

@@ -124,8 +124,7 @@ extension Engine {
                 if others > 0 {
                     if let outcome = drop(mirror, because: "it \(wait)", now: now) { return outcome }
                 } else {
-                    return .failed(.server(url: mirror.remote.url, message: "the server \(wait); the partial download "
-                                           + "is kept for a later run", status: code))
+                    return .failed(.server(url: mirror.remote.url, message: "the server \(wait)", status: code))
                 }
             }
             // Else an extra connection was refused: the mirror's connection

@@ -89,8 +89,7 @@ extension Download {
         // Mirrors whose validators do not vouch for one another: their bytes decide.
         if usable.count > 1, !MirrorVote.validatorsAgree(usable), let size = usable[0].size {
             var random = SystemRandomNumberGenerator()
-            let samples = MirrorVote.samples(size: size, count: MirrorVote.sampleCount, length: SpotCheck.sampleLength,
-                                             using: &random)
+            let samples = SpotCheck.spread(size: size, using: &random)
             let outvoted = MirrorVote.outvoted(usable, samples: samples, options: options.transfer)
             if outvoted.count == usable.count {
                 throw .server(url: usable[0].url, message: "no mirror could serve bytes to compare: "

@@ -5,34 +5,15 @@
 // few places spread over the file are those most mirrors serve there. Each
 // mirror keeps its own validators, for its If-Range.
 //
-// What is sampled: `sampleCount` ranges of `SpotCheck.sampleLength` bytes,
-// one at a random place in each of as many equal stripes of the file (the
-// whole file when it is that small), the same ranges from every mirror. What
+// What is sampled: `SpotCheck.spread`, 4 ranges of 16 KiB, one at a random
+// place in each quarter of the file (the whole file when it is that small),
+// the same ranges from every mirror. What
 // is left: a mirror that differs only outside the samples (a file edited in
 // a few bytes) passes; a checksum the user gives remains the proof of the
 // whole file, and the engine still checks each mirror's answers against its
 // own validators.
 
 enum MirrorVote {
-    /// Ranges sampled from each mirror whose validators do not vouch for it.
-    static let sampleCount = 4
-
-    /// `count` ranges of at most `length` bytes spread over a `size`-byte
-    /// file: one at a place `random` picks in each of `count` equal stripes;
-    /// the whole file, once, when it is no longer than `count` ranges.
-    static func samples(size: Int64, count: Int, length: Int64,
-                        using random: inout some RandomNumberGenerator) -> [ByteRange] {
-        guard size > 0, count > 0, length > 0 else { return [] }
-        guard size > Int64(count) * length else { return [ByteRange(0, size)] }
-        let stripe = size / Int64(count)
-        return (0..<Int64(count)).map { index in
-            let first = index * stripe
-            let last = index == Int64(count) - 1 ? size : first + stripe
-            let start = first + Int64.random(in: 0...(last - first - length), using: &random)
-            return ByteRange(start, start + length)
-        }
-    }
-
     /// True when every mirror names the same strong ETag: one version of
     /// one file, as its servers say; no byte needs to be sampled.
     static func validatorsAgree(_ mirrors: [RemoteFile]) -> Bool {

@@ -3,13 +3,39 @@
 // be spliced: old bytes on disk, new ones fetched. Before such a resume, a few
 // small ranges of the bytes already on disk, at random offsets, are fetched
 // again and compared with the disk (invariant 5). A difference means the file
-// changed: the download starts over.
+// changed: the download starts over. The same fetch compares a finished file
+// with a server that names no validator, and `spread` picks the ranges over a
+// whole file that that check and MirrorVote compare.
 
 enum SpotCheck {
     /// Ranges fetched again before a resume without validators.
     static let sampleCount = 3
     /// The length of each, in bytes.
     static let sampleLength: Int64 = 16 << 10
+    /// Ranges spread over a whole file to compare it with a server's, or
+    /// mirrors with one another.
+    static let spreadCount = 4
+
+    /// `spreadCount` ranges of `sampleLength` bytes spread over a `size`-byte file.
+    static func spread(size: Int64, using random: inout some RandomNumberGenerator) -> [ByteRange] {
+        samples(size: size, count: spreadCount, length: sampleLength, using: &random)
+    }
+
+    /// `count` ranges of at most `length` bytes spread over a `size`-byte
+    /// file: one at a place `random` picks in each of `count` equal stripes;
+    /// the whole file, once, when it is no longer than `count` ranges.
+    static func samples(size: Int64, count: Int, length: Int64,
+                        using random: inout some RandomNumberGenerator) -> [ByteRange] {
+        guard size > 0, count > 0, length > 0 else { return [] }
+        guard size > Int64(count) * length else { return [ByteRange(0, size)] }
+        let stripe = size / Int64(count)
+        return (0..<Int64(count)).map { index in
+            let first = index * stripe
+            let last = index == Int64(count) - 1 ? size : first + stripe
+            let start = first + Int64.random(in: 0...(last - first - length), using: &random)
+            return ByteRange(start, start + length)
+        }
+    }
 
     /// Up to `count` ranges of at most `length` bytes inside `done`, each
     /// from a byte picked uniformly from `done` by `random` (one that would

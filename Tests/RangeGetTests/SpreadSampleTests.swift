@@ -1,13 +1,13 @@
-// The ranges MirrorVote compares across mirrors: one in each equal stripe of
+// The ranges spread over a file (SpotCheck.samples) that MirrorVote compares across mirrors: one in each equal stripe of
 // the file, the whole file when it is small.
 import XCTest
 @testable import RangeGet
 
-final class MirrorVoteSampleTests: XCTestCase {
+final class SpreadSampleTests: XCTestCase {
     func testSamplesAreSpreadOverTheFile() {
         var random = SystemRandomNumberGenerator()
         for _ in 0..<100 {
-            let samples = MirrorVote.samples(size: 1 << 20, count: 4, length: 16 << 10, using: &random)
+            let samples = SpotCheck.samples(size: 1 << 20, count: 4, length: 16 << 10, using: &random)
             XCTAssertEqual(samples.count, 4)
             for (index, sample) in samples.enumerated() {
                 XCTAssertGreaterThanOrEqual(sample.start, Int64(index) << 18, "\(samples)")
@@ -19,7 +19,7 @@ final class MirrorVoteSampleTests: XCTestCase {
 
     func testASmallFileIsComparedWhole() {
         var random = SystemRandomNumberGenerator()
-        XCTAssertEqual(MirrorVote.samples(size: 1000, count: 4, length: 16 << 10, using: &random), [ByteRange(0, 1000)])
-        XCTAssertEqual(MirrorVote.samples(size: 0, count: 4, length: 16 << 10, using: &random), [])
+        XCTAssertEqual(SpotCheck.samples(size: 1000, count: 4, length: 16 << 10, using: &random), [ByteRange(0, 1000)])
+        XCTAssertEqual(SpotCheck.samples(size: 0, count: 4, length: 16 << 10, using: &random), [])
     }
 }
