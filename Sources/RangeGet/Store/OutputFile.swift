@@ -167,6 +167,12 @@ final class OutputFile: Sendable {
         isUnnamed.store(false, ordering: .relaxed)
     }
 
+    /// False where the file's file system keeps no user extended attributes:
+    /// a read that finds none (ENODATA) costs no write.
+    var keepsAttributes: Bool {
+        rg_get_attribute(descriptor, FileOrigin.validatorsAttribute, nil, 0) >= 0 || (errno != ENOTSUP && errno != EPERM)
+    }
+
     /// Sets `FileOrigin.validatorsAttribute` to `value` (as `mark` does, on
     /// an unnamed file with no mark to keep); false where the file system
     /// keeps no extended attributes. Other failures are `operation`'s.
