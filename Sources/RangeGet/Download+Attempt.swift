@@ -87,9 +87,13 @@ extension Download {
         controller.setPartPath(part.files.data)
         try part.resume(from: sources, restart: restart, nothingBeside: !partial && output == guessed,
                         listedClear: fresh && output == guessed, onEvent: onEvent)
-        if tally.reused == nil { tally.reused = part.manifest?.done.byteCount ?? 0 }
         var policy = OutcomePolicy()
         while true {
+            // Reused: what earlier runs left that is still there. A start-over
+            // (here or in `resume`) discards it; bytes this download fetched
+            // itself, in earlier attempts or runs of the engine, never count.
+            let held = part.manifest?.done.byteCount ?? 0
+            tally.reused = min(tally.reused ?? held, held)
             if controller.isStopRequested { throw .interrupted }
             let plain = !remote.acceptsRanges || remote.size == nil
             if plain { sources = [remote] }

@@ -213,6 +213,26 @@ final class ReliabilityServerHeaderTests: EndToEndTestCase {
         XCTAssertNotNil(changed?.ifRangeHeader)
     }
 
+    /// The file changes between runs: the resume finds out at its first
+    /// answer and starts over, and the summary counts nothing as reused
+    /// (it counted the discarded partial, so fetched + reused outgrew the file).
+    func test08FileChangedBetweenRunsStartsOverReusingNothing() throws {
+        let size: Int64 = 16 << 20
+        server.setResource(Resource.generated(size: size, seed: 125), at: "f")
+        let output = path("f")
+        try interruptedRun(output, url: server.url("f"))
+        XCTAssertGreaterThan(claimedBytes(output + ".part.json"), 0)
+        let changed = Resource.generated(size: size, seed: 126)
+        server.setResource(changed, at: "f")
+        let run = try CLI.run(["--json", "-n", "4", "-o", output, server.url("f")], in: directory)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertTrue(run.stderr.contains("starting over"), run.stderr)
+        assertSameBytes(output, changed)
+        let summary = try run.jsonObject()
+        XCTAssertEqual(summary["bytesReused"] as? Int, 0, run.stdout)
+        XCTAssertGreaterThanOrEqual(summary["bytesFetched"] as? Int ?? 0, Int(size), run.stdout)
+    }
+
     /// Starts a throttled CLI download and interrupts it once the manifest records progress.
     private func interruptedRun(_ output: String, url: String) throws {
         server.setRatePerConnection(1 << 20)
