@@ -22,7 +22,8 @@ enum StatusCommand {
         details: """
         States: resumable (its manifest reads back and its .part file holds every byte listed), checksum
         failed (complete, but not what --checksum expected: --restart fetches it again), not resumable
-        (one stream of unknown length: the next run starts over), damaged (exit 4). A PATH that does not
+        (one stream, from a server that served no ranges or no length: the next run starts over unless
+        the server serves ranges by then), damaged (exit 4). A PATH that does not
         exist (no file, .part or .part.json of that name) is said so on stderr, and the exit code is 2.
         """
     ) }
@@ -150,6 +151,10 @@ enum StatusCommand {
             } else if let problem = manifest.problem {
                 entry.state = "checksum failed"
                 entry.problem = problem + " (--restart fetches it again)"
+            } else if manifest.singleStream == true {
+                entry.state = "not resumable"
+                entry.problem = "one stream (the server served no byte ranges): the next run starts over "
+                    + "unless the server serves ranges by then"
             } else {
                 entry.state = "resumable"
             }
@@ -168,7 +173,7 @@ enum StatusCommand {
                 entry.size.map(ByteCount.format) ?? "-",
                 entry.bytesLeft.map(ByteCount.format) ?? "-",
                 entry.lastUpdated ?? "-",
-                entry.healthy ? "ok" : entry.state + (entry.problem.map { ": " + $0 } ?? ""),
+                entry.state + (entry.problem.map { ": " + $0 } ?? ""),
                 entry.url ?? "-",
             ])
         }

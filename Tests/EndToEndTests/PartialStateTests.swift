@@ -74,7 +74,9 @@ final class PartialStateTests: EndToEndTestCase {
         XCTAssertEqual(table.status, 0, table.stderr)
         XCTAssertTrue(table.stdout.contains("not resumable: one stream of unknown length"), table.stdout)
         XCTAssertTrue(table.stdout.contains("checksum failed: sha256 is \(right), expected \(wrong)"), table.stdout)
-        XCTAssertTrue(table.stdout.contains(" ok "), table.stdout)
+        // The table says what --json and the help say: resumable, not "ok".
+        XCTAssertTrue(table.stdout.contains(" resumable "), table.stdout)
+        XCTAssertFalse(table.stdout.contains(" ok "), table.stdout)
 
         // The right checksum finishes the checksum-failed one without fetching a byte.
         server.resetStatistics()
@@ -173,6 +175,12 @@ final class PartialStateTests: EndToEndTestCase {
         XCTAssertFalse(run.stderr.contains("again to resume"), run.stderr)
         XCTAssertGreaterThan(ManifestFile.doneBytes(path("f.part.json")), 0,
                              "the bytes from 0 are kept for a server with ranges")
+        // status says what the next run does: it starts over unless the server serves ranges by then.
+        let entry = try status().entries["f"]
+        XCTAssertEqual(entry?["state"] as? String, "not resumable")
+        XCTAssertEqual(entry?["healthy"] as? Bool, false)
+        XCTAssertEqual(entry?["problem"] as? String, "one stream (the server served no byte ranges): the next run "
+                       + "starts over unless the server serves ranges by then")
 
         // The server still serves no ranges: the next run starts from byte 0, and says so.
         server.resetStatistics()

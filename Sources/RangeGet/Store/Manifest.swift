@@ -29,6 +29,10 @@ package struct Manifest: Codable, Equatable, Sendable {
     /// Why complete data was not given its final name (a checksum that does
     /// not match); nil for a download in progress.
     package var problem: String?
+    /// True when the bytes come from one plain stream (the server served no
+    /// byte ranges): a later run resumes them only if the server serves
+    /// ranges by then, and otherwise starts over. Nil for a ranged download.
+    package var singleStream: Bool?
 
     /// A manifest with nothing done yet for `remote`.
     package init(remote: RemoteFile, size: Int64) {

@@ -248,6 +248,7 @@ final class PartialFile {
         // serves ranges (and starts over, saying why, if it still does not).
         var fresh = Manifest(remote: remote, size: size)
         fresh.record(sources.map(\.url))
+        if plain { fresh.singleStream = true }
         do {
             // Not fsynced: it lists nothing done yet, and a manifest lost
             // to a power cut only means the empty .part is started afresh.
