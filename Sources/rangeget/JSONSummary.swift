@@ -33,6 +33,23 @@ struct JSONSummary: Encodable {
         var dropped: String?
         var tcpConnections: Int
         var httpVersion: String?
+
+        private enum CodingKeys: String, CodingKey {
+            case url, bytes, bytesPerSecondPerConnection, errors, dropped, tcpConnections, httpVersion
+        }
+
+        /// Every key, `null` when unknown (`dropped` for a mirror kept,
+        /// `httpVersion` for one that never answered), as in the summary.
+        func encode(to encoder: Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(url, forKey: .url)
+            try container.encode(bytes, forKey: .bytes)
+            try container.encode(bytesPerSecondPerConnection, forKey: .bytesPerSecondPerConnection)
+            try container.encode(errors, forKey: .errors)
+            try container.encode(dropped, forKey: .dropped)
+            try container.encode(tcpConnections, forKey: .tcpConnections)
+            try container.encode(httpVersion, forKey: .httpVersion)
+        }
     }
 
     init(result: DownloadResult) {

@@ -41,18 +41,34 @@ final class CommandLineTests: EndToEndTestCase {
         let run = try CLI.run(["--json", "-n", "2", "-o", path("f"), server.url("f")], in: directory)
         XCTAssertEqual(run.status, 0, run.stderr)
         let object = try run.jsonObject()
-        for key in ["outcome", "exitCode", "file", "size", "seconds", "averageBytesPerSecond", "bytesFetched",
-                    "bytesReused", "retries", "connectionsUsed", "mirrors"] {
-            XCTAssertNotNil(object[key], "field \(key) in \(run.stdout)")
-        }
+        assertEveryDocumentedKey(in: object, run.stdout)
         XCTAssertEqual(object["outcome"] as? String, "complete")
         XCTAssertEqual(object["size"] as? Int, 1 << 20)
 
         let failed = try CLI.run(["--json", "--retries", "0", "-o", path("g"), server.url("missing")], in: directory)
         XCTAssertEqual(failed.status, 1)
         let failure = try failed.jsonObject()
+        // A 404 too has every key, null where unknown (a mirror's httpVersion was missing).
+        assertEveryDocumentedKey(in: failure, failed.stdout)
         XCTAssertEqual(failure["outcome"] as? String, "failed")
         XCTAssertEqual(failure["exitCode"] as? Int, 1)
+        XCTAssertEqual(failure["httpStatus"] as? Int, 404)
+    }
+
+    /// The README: "Every key but `alreadyComplete` is in every object, `null` where it does not apply."
+    private func assertEveryDocumentedKey(in object: [String: Any], _ text: String,
+                                          file: StaticString = #filePath, line: UInt = #line) {
+        for key in ["outcome", "exitCode", "error", "httpStatus", "failure", "file", "size", "seconds",
+                    "averageBytesPerSecond", "bytesFetched", "bytesReused", "retries", "connectionsUsed",
+                    "tcpConnections", "mirrors"] {
+            XCTAssertNotNil(object[key], "field \(key) in \(text)", file: file, line: line)
+        }
+        let mirrors = object["mirrors"] as? [[String: Any]] ?? []
+        XCTAssertFalse(mirrors.isEmpty, text, file: file, line: line)
+        for mirror in mirrors {
+            XCTAssertEqual(Set(mirror.keys), ["url", "bytes", "bytesPerSecondPerConnection", "errors", "dropped",
+                                              "tcpConnections", "httpVersion"], text, file: file, line: line)
+        }
     }
 
     func testInputListDownloadsEveryFileAndReportsFailures() throws {
