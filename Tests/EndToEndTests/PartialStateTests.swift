@@ -126,6 +126,29 @@ final class PartialStateTests: EndToEndTestCase {
         XCTAssertTrue(table.stdout.contains("checksum failed"), table.stdout)
     }
 
+    /// One Ctrl-C delivered twice at once (to the process group, and
+    /// forwarded by a wrapper) is one interrupt: the orderly stop and its
+    /// line, not an exit at once without a word (which it was).
+    func testTwoInterruptsAtOnceStopInOrderAndSaySo() throws {
+        let resource = Resource.generated(size: 16 << 20, seed: 1447)
+        server.setResource(resource, at: "f")
+        server.setRatePerConnection(1 << 20)
+        let child = try launch(["-n", "4", "-o", "f", server.url("f")])
+        XCTAssertTrue(wait(timeout: 20) { ManifestFile.doneBytes(path("f.part.json")) > 0 }, "progress was saved")
+        kill(child.pid, SIGINT)
+        kill(child.pid, SIGINT)
+        let run = child.finish(timeout: 20)
+        XCTAssertEqual(run.status, 130, run.stderr)
+        XCTAssertTrue(run.stderr.contains("rangeget: interrupted"), run.stderr)
+        XCTAssertFalse(run.stderr.contains("interrupted again"), run.stderr)
+
+        server.setRatePerConnection(nil)
+        let rerun = try CLI.run(["-o", "f", server.url("f")], in: directory)
+        XCTAssertEqual(rerun.status, 0, rerun.stderr)
+        XCTAssertTrue(rerun.stderr.contains("resuming"), rerun.stderr)
+        assertSameBytes(path("f"), resource)
+    }
+
     // MARK: - A single stream's messages
 
     /// Of unknown length: the probe line says it is not resumable, the
