@@ -29,6 +29,12 @@ public struct DownloadOptions: Sendable {
     /// one (the partial download stays resumable); on an extra connection the
     /// wait is cut to this. Finite and at least 0.
     public var longestRetryAfter = 60.0
+
+    /// The wait before the next try after `failures` tries in a row that got
+    /// nowhere: `retryWait`, doubling each time, at most `retryWaitLimit`.
+    func backoff(failures: Int) -> Double {
+        min(retryWait * Double(1 << min(max(failures, 1) - 1, 16)), retryWaitLimit)
+    }
     /// Seconds between manifest checkpoints.
     public var checkpointInterval = 1.0
     /// Discard any partial download and start over.

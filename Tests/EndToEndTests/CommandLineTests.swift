@@ -117,7 +117,7 @@ final class CommandLineTests: EndToEndTestCase {
         XCTAssertEqual(entries[0]["size"] as? Int, 8 << 20)
         XCTAssertGreaterThan(entries[0]["bytesDone"] as? Int ?? 0, 0)
         let table = try CLI.run(["status"], in: directory)
-        XCTAssertTrue(table.stdout.contains("ok") && table.stdout.contains("%"), table.stdout)
+        XCTAssertTrue(table.stdout.contains(" resumable ") && table.stdout.contains("%"), table.stdout)
 
         try Data("{broken".utf8).write(to: URL(fileURLWithPath: output + ".part.json"))
         let damaged = try CLI.run(["status", output], in: directory)

@@ -70,4 +70,26 @@ final class MirrorVoteTests: EndToEndTestCase {
         XCTAssertNil(reports[1]["dropped"] as? String, "\(reports)")
         XCTAssertNil(reports[2]["dropped"] as? String, "\(reports)")
     }
+
+    /// The seeded soak's case: three mirrors of an empty file, the first
+    /// claiming (in a 200 to the probe) a length of 537395601464 bytes. Its
+    /// claim set the size, the others were dropped, and the run ended with
+    /// "cannot store 537395601464 bytes ... No space left on device". The
+    /// size most mirrors report wins; the liar is dropped.
+    func testTheSizeMostMirrorsReportWinsOverOneMirrorsClaim() throws {
+        let empty = Resource.generated(size: 0, seed: 3613)
+        let second = try anotherServer()
+        let third = try anotherServer()
+        for mirror in [server!, second, third] { mirror.setResource(empty, at: "f") }
+        server.setFaults([FaultRule(.claimLength("537395601464"))])
+        let run = try CLI.run(["--json", "-n", "8", "-o", path("f"), server.url("f"), second.url("f"), third.url("f")],
+                              in: directory)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        assertSameBytes(path("f"), empty)
+        let reports = try mirrors(run)
+        let dropped = try XCTUnwrap(reports[0]["dropped"] as? String, "\(reports)")
+        XCTAssertTrue(dropped.contains("537395601464"), dropped)
+        XCTAssertNil(reports[1]["dropped"] as? String, "\(reports)")
+        XCTAssertNil(reports[2]["dropped"] as? String, "\(reports)")
+    }
 }

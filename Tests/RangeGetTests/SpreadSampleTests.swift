@@ -22,4 +22,20 @@ final class SpreadSampleTests: XCTestCase {
         XCTAssertEqual(SpotCheck.samples(size: 1000, count: 4, length: 16 << 10, using: &random), [ByteRange(0, 1000)])
         XCTAssertEqual(SpotCheck.samples(size: 0, count: 4, length: 16 << 10, using: &random), [])
     }
+
+    /// The size the mirrors agree on (MirrorVote.majority): most of them, a tie to the first.
+    func testTheMostCommonValueWinsAndATieGoesToTheFirst() {
+        XCTAssertNil(MirrorVote.majority([Int64]()))
+        let cases: [([Int64?], Int64?)] = [
+            ([5], 5),
+            ([537395601464, 0, 0], 0),
+            ([0, 537395601464, 7], 0),
+            ([7, 0, 0, 7, 7], 7),
+            ([nil, 3, nil], nil),
+            ([3, nil], 3),
+        ]
+        for (values, expected) in cases {
+            XCTAssertEqual(MirrorVote.majority(values), .some(expected), "\(values)")
+        }
+    }
 }

@@ -54,6 +54,15 @@ final class EasyHandle {
         try set(CURLOPT_RANGE, range.map { String($0.rangeHeaderValue.dropFirst("bytes=".count)) })
     }
 
+    /// Ends the transfer (`CURLE_OPERATION_TIMEDOUT`) once no byte has
+    /// arrived for `seconds`, rounded up to whole seconds as libcurl counts
+    /// them, waiting for the answer included: for a probe, which has no
+    /// engine watching it.
+    func stallsAfter(_ seconds: Double) throws(CurlError) {
+        try set(CURLOPT_LOW_SPEED_LIMIT, 1)
+        try set(CURLOPT_LOW_SPEED_TIME, max(1, Int(seconds.rounded(.up))))
+    }
+
     /// Sets an opaque pointer option (`CURLOPT_WRITEDATA`, `CURLOPT_PRIVATE`, ...).
     func set(_ option: CURLoption, pointer value: UnsafeMutableRawPointer?) throws(CurlError) {
         try check(rg_easy_setopt_pointer(raw, option, value))

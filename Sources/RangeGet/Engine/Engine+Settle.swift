@@ -112,15 +112,14 @@ extension Engine {
             return .failed(.server(url: mirror.remote.url, message: message, status: status))
         }
         // A cut that made progress is retried at once; backoff is for failures that got nowhere.
-        var delay = progressed && !plain ? 0 : min(settings.retryWait * Double(1 << min(failures - 1, 16)), settings.retryWaitLimit)
+        var delay = progressed && !plain ? 0 : settings.backoff(failures: failures)
         if case let .status(code, retryAfter?)? = rejection {
             if retryAfter <= settings.longestRetryAfter {
                 delay = max(delay, retryAfter)
             } else if mirror.isUsable,
                       !connections.contains(where: { $0.isBusy && $0.mirror === mirror && $0.id != connection }) {
                 // Nothing else of this mirror works: waiting that long is no retry.
-                let wait = "asks to wait \(Rejection.duration(retryAfter)) (HTTP \(code) with Retry-After), longer than "
-                    + "the longest wait, \(Rejection.duration(settings.longestRetryAfter))"
+                let wait = Rejection.overlongWait(retryAfter, status: code, longest: settings.longestRetryAfter)
                 if others > 0 {
                     if let outcome = drop(mirror, because: "it \(wait)", now: now) { return outcome }
                 } else {

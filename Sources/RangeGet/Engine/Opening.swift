@@ -148,6 +148,10 @@ final class Opening: LoopClient {
         return remote
     }
 
+    /// True when no response head at all had come when `probe` gave up on it
+    /// (a server that accepts and says nothing, or one not reached).
+    var gotNoAnswer: Bool { head.status == 0 }
+
     /// The whole file, when the request kept it in memory (`holdLimit`) and
     /// its transfer ended with every byte its usable head announced.
     var heldBody: [UInt8]? { isUsable && completed ? connection.heldBody : nil }

@@ -102,6 +102,13 @@ enum Rejection: Error, Equatable, Sendable, CustomStringConvertible {
         return seconds == seconds.rounded() ? "\(Int(seconds)) s" : "\(seconds) s"
     }
 
+    /// Why a `Retry-After` is not waited out: "asks to wait 3 h (HTTP 503
+    /// with Retry-After), longer than the longest wait, 60 s".
+    static func overlongWait(_ retryAfter: Double, status: Int, longest: Double) -> String {
+        "asks to wait \(duration(retryAfter)) (HTTP \(status) with Retry-After), longer than the longest wait, "
+            + duration(longest)
+    }
+
     /// True when another attempt at the same request may succeed.
     var isTransient: Bool {
         switch self {

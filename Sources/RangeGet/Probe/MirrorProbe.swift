@@ -3,6 +3,7 @@
 // that disagrees about the file (its size, or its bytes where the validators
 // do not vouch for it: MirrorVote) is left out.
 import Dispatch
+import Glibc
 import Synchronization
 
 extension Download {
@@ -13,6 +14,14 @@ extension Download {
     /// With `opening`, the first mirror is probed by the opening request of
     /// the zero-round-trip start, sent on that loop and returned running when
     /// its answer was usable.
+    ///
+    /// When no mirror answered usably and one of them may on another try (a
+    /// refused or broken connection, a 503, a malformed answer: not a 404, a
+    /// certificate, or a server that answered nothing in twice the stall
+    /// timeout), every mirror is probed again after the backoff a piece gets,
+    /// or the `Retry-After` asked for (up to `longestRetryAfter`), each wait
+    /// a `.retry` event, up to `retries` times, as `curl --retry-connrefused`
+    /// does: a server restarting as the download starts is waited for.
     func probeMirrors(
         _ prober: Prober, skipHead: Bool = false, opening loop: TransferLoop? = nil,
         onEvent: @Sendable (DownloadEvent) -> Void
@@ -25,12 +34,42 @@ extension Download {
         let prober = prober.stopping(on: stop)
         if controller.register(stop) { stop.request() }
         defer { _ = controller.register(nil) }
-        let results = Mutex<[Int: Result<RemoteFile, DownloadError>]>([:])
+        var failures = 0
+        var loop = loop
+        while true {
+            let failure: ProbeFailure
+            do throws(ProbeFailure) {
+                return try probeRound(prober, skipHead: skipHead, opening: loop, stop: stop, onEvent: onEvent)
+            } catch {
+                failure = error
+            }
+            // Probes a stop ended failed for that alone.
+            if stop.isRequested { throw .interrupted }
+            // The opening request goes with the first round.
+            loop = nil
+            failures += 1
+            let delay = try ProbeRetry.delay(after: failure, failures: failures, options: options)
+            onEvent(.retry(connection: 0, reason: ProbeRetry.reason(failure.error), delay: delay,
+                           attempt: failures + 1, attempts: options.retries + 1))
+            let until = MonotonicClock.now() + delay
+            while !stop.isRequested, MonotonicClock.now() < until {
+                usleep(UInt32(min(50_000, max(1_000, (until - MonotonicClock.now()) * 1e6))))
+            }
+            if stop.isRequested { throw .interrupted }
+        }
+    }
+
+    /// One round of `probeMirrors`: every mirror probed once.
+    private func probeRound(
+        _ prober: Prober, skipHead: Bool, opening loop: TransferLoop?, stop: StopSignal,
+        onEvent: @Sendable (DownloadEvent) -> Void
+    ) throws(ProbeFailure) -> ([RemoteFile], [MirrorReport], Opening?) {
+        let results = Mutex<[Int: Result<RemoteFile, ProbeFailure>]>([:])
         let finished = DispatchGroup()
         for (index, url) in mirrors.enumerated() where !(loop != nil && index == 0) {
             finished.enter()
             startThread("rangeget probe") {
-                let result = Result { () throws(DownloadError) in try prober.probe(url, skipHead: skipHead) }
+                let result = Result { () throws(ProbeFailure) in try prober.attempt(url, skipHead: skipHead) }
                 results.withLock { $0[index] = result }
                 finished.leave()
             }
@@ -52,29 +91,37 @@ extension Download {
                 results.withLock { $0[0] = .success(remote) }
             } else if stop.isRequested {
                 // Other mirrors' probes end on their own threads (the stop ends them too).
-                throw .interrupted
+                throw ProbeFailure(.interrupted)
             } else {
                 prober.connectionsOpened.add(request?.connectionsOpened ?? 0)
-                let result = Result { () throws(DownloadError) in try prober.probe(url) }
+                // The opening request was a ranged GET: unanswered, it counts as the probe's.
+                let unanswered = request?.gotNoAnswer ?? false
+                let result = Result { () throws(ProbeFailure) in try prober.attempt(url, rangedUnanswered: unanswered) }
                 results.withLock { $0[0] = result }
             }
         }
         finished.wait()
         // Probes a stop ended failed for that alone.
-        if stop.isRequested { throw .interrupted }
+        if stop.isRequested { throw ProbeFailure(.interrupted) }
         let outcomes = results.withLock { $0 }
+        // The size most mirrors report sets the file's (a tie: the first
+        // mirror's): one mirror claiming another size is that mirror's fault.
+        let answered = mirrors.indices.compactMap { try? outcomes[$0]!.get() }
+        let reference = MirrorVote.majority(answered.map(\.size)).flatMap { size in answered.first { $0.size == size } }
         var usable: [RemoteFile] = []
         var reports: [MirrorReport] = []
-        var firstError: DownloadError?
+        // The failure to report: the first transient one (another round may
+        // mend it), else the first.
+        var failed: ProbeFailure?
         for index in mirrors.indices {
             var report = MirrorReport(url: mirrors[index], bytes: 0, seconds: 0, errors: 0, dropped: nil)
             switch outcomes[index]! {
-            case let .failure(error):
-                firstError = firstError ?? error
+            case let .failure(failure):
+                if failed == nil || (failure.isTransient && !failed!.isTransient) { failed = failure }
                 report.errors = 1
-                report.dropped = "probe failed: \(error)"
+                report.dropped = "probe failed: \(failure.error)"
             case let .success(remote):
-                if let reference = usable.first, let problem = Self.disagreement(remote, with: reference) {
+                if let reference, let problem = Self.disagreement(remote, with: reference) {
                     report.dropped = problem
                 } else {
                     usable.append(remote)
@@ -85,15 +132,15 @@ extension Download {
             }
             reports.append(report)
         }
-        guard !usable.isEmpty else { throw firstError! }
+        guard !usable.isEmpty else { throw failed! }
         // Mirrors whose validators do not vouch for one another: their bytes decide.
         if usable.count > 1, !MirrorVote.validatorsAgree(usable), let size = usable[0].size {
             var random = SystemRandomNumberGenerator()
             let samples = SpotCheck.spread(size: size, using: &random)
             let outvoted = MirrorVote.outvoted(usable, samples: samples, options: options.transfer)
             if outvoted.count == usable.count {
-                throw .server(url: usable[0].url, message: "no mirror could serve bytes to compare: "
-                              + (outvoted[0] ?? ""))
+                throw ProbeFailure(.server(url: usable[0].url, message: "no mirror could serve bytes to compare: "
+                                           + (outvoted[0] ?? "")))
             }
             for (index, reason) in outvoted.sorted(by: { $0.key < $1.key }) {
                 let report = reports.firstIndex { $0.url == usable[index].url }!

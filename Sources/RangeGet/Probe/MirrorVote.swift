@@ -21,6 +21,15 @@ enum MirrorVote {
         return mirrors.allSatisfy { $0.strongETag == first }
     }
 
+    /// The value most of `values` have; of several as common, the one that
+    /// comes first. Nil for no values.
+    static func majority<Value: Hashable>(_ values: [Value]) -> Value? {
+        var counts: [Value: Int] = [:]
+        for value in values { counts[value, default: 0] += 1 }
+        let most = counts.values.max()
+        return values.first { counts[$0] == most }
+    }
+
     /// Which of `mirrors` (one size, at least two) serve the bytes most of
     /// them serve at `samples`; a tie goes to the group of the first. The
     /// others, each with why it is left out (the samples that differ, or the

@@ -2,7 +2,11 @@
 // any byte is written. HEAD first; when HEAD is refused, hangs, gives no
 // length or says `Accept-Ranges: none`, `GET Range: bytes=0-0` decides, with
 // the total from Content-Range (ResponseCheck.partialContent judges it); a 200
-// or a coded 206 to that, or a ranged GET that never answers, means one plain stream.
+// or a coded 206 to that, or a ranged GET that never answers a server whose
+// HEAD did answer, means one plain stream. A server that answers neither
+// within the stall timeout did not answer: that is the failure, not a guess.
+// A failure says whether another attempt may succeed (`ProbeFailure`):
+// `Download.probeMirrors` retries on that.
 import CCurl
 import Synchronization
 
@@ -29,22 +33,43 @@ struct Prober {
     /// Probes `url`, following redirects; `skipHead` goes straight to the
     /// ranged GET (after a HEAD was caught lying about the size).
     func probe(_ url: String, skipHead: Bool = false) throws(DownloadError) -> RemoteFile {
-        let remote = try find(url, skipHead: skipHead)
+        do {
+            return try attempt(url, skipHead: skipHead)
+        } catch {
+            throw error.error
+        }
+    }
+
+    /// One probe of `url`; a failure says whether another attempt may succeed.
+    /// `rangedUnanswered`: a ranged GET from byte 0 (the opening request)
+    /// got no answer in its time already; it is not sent again.
+    func attempt(_ url: String, skipHead: Bool = false, rangedUnanswered: Bool = false) throws(ProbeFailure) -> RemoteFile {
+        let remote = try find(url, skipHead: skipHead, rangedUnanswered: rangedUnanswered)
         if let size = remote.size, size > RemoteFile.largestSize {
-            throw .server(url: url, message: Rejection.implausibleTotal(size).description)
+            throw ProbeFailure(.server(url: url, message: Rejection.implausibleTotal(size).description))
         }
         return remote
     }
 
-    private func find(_ url: String, skipHead: Bool) throws(DownloadError) -> RemoteFile {
-        let headed = skipHead ? nil : try? head(url)
+    private func find(_ url: String, skipHead: Bool, rangedUnanswered: Bool) throws(ProbeFailure) -> RemoteFile {
+        var headed: RemoteFile?
+        // True when HEAD got no answer at all in its time.
+        var headUnanswered = false
+        if !skipHead {
+            do {
+                headed = try head(url)
+            } catch let error as CurlError {
+                headUnanswered = error.code == Int(CURLE_OPERATION_TIMEDOUT.rawValue)
+            } catch {}
+        }
+        if headUnanswered, rangedUnanswered { throw .unanswered(url, within: options.stallTimeout) }
         // An absurd length from HEAD is no length: the ranged GET decides.
         if let headed, headed.acceptsRanges, let size = headed.size, size > 0, size <= RemoteFile.largestSize {
             return headed
         }
         do {
-            return try rangedGet(url)
-        } catch .network where headed != nil {
+            return try rangedGet(url, headUnanswered: headUnanswered)
+        } catch let failure where headed != nil && failure.isNetwork {
             // HEAD answered but a ranged GET does not: one plain stream.
             var plain = headed!
             plain.acceptsRanges = false
@@ -52,7 +77,8 @@ struct Prober {
         }
     }
 
-    /// HEAD; nil-free only when the server answered 2xx.
+    /// HEAD; nil-free only when the server answered 2xx. Its answer must
+    /// start within the stall timeout of the connection, as any transfer's.
     private func head(_ url: String) throws -> RemoteFile {
         let easy = try EasyHandle()
         try easy.configure(url: url, options: options)
@@ -60,6 +86,7 @@ struct Prober {
         try easy.set(CURLOPT_NOBODY, true)
         // A HEAD that hangs must not hold up the download: the GET probe follows.
         try easy.set(CURLOPT_TIMEOUT_MS, Int((options.connectTimeout + options.stallTimeout) * 1000))
+        try easy.stallsAfter(options.stallTimeout)
         let exchange = try ProbeExchange(on: easy, stop: stop)
         defer { connectionsOpened.add(easy.connectionsOpened) }
         try exchange.perform(url, options: options)
@@ -72,7 +99,8 @@ struct Prober {
     }
 
     /// `GET Range: bytes=0-0`, reading only the response head.
-    private func rangedGet(_ url: String) throws(DownloadError) -> RemoteFile {
+    /// `headUnanswered`: HEAD got no answer in its time either.
+    private func rangedGet(_ url: String, headUnanswered: Bool) throws(ProbeFailure) -> RemoteFile {
         let easy: EasyHandle
         let exchange: ProbeExchange
         var failure: CurlError?
@@ -81,8 +109,7 @@ struct Prober {
             try easy.configure(url: url, options: options)
             try easy.setHeaders(options.headers)
             try easy.setRange(ByteRange(0, 1))
-            try easy.set(CURLOPT_LOW_SPEED_LIMIT, 1)
-            try easy.set(CURLOPT_LOW_SPEED_TIME, max(1, Int(options.stallTimeout.rounded(.up))))
+            try easy.stallsAfter(options.stallTimeout)
             exchange = try ProbeExchange(on: easy, stop: stop)
             do {
                 try exchange.perform(url, options: options)
@@ -91,7 +118,7 @@ struct Prober {
             }
             connectionsOpened.add(easy.connectionsOpened)
         } catch {
-            throw .network(url: url, message: "\(error)", failure: error.failure)
+            throw ProbeFailure(network: url, error)
         }
         let head = exchange.headers.head
         // The exchange stops the body on purpose once the head is in; a body
@@ -99,13 +126,17 @@ struct Prober {
         // is all a probe needs.
         let redirected = (300..<400).contains(head.status) || failure?.code == Int(CURLE_TOO_MANY_REDIRECTS.rawValue)
         if let failure, !exchange.stoppedBody, !head.isComplete || redirected {
-            // A ranged GET that never answers while the server is reachable:
-            // a plain stream is the last thing left to try.
             if failure.code == Int(CURLE_OPERATION_TIMEDOUT.rawValue), head.status == 0 {
+                // Neither HEAD nor this GET was answered: the server did not
+                // answer, and waiting for it again would double a wait already
+                // twice the stall timeout (not retried).
+                if headUnanswered { throw .unanswered(url, within: options.stallTimeout) }
+                // A ranged GET that never answers a server whose HEAD did (or
+                // was refused): a plain stream is the last thing left to try.
                 return RemoteFile(url: url, effectiveURL: url, size: nil, etag: nil, lastModified: nil,
                                   acceptsRanges: false, contentDisposition: nil)
             }
-            throw .network(url: url, message: failure.message, failure: failure.failure)
+            throw ProbeFailure(network: url, failure)
         }
         var remote = RemoteFile(url: url, effectiveURL: easy.effectiveURL, head: head, size: nil, acceptsRanges: false)
         switch ResponseCheck.partialContent(head, answering: .exactly(ByteRange(0, 1)), expected: .unknown) {
@@ -113,7 +144,7 @@ struct Prober {
             remote.size = answer.total
             remote.acceptsRanges = true
         case let .failure(.implausibleTotal(total)):
-            // Refused by `probe`, as a HEAD's claim of such a length is.
+            // Refused by `attempt`, as a HEAD's claim of such a length is.
             remote.size = total
         case .failure(.encoded):
             // Offsets and total are the coded form's, not the file's: one plain
@@ -124,17 +155,64 @@ struct Prober {
         case .failure(.status(416, _)):
             // Nothing at byte 0: an empty file, whose total the 416 names.
             guard let total = head.contentRange?.total else {
-                throw .server(url: url, message: "416 without a usable Content-Range")
+                throw ProbeFailure(.server(url: url, message: "416 without a usable Content-Range"))
             }
             remote.size = total
             remote.acceptsRanges = true
-        case let .failure(.status(code, _)):
-            throw .server(url: url, message: "HTTP \(code)", status: code)
         case let .failure(rejection):
-            throw .server(url: url, message: "\(rejection) in the probe")
+            // An error status, or a malformed answer: one server's bad answer
+            // may be followed by a good one (`Rejection.isTransient`).
+            throw ProbeFailure(server: url, rejection)
         }
         return remote
     }
+}
+
+/// A probe that failed: the error to report, and whether another attempt
+/// may succeed (a refused or broken connection, an error status such as 503,
+/// a malformed answer), with the wait the server asked for.
+struct ProbeFailure: Error {
+    let error: DownloadError
+    let isTransient: Bool
+    /// `Retry-After` in seconds, when the server sent one.
+    let retryAfter: Double?
+
+    /// A failure no other attempt would mend.
+    init(_ error: DownloadError) {
+        self.error = error
+        isTransient = false
+        retryAfter = nil
+    }
+
+    /// A libcurl failure, transient as `CurlError.classification` says,
+    /// except a name that does not resolve: before the first byte that is
+    /// most often a typo, not a resolver's bad moment (the engine's retries
+    /// see to those mid-download).
+    init(network url: String, _ failure: CurlError) {
+        error = .network(url: url, message: failure.message, failure: failure.failure)
+        isTransient = failure.isTransient && failure.failure != .dnsResolution
+        retryAfter = nil
+    }
+
+    /// An answer the probe cannot use, transient as `Rejection.isTransient` says.
+    init(server url: String, _ rejection: Rejection) {
+        if case let .status(code, retryAfter) = rejection {
+            error = .server(url: url, message: "HTTP \(code)", status: code)
+            self.retryAfter = retryAfter
+        } else {
+            error = .server(url: url, message: "\(rejection) in the probe")
+            retryAfter = nil
+        }
+        isTransient = rejection.isTransient
+    }
+
+    /// A server that answered neither HEAD nor a ranged GET within `stallTimeout` each.
+    static func unanswered(_ url: String, within stallTimeout: Double) -> ProbeFailure {
+        ProbeFailure(.network(url: url, message: "the server did not answer (no response to HEAD or a ranged GET in "
+            + "\(Rejection.duration(stallTimeout)) each)", failure: .timeout))
+    }
+
+    var isNetwork: Bool { error.transportFailure != nil }
 }
 
 /// A count of TCP connections opened, safe to add to from any thread.
