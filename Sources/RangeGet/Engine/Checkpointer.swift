@@ -86,9 +86,7 @@ final class Checkpointer: Sendable {
             do {
                 try file.synchronize()
             } catch {
-                // The kernel may have dropped what it could not write: bytes the
-                // journal lists are no longer good, even in this boot.
-                try? StateFile.remove(journalPath, calls: calls)
+                WriteJournal.discard(at: journalPath, calls: calls)
                 throw error
             }
             var manifest = base

@@ -384,8 +384,15 @@ final class PartialFile {
                 onEvent(.notice("the file system of \(output) keeps no extended attributes: a later run cannot tell "
                                 + "the file is unchanged, and needs a checksum to take it as complete"))
             }
-            // Once the data is durable: the final name, then the directory made durable.
-            return SyncGroup.Commit(file: file, directory: StateFile.directory(of: output)) { [self] in
+            // Once the data is durable: the final name, then the directory
+            // made durable. A sync that fails takes the journal with it, as a
+            // checkpoint's does: else a rerun in this boot would trust it,
+            // fetch nothing, and (its own fdatasync finding no error to
+            // report) publish pages the kernel may have dropped.
+            return SyncGroup.Commit(file: file, directory: StateFile.directory(of: output),
+                                    unsynced: { [files, options] in
+                                        WriteJournal.discard(at: files.journal, calls: options.systemCalls)
+                                    }) { [self] in
                 // Without a manifest there is no journal either (the engine keeps one only beside a manifest).
                 let stateFiles = manifest == nil ? [] : [files.journal, files.manifest]
                 do {

@@ -106,6 +106,17 @@ final class WriteJournal {
         close(descriptor)
     }
 
+    /// Removes the journal at `path` after an fdatasync of its data file
+    /// failed: the kernel may have dropped the pages it could not write, and
+    /// reports that once (a later fdatasync, on any descriptor, returns 0),
+    /// so the bytes the journal lists are no longer good, even in this boot.
+    /// What the manifest lists (its last durable save) is all a later run
+    /// trusts; it fetches the rest again. Best effort: the sync's error is
+    /// the one to report.
+    static func discard(at path: String, calls: SystemCalls) {
+        try? StateFile.remove(path, calls: calls)
+    }
+
     private func slotIndex(_ slot: Int) -> Int { Self.headerWords + 2 * slot }
     private func logIndex(_ log: Int) -> Int { Self.headerWords + 2 * slotCount + log * (1 + capacity) }
 
