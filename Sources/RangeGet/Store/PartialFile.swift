@@ -488,8 +488,18 @@ final class PartialFile {
     }
 
     /// Saves the manifest as complete, durably (a new one for a file fetched
-    /// in one response: `status` and the next run need one now).
+    /// in one response: `status` and the next run need one now), once the
+    /// data is durable: the manifest never runs ahead of the disk. When the
+    /// data cannot be made durable the manifest stays as it was, and the
+    /// journal goes (as at a failed commit), so a later run fetches again
+    /// what was not durable.
     private func keepAsComplete(remote: RemoteFile, size: Int64, problem: String? = nil) throws(IOError) {
+        do {
+            try file.synchronize()
+        } catch {
+            WriteJournal.discard(at: files.journal, calls: options.systemCalls)
+            throw error
+        }
         var complete = manifest ?? Manifest(remote: remote, size: size)
         if manifest == nil { complete.record([remote.url]) }
         complete.done = RangeSet([ByteRange(0, size)])
