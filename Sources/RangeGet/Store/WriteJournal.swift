@@ -18,8 +18,9 @@
 //   position, then the start;
 // - a transfer ends: its range is appended to the active log (the record,
 //   then the count), then its slot is cleared;
-// - a durable checkpoint covers some ranges: the survivors are written to
-//   the inactive log, which then becomes the active one (a single store).
+// - a durable checkpoint covers some ranges (or some turn out not to count):
+//   the survivors are written to the inactive log, which then becomes the
+//   active one (a single store).
 //
 // The journal's blocks are allocated when it is created (posix_fallocate):
 // a store into a hole of a mapped file on a full disk kills the process
@@ -142,15 +143,17 @@ final class WriteJournal {
         rg_store_release(base + slotIndex(slot), Self.none)
     }
 
-    /// Drops what `durable` covers (the manifest now lists it as done).
-    func compact(durable: RangeSet) {
+    /// Drops what `ranges` covers from the log: bytes the manifest now lists
+    /// as done (a durable save), or bytes that turned out not to count (an
+    /// answer that ran past its Content-Range), which no resume may trust.
+    func forget(_ ranges: RangeSet) {
         let log = logIndex(active)
         var kept = RangeSet()
         for record in 0..<counts[active] {
             let start = base[log + 1 + 2 * record]
             kept.insert(ByteRange(start, base[log + 2 + 2 * record]))
         }
-        for range in durable.ranges { kept.remove(range) }
+        for range in ranges.ranges { kept.remove(range) }
         let survivors = kept.ranges.prefix(capacity)
         let next = 1 - active
         let target = logIndex(next)
