@@ -36,15 +36,22 @@ final class DiskProbe: Sendable {
     private let fdatasyncFault: @Sendable (_ call: Int) -> Int32?
     /// errno for the n-th fsync (0-based, manifest temp files and directories); nil to pass.
     private let fsyncFault: @Sendable (_ call: Int) -> Int32?
+    /// A failed fdatasync also loses the pages it could not write: the bytes
+    /// pending then read back as zeros (what a preallocated file's blocks
+    /// hold), as after the kernel evicts pages it marked clean on a
+    /// writeback error. Later fdatasyncs succeed, as Linux reports the error once.
+    private let losesPagesAtFailedSync: Bool
 
     init(resource: Resource?,
          pwriteFault: @escaping @Sendable (Int, Int64, Int64) -> Int32? = { _, _, _ in nil },
          fdatasyncFault: @escaping @Sendable (Int) -> Int32? = { _ in nil },
-         fsyncFault: @escaping @Sendable (Int) -> Int32? = { _ in nil }) {
+         fsyncFault: @escaping @Sendable (Int) -> Int32? = { _ in nil },
+         losesPagesAtFailedSync: Bool = false) {
         self.resource = resource
         self.pwriteFault = pwriteFault
         self.fdatasyncFault = fdatasyncFault
         self.fsyncFault = fsyncFault
+        self.losesPagesAtFailedSync = losesPagesAtFailedSync
     }
 
     var snapshot: State { state.withLock { $0 } }
@@ -84,10 +91,18 @@ final class DiskProbe: Sendable {
                 return (state.fdatasyncCalls, state.written)
             }
             if let code = fdatasyncFault(call) {
-                state.withLock { state in
+                let lost = state.withLock { state -> RangeSet in
                     state.failedSyncs += 1
-                    for range in writtenNow.ranges { state.pendingAtFailedSync.insert(range) }
-                    for range in state.durable.ranges { state.pendingAtFailedSync.remove(range) }
+                    var pending = writtenNow
+                    for range in state.durable.ranges { pending.remove(range) }
+                    for range in pending.ranges { state.pendingAtFailedSync.insert(range) }
+                    return pending
+                }
+                if losesPagesAtFailedSync {
+                    for range in lost.ranges {
+                        let zeros = [UInt8](repeating: 0, count: Int(range.count))
+                        _ = Glibc.pwrite(descriptor, zeros, zeros.count, off_t(range.start))
+                    }
                 }
                 errno = code
                 return -1

@@ -57,6 +57,24 @@ enum ManifestFile {
 let defaultLastModifiedHeader = "Mon, 01 Jan 2024 00:00:00 GMT"
 
 extension EndToEndTestCase {
+    /// Every byte the manifest lists as done was made durable by an fdatasync
+    /// that did not follow a failed one for the same bytes, and no byte that
+    /// waited on a failed fdatasync is listed as written (trusted in this boot).
+    func assertManifestWithinDurable(_ manifestPath: String, _ probe: DiskProbe,
+                                     file: StaticString = #filePath, line: UInt = #line) {
+        let snapshot = probe.snapshot
+        for range in ManifestFile.done(manifestPath) {
+            XCTAssertTrue(snapshot.durable.contains(ByteRange(range)),
+                          "manifest lists \(range) as done but only \(snapshot.durable) was made durable "
+                          + "(failed syncs: \(snapshot.failedSyncs))", file: file, line: line)
+        }
+        for range in ManifestFile.journalWritten(manifestPath) {
+            for lost in snapshot.pendingAtFailedSync.ranges where lost.start < range.upperBound && range.lowerBound < lost.end {
+                XCTFail("manifest lists \(range) as written, but \(lost) waited on a failed fdatasync", file: file, line: line)
+            }
+        }
+    }
+
     /// Every range the manifest makes a resumed run trust (durable, and written in
     /// this boot) holds the resource's bytes in the data file ("the manifest
     /// never runs ahead of the disk"). Fails when the manifest is missing, or

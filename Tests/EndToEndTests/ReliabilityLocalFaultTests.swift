@@ -10,24 +10,6 @@ import RangeServer
 import XCTest
 
 final class ReliabilityLocalFaultTests: EndToEndTestCase {
-    /// Every byte the manifest lists as done was made durable by an fdatasync
-    /// that did not follow a failed one for the same bytes, and no byte that
-    /// waited on a failed fdatasync is listed as written (trusted in this boot).
-    private func assertManifestWithinDurable(_ manifestPath: String, _ probe: DiskProbe,
-                                             file: StaticString = #filePath, line: UInt = #line) {
-        let snapshot = probe.snapshot
-        for range in ManifestFile.done(manifestPath) {
-            XCTAssertTrue(snapshot.durable.contains(ByteRange(range)),
-                          "manifest lists \(range) as done but only \(snapshot.durable) was made durable "
-                          + "(failed syncs: \(snapshot.failedSyncs))", file: file, line: line)
-        }
-        for range in ManifestFile.journalWritten(manifestPath) {
-            for lost in snapshot.pendingAtFailedSync.ranges where lost.start < range.upperBound && range.lowerBound < lost.end {
-                XCTFail("manifest lists \(range) as written, but \(lost) waited on a failed fdatasync", file: file, line: line)
-            }
-        }
-    }
-
     // MARK: 20. Disk full, EFBIG, EIO on write or fsync (through the seam)
 
     /// pwrite fails (ENOSPC, EIO, EFBIG) part-way: `DownloadError.io` with that

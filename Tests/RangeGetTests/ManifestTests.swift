@@ -125,11 +125,28 @@ final class WriteJournalTests: XCTestCase {
         journal.end(slot: 0, wrote: ByteRange(20, 40))
         journal.begin(slot: 1, at: 60)
         journal.end(slot: 1, wrote: ByteRange(60, 70))
-        journal.compact(durable: RangeSet([ByteRange(0, 30)]))
+        journal.forget(RangeSet([ByteRange(0, 30)]))
         XCTAssertEqual(JournalFile.written(at: files.journal, dataPath: files.data, size: 100),
                        RangeSet([ByteRange(30, 40), ByteRange(60, 70)]))
-        journal.compact(durable: RangeSet([ByteRange(0, 100)]))
+        journal.forget(RangeSet([ByteRange(0, 100)]))
         XCTAssertEqual(JournalFile.written(at: files.journal, dataPath: files.data, size: 100), RangeSet())
+    }
+
+    /// Bytes that turn out not to count (an answer that ran past its
+    /// Content-Range, and what its race partner logged over them: issue 36 g)
+    /// leave the journal at once, whatever it logged; the same bytes
+    /// fetched again count again.
+    func testBytesThatDoNotCountLeaveTheJournal() throws {
+        let journal = try journal()
+        journal.begin(slot: 0, at: 20)
+        journal.end(slot: 0, wrote: ByteRange(20, 60))
+        journal.begin(slot: 1, at: 70)
+        journal.advance(slot: 1, to: 80)
+        journal.forget(RangeSet([ByteRange(40, 60)]))
+        XCTAssertEqual(loaded, RangeSet([ByteRange(0, 10), ByteRange(20, 40), ByteRange(70, 80)]))
+        journal.begin(slot: 0, at: 40)
+        journal.end(slot: 0, wrote: ByteRange(40, 60))
+        XCTAssertEqual(loaded, RangeSet([ByteRange(0, 10), ByteRange(20, 60), ByteRange(70, 80)]))
     }
 
     /// Written bytes count after a killed process (same boot, same data

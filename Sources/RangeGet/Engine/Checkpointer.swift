@@ -21,6 +21,10 @@ final class Checkpointer: Sendable {
     private let firstFailure = Mutex<IOError?>(nil)
     /// What the last durable background save made `done`, until the engine takes it.
     private let saved = Mutex<RangeSet?>(nil)
+    /// The `done` of this run's last durable save, nil before one (the
+    /// manifest it started from lists none of the bytes it fetches): changed
+    /// on `queue` only.
+    private let listed = Mutex<RangeSet?>(nil)
 
     /// A checkpointer for `manifest` (whose `done` is durable already) at `manifestPath`.
     init(file: OutputFile, manifest: Manifest, manifestPath: String, calls: SystemCalls) {
@@ -74,6 +78,29 @@ final class Checkpointer: Sendable {
         try save(written)
     }
 
+    /// Takes `range` out of the manifest: its bytes turned out not to count.
+    /// After any save under way, a manifest that lists some of them is saved
+    /// again without them, durably, before this returns (a resume after a
+    /// kill must not trust them). The data needs no sync for it: a manifest
+    /// that lists fewer bytes never runs ahead of the disk.
+    func retract(_ range: ByteRange) {
+        queue.sync {
+            saved.withLock { $0?.remove(range) }
+            guard let before = listed.withLock({ $0 }) else { return }
+            var after = before
+            after.remove(range)
+            guard after != before else { return }
+            var manifest = base
+            manifest.done = after
+            do throws(IOError) {
+                try manifest.save(to: path, calls: calls, durable: true)
+                listed.withLock { $0 = after }
+            } catch {
+                note(error)
+            }
+        }
+    }
+
     /// The first failure of a background save, if any (disk full, I/O error).
     var failure: IOError? { firstFailure.withLock { $0 } }
 
@@ -86,17 +113,21 @@ final class Checkpointer: Sendable {
             do {
                 try file.synchronize()
             } catch {
-                // The kernel may have dropped what it could not write: bytes the
-                // journal lists are no longer good, even in this boot.
-                try? StateFile.remove(journalPath, calls: calls)
+                WriteJournal.discard(at: journalPath, calls: calls)
                 throw error
             }
             var manifest = base
             manifest.done = written
             try manifest.save(to: path, calls: calls, durable: true)
+            listed.withLock { $0 = written }
         } catch {
-            firstFailure.withLock { if $0 == nil { $0 = error } }
+            note(error)
             throw error
         }
+    }
+
+    /// Keeps `failure` if it is the first: no save is made after it.
+    private func note(_ failure: IOError) {
+        firstFailure.withLock { if $0 == nil { $0 = failure } }
     }
 }

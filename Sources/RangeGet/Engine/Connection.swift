@@ -333,9 +333,22 @@ final class Connection {
         return release(.incomplete(reason: error.message, rejection: nil), curlError: error, now: now)
     }
 
-    /// Abandons the transfer (stall, lost race, shutdown); the caller removes the handle.
-    func abandon(reason: String, error: CurlError? = nil, now: Double) -> FinishedTransfer {
-        release(.incomplete(reason: reason, rejection: nil), curlError: error, now: now)
+    /// Abandons the transfer (stall, lost race, shutdown); the caller removes
+    /// the handle. `distrustingFrom`: its bytes from there on do not count.
+    func abandon(reason: String, error: CurlError? = nil, distrustingFrom offset: Int64? = nil,
+                 now: Double) -> FinishedTransfer {
+        if let offset { disown(from: offset) }
+        return release(.incomplete(reason: reason, rejection: nil), curlError: error, now: now)
+    }
+
+    /// Takes back the bytes of the transfer in flight from `offset` on: they
+    /// do not count. Its journal slot gives them up first, in one store, so
+    /// a kill at any moment finds them listed nowhere, and the range the
+    /// transfer ends with (logged) stops at `offset`.
+    private func disown(from offset: Int64) {
+        guard let piece, offset < position else { return }
+        position = max(piece.range.start, offset)
+        journal?.advance(slot: id, to: position)
     }
 
     private func release(_ end: TransferEnd, curlError: CurlError? = nil, now: Double) -> FinishedTransfer {
@@ -418,7 +431,7 @@ final class Connection {
                 // itself: none of its bytes count, and the piece is fetched
                 // again. The file did not change for it.
                 rejection = .overlong(requested)
-                position = piece.range.start
+                disown(from: piece.range.start)
             } else {
                 rejection = .changed("the server sent more than \(expected.size ?? 0) bytes")
             }

@@ -83,7 +83,7 @@ extension Engine {
     /// covers from the journal.
     func reportSavedCheckpoint() {
         guard let durable = checkpointer?.takeSaved() else { return }
-        journal?.compact(durable: durable)
+        journal?.forget(durable)
         onEvent(.checkpoint(bytesDurable: durable.byteCount))
     }
 
@@ -92,7 +92,7 @@ extension Engine {
         guard let checkpointer else { return nil }
         do {
             try checkpointer.saveNow(written)
-            journal?.compact(durable: written)
+            journal?.forget(written)
             onEvent(.checkpoint(bytesDurable: written.byteCount))
             return nil
         } catch {

@@ -33,8 +33,8 @@ extension Engine {
                 return nil
             }
             var finished = finished
-            if case .overlong? = rejection, let race = finished.race {
-                distrust(race, of: connection, upTo: finished.piece.range.end, now: now)
+            if case .overlong? = rejection {
+                distrust(finished, of: connection, now: now)
                 finished.race = nil
             }
             return retry(finished, on: connection.id, reason: reason, rejection: rejection, now: now,
@@ -159,14 +159,25 @@ extension Engine {
         return nil
     }
 
-    /// A racing transfer's answer ran past its Content-Range, so the bytes
-    /// its partners skipped (it had written them) are not trusted either:
-    /// the partners stop, and the raced range is fetched again.
-    func distrust(_ race: Race, of connection: Connection, upTo end: Int64, now: Double) {
-        for other in connections where other !== connection && other.race === race && other.isBusy {
-            cancel(other, reason: "its race partner's answer was not trusted", requeue: false, now: now)
+    /// A transfer's answer ran past its Content-Range: none of its piece
+    /// counts, nor, in a race, the bytes its partners skipped because it had
+    /// written them. The partners stop, and the piece is fetched again. No
+    /// resume may trust those bytes either, whenever a kill comes: a running
+    /// partner gives them up before its range is logged, one that ended
+    /// earlier has its logged range cut back in the journal, and a manifest
+    /// a checkpoint saved with them is saved again without them, all before
+    /// the transfers go on.
+    func distrust(_ finished: FinishedTransfer, of connection: Connection, now: Double) {
+        let untrusted = finished.piece.range
+        if let race = finished.race {
+            for other in connections where other !== connection && other.race === race && other.isBusy {
+                cancel(other, reason: "its race partner's answer was not trusted", requeue: false,
+                       distrustingFrom: race.start, now: now)
+            }
         }
-        written.remove(ByteRange(race.start, end))
+        written.remove(untrusted)
+        journal?.forget(RangeSet([untrusted]))
+        checkpointer?.retract(untrusted)
     }
 
     func partnerIsBusy(_ connection: Connection, in race: Race?) -> Bool {

@@ -351,10 +351,12 @@ final class Engine: LoopClient {
         onEvent(.pieceStarted(connection: connection.id, range: piece.range, url: mirror.remote.url))
     }
 
-    /// Ends a running transfer early; what it wrote is kept, the rest is queued again if `requeue`.
-    func cancel(_ connection: Connection, reason: String, requeue: Bool, now: Double) {
+    /// Ends a running transfer early; what it wrote is kept (up to
+    /// `distrustingFrom`, when given), the rest is queued again if `requeue`.
+    func cancel(_ connection: Connection, reason: String, requeue: Bool, distrustingFrom offset: Int64? = nil,
+                now: Double) {
         multi.remove(connection.easy)
-        let finished = connection.abandon(reason: reason, now: now)
+        let finished = connection.abandon(reason: reason, distrustingFrom: offset, now: now)
         returnSlots()
         written.insert(finished.written)
         onEvent(.pieceFinished(connection: connection.id, written: finished.written, complete: false))

@@ -385,8 +385,15 @@ final class PartialFile {
                 onEvent(.notice("the file system of \(output) keeps no extended attributes: a later run cannot tell "
                                 + "the file is unchanged, and needs a checksum to take it as complete"))
             }
-            // Once the data is durable: the final name, then the directory made durable.
-            return SyncGroup.Commit(file: file, directory: StateFile.directory(of: output)) { [self] in
+            // Once the data is durable: the final name, then the directory
+            // made durable. A sync that fails takes the journal with it, as a
+            // checkpoint's does: else a rerun in this boot would trust it,
+            // fetch nothing, and (its own fdatasync finding no error to
+            // report) publish pages the kernel may have dropped.
+            return SyncGroup.Commit(file: file, directory: StateFile.directory(of: output),
+                                    unsynced: { [files, options] in
+                                        WriteJournal.discard(at: files.journal, calls: options.systemCalls)
+                                    }) { [self] in
                 // Without a manifest there is no journal either (the engine keeps one only beside a manifest).
                 let stateFiles = manifest == nil ? [] : [files.journal, files.manifest]
                 do {
@@ -482,8 +489,18 @@ final class PartialFile {
     }
 
     /// Saves the manifest as complete, durably (a new one for a file fetched
-    /// in one response: `status` and the next run need one now).
+    /// in one response: `status` and the next run need one now), once the
+    /// data is durable: the manifest never runs ahead of the disk. When the
+    /// data cannot be made durable the manifest stays as it was, and the
+    /// journal goes (as at a failed commit), so a later run fetches again
+    /// what was not durable.
     private func keepAsComplete(remote: RemoteFile, size: Int64, problem: String? = nil) throws(IOError) {
+        do {
+            try file.synchronize()
+        } catch {
+            WriteJournal.discard(at: files.journal, calls: options.systemCalls)
+            throw error
+        }
         var complete = manifest ?? Manifest(remote: remote, size: size)
         if manifest == nil { complete.record([remote.url]) }
         complete.done = RangeSet([ByteRange(0, size)])

@@ -46,6 +46,9 @@ public final class SyncGroup: Sendable {
     final class Commit: @unchecked Sendable {
         let file: OutputFile
         let directory: String
+        /// Run when the data cannot be made durable: whatever vouches for
+        /// bytes not yet durable (a write journal) must go with the failure.
+        let unsynced: () -> Void
         let publish: () throws -> Void
         let done = DispatchSemaphore(value: 0)
         /// For a commit handed off (`submit`): told its failure, or nil, by the committer.
@@ -53,9 +56,11 @@ public final class SyncGroup: Sendable {
         var leads = false
         var failure: (any Error)?
 
-        init(file: OutputFile, directory: String, publish: @escaping () throws -> Void) {
+        init(file: OutputFile, directory: String, unsynced: @escaping () -> Void = {},
+             publish: @escaping () throws -> Void) {
             self.file = file
             self.directory = directory
+            self.unsynced = unsynced
             self.publish = publish
         }
     }
@@ -70,7 +75,8 @@ public final class SyncGroup: Sendable {
     /// Makes `file`'s data durable, then runs `publish` (the rename into
     /// place), then makes `directory` durable: together with whatever other
     /// threads commit meanwhile. Throws the first step's error; the later
-    /// steps are skipped for this file after one fails.
+    /// steps are skipped for this file after one fails (and `unsynced` runs
+    /// when the first one did).
     func commit(_ commit: Commit, calls: SystemCalls) throws {
         if queue(commit) {
             commitWaiting(calls: calls)
@@ -199,7 +205,12 @@ public final class SyncGroup: Sendable {
             for commit in batch where commit.file.device == device { vouched.insert(ObjectIdentifier(commit)) }
         }
         for commit in batch where !vouched.contains(ObjectIdentifier(commit)) {
-            do { try commit.file.synchronize() } catch { commit.failure = error }
+            do {
+                try commit.file.synchronize()
+            } catch {
+                commit.failure = error
+                commit.unsynced()
+            }
         }
         let unnamed = Set(batch.filter { $0.file.hasNoName }.map(ObjectIdentifier.init))
         for commit in batch where commit.failure == nil {

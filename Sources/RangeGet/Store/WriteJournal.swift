@@ -18,8 +18,9 @@
 //   position, then the start;
 // - a transfer ends: its range is appended to the active log (the record,
 //   then the count), then its slot is cleared;
-// - a durable checkpoint covers some ranges: the survivors are written to
-//   the inactive log, which then becomes the active one (a single store).
+// - a durable checkpoint covers some ranges (or some turn out not to count):
+//   the survivors are written to the inactive log, which then becomes the
+//   active one (a single store).
 //
 // The journal's blocks are allocated when it is created (posix_fallocate):
 // a store into a hole of a mapped file on a full disk kills the process
@@ -106,6 +107,17 @@ final class WriteJournal {
         close(descriptor)
     }
 
+    /// Removes the journal at `path` after an fdatasync of its data file
+    /// failed: the kernel may have dropped the pages it could not write, and
+    /// reports that once (a later fdatasync, on any descriptor, returns 0),
+    /// so the bytes the journal lists are no longer good, even in this boot.
+    /// What the manifest lists (its last durable save) is all a later run
+    /// trusts; it fetches the rest again. Best effort: the sync's error is
+    /// the one to report.
+    static func discard(at path: String, calls: SystemCalls) {
+        try? StateFile.remove(path, calls: calls)
+    }
+
     private func slotIndex(_ slot: Int) -> Int { Self.headerWords + 2 * slot }
     private func logIndex(_ log: Int) -> Int { Self.headerWords + 2 * slotCount + log * (1 + capacity) }
 
@@ -131,15 +143,17 @@ final class WriteJournal {
         rg_store_release(base + slotIndex(slot), Self.none)
     }
 
-    /// Drops what `durable` covers (the manifest now lists it as done).
-    func compact(durable: RangeSet) {
+    /// Drops what `ranges` covers from the log: bytes the manifest now lists
+    /// as done (a durable save), or bytes that turned out not to count (an
+    /// answer that ran past its Content-Range), which no resume may trust.
+    func forget(_ ranges: RangeSet) {
         let log = logIndex(active)
         var kept = RangeSet()
         for record in 0..<counts[active] {
             let start = base[log + 1 + 2 * record]
             kept.insert(ByteRange(start, base[log + 2 + 2 * record]))
         }
-        for range in durable.ranges { kept.remove(range) }
+        for range in ranges.ranges { kept.remove(range) }
         let survivors = kept.ranges.prefix(capacity)
         let next = 1 - active
         let target = logIndex(next)
