@@ -57,7 +57,10 @@ public final class Download: Sendable {
     /// Returns false when no transfer was running (nothing needed saving).
     @discardableResult
     public func stop() -> Bool {
-        controller.stop()
+        let running = controller.isTransferring
+        // Through `cancel`, which ends a paused download no thread drives on this thread.
+        cancel(keepingResumeState: true)
+        return running
     }
 
     /// Downloads the file on the calling thread, reporting to `onEvent` from

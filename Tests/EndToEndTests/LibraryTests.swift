@@ -219,6 +219,24 @@ final class LibraryTests: EndToEndTestCase {
         XCTAssertEqual(download.state, .cancelled(keptResumeState: false), "no resume after a cancel")
     }
 
+    /// `stop()` while a `start()`ed download is paused: no thread drives it,
+    /// and `stop()` dropped the end that `cancel` carries out itself then,
+    /// leaving the download between paused and cancelled for good, and
+    /// `run()` waiting (issue 36). It ends as `cancel(keepingResumeState: true)`.
+    func testStopWhilePausedEndsAtOnceKeepingResumeState() async throws {
+        let (download, _, watch) = throttledDownload(seed: 94)
+        download.start()
+        await waitUntil("1 MiB arrived") { watch.bytesDone >= 1 << 20 }
+        download.pause()
+        await waitUntil("paused") { download.state == .paused }
+        XCTAssertFalse(download.stop(), "no transfer was running")
+        guard download.state == .cancelled(keptResumeState: true) else {
+            return XCTFail("\(download.state) after stop()")
+        }
+        await assertInterrupted(download)
+        XCTAssertGreaterThan(ManifestFile.doneBytes(path("f.part.json")), 0, "the resume state is kept")
+    }
+
     func testCancellingTheAwaitingTaskKeepsResumeState() async throws {
         let (download, _, watch) = throttledDownload(seed: 86)
         let output = path("f")
@@ -343,6 +361,34 @@ final class LibraryTests: EndToEndTestCase {
         assertSameBytes(result.path, resource)
         XCTAssertEqual(download.state, .finished(result))
         XCTAssertGreaterThan(progressEvents.withLock { $0 }, 3, "onEvent heard the progress")
+    }
+
+    /// Issue 36: `resume()` and at once `pause()`, before the thread parked
+    /// in `run(onEvent:)` woke, left that thread parked again on a signal
+    /// nobody would send, the state stuck at `.pausing`: neither `resume()`
+    /// nor `cancel()` took effect, and `run(onEvent:)` never returned.
+    func testResumeThenPauseAtOnceWhileABlockingRunIsPausedNeverHangs() throws {
+        let (download, resource, watch) = throttledDownload(seed: 93)
+        let outcome = Mutex<Result<DownloadResult, DownloadError>?>(nil)
+        Thread {
+            let result = Result { () throws(DownloadError) in try download.run { _ in } }
+            outcome.withLock { $0 = result }
+        }.start()
+        XCTAssertTrue(wait(timeout: 20) { watch.bytesDone >= 1 << 20 })
+        download.pause()
+        for round in 1...3 {
+            guard wait(timeout: 10, until: { download.state == .paused }) else {
+                return XCTFail("round \(round): \(download.state) instead of paused")
+            }
+            download.resume()
+            download.pause()
+        }
+        XCTAssertTrue(wait(timeout: 10) { download.state == .paused }, "\(download.state)")
+        download.resume()
+        XCTAssertTrue(wait(timeout: 30) { outcome.withLock { $0 } != nil }, "run(onEvent:) did not return: \(download.state)")
+        let result = try XCTUnwrap(outcome.withLock { $0 }).get()
+        assertSameBytes(result.path, resource)
+        XCTAssertEqual(download.state, .finished(result))
     }
 
     // MARK: - Events
