@@ -90,7 +90,7 @@ extension Download {
         if tally.reused == nil { tally.reused = part.manifest?.done.byteCount ?? 0 }
         var policy = OutcomePolicy()
         while true {
-            if controller.isStopRequested { throw .interrupted }
+            if controller.isStopRequested { throw .stopped }
             let plain = !remote.acceptsRanges || remote.size == nil
             if plain { sources = [remote] }
             // A file of at most the minimum split that the opening request

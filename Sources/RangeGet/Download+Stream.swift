@@ -123,7 +123,7 @@ extension Download {
         onEvent(.probed(remote))
         var policy = OutcomePolicy()
         while true {
-            if controller.isStopRequested { throw .interrupted }
+            if controller.isStopRequested { throw .stopped }
             let plain = !remote.acceptsRanges || remote.size == nil
             if plain { sources = [remote] }
             let engine = Engine(

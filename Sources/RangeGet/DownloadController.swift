@@ -84,6 +84,12 @@ final class DownloadController: Sendable {
         var waiters: [CheckedContinuation<DownloadOutcome, Never>] = []
         var tally = Tally()
 
+        /// How the download ended; nil until it has.
+        var outcome: DownloadOutcome? {
+            guard case let .ended(outcome, _) = phase else { return nil }
+            return outcome
+        }
+
         /// True when a running attempt must stop: a pause or a cancel asked for it.
         var stopsAttempt: Bool {
             switch phase {
@@ -97,6 +103,13 @@ final class DownloadController: Sendable {
     static let eventBuffer = 4096
 
     private let state = Mutex(State())
+    /// True for a download to a file, which keeps its partial download on
+    /// a stop; false for a stream, which keeps nothing.
+    private let keepsResumeState: Bool
+
+    init(keepsResumeState: Bool) {
+        self.keepsResumeState = keepsResumeState
+    }
 
     // MARK: - Starting
 
@@ -200,7 +213,7 @@ final class DownloadController: Sendable {
             switch state.phase {
             case .ready:
                 state.phase = .cancelling(discard: discard)
-                return (.none, end(&state, .failure(.interrupted)))
+                return (.none, end(&state, .failure(.stopped)))
             case .running, .pausing, .cancelling:
                 state.phase = .cancelling(discard: discard)
                 state.engine?.request()
@@ -240,7 +253,7 @@ final class DownloadController: Sendable {
             switch step {
             case .attempt:
                 // A pause or cancel that came first ends the attempt before it starts.
-                var outcome = DownloadOutcome.failure(.interrupted)
+                var outcome = DownloadOutcome.failure(.stopped)
                 if !isStopRequested {
                     if announcesResume() { emit(.resumed) }
                     var tally = state.withLock(\.tally)
@@ -328,7 +341,7 @@ final class DownloadController: Sendable {
                 // `resume()`, then `pause()` before this thread woke: no attempt ran, so paused again.
                 return pauseHere(&state)
             case let .cancelling(discard), let .ending(discard):
-                return .end(.failure(.interrupted), discarding: discard ? state.partPath : nil)
+                return .end(.failure(.stopped), discarding: discard ? state.partPath : nil)
             case .ready, .paused, .ended:
                 preconditionFailure("a parked thread wakes only after its download left paused")
             }
@@ -348,9 +361,14 @@ final class DownloadController: Sendable {
         return .park(parked)
     }
 
-    /// Ends the download: records the outcome, wakes the waiting tasks, closes the event streams.
-    func finish(_ outcome: DownloadOutcome) {
-        state.withLock { end(&$0, outcome) }?.notify()
+    /// Ends the download: records the outcome, wakes the waiting tasks,
+    /// closes the event streams; returns the outcome recorded (the first
+    /// one, when the download had ended already).
+    @discardableResult
+    func finish(_ outcome: DownloadOutcome) -> DownloadOutcome {
+        let (ended, recorded) = state.withLock { state in (end(&state, outcome), state.outcome) }
+        ended?.notify()
+        return recorded ?? outcome
     }
 
     /// Who must hear that the download ended; told outside the lock.
@@ -367,16 +385,26 @@ final class DownloadController: Sendable {
         }
     }
 
+    /// Records `outcome`, unless the download has ended already; an
+    /// interruption then says what it kept: the partial download of a file,
+    /// unless a cancel discarded it; nothing of a stream.
     private func end(_ state: inout State, _ outcome: DownloadOutcome) -> Ended? {
         if case .ended = state.phase { return nil }
+        var outcome = outcome
         let final: DownloadState
         switch outcome {
         case let .success(result):
             final = .finished(result)
         case .failure(.interrupted):
             switch state.phase {
-            case let .cancelling(discard), let .ending(discard): final = .cancelled(keptResumeState: !discard)
-            default: final = .failed(.interrupted)
+            case let .cancelling(discard), let .ending(discard):
+                let kept = keepsResumeState && !discard
+                outcome = .failure(.interrupted(keptResumeState: kept))
+                final = .cancelled(keptResumeState: kept)
+            case .ready, .running, .pausing, .paused, .ended:
+                let error = DownloadError.interrupted(keptResumeState: keepsResumeState)
+                outcome = .failure(error)
+                final = .failed(error)
             }
         case let .failure(error):
             final = .failed(error)
@@ -398,7 +426,7 @@ final class DownloadController: Sendable {
     func outcome() async -> DownloadOutcome {
         await withCheckedContinuation { continuation in
             let ended: DownloadOutcome? = state.withLock { state in
-                if case let .ended(outcome, _) = state.phase { return outcome }
+                if let outcome = state.outcome { return outcome }
                 state.waiters.append(continuation)
                 return nil
             }

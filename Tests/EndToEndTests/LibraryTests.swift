@@ -75,13 +75,14 @@ final class LibraryTests: EndToEndTestCase {
 
     private func exists(_ path: String) -> Bool { FileManager.default.fileExists(atPath: path) }
 
-    /// Asserts that `run()` throws `.interrupted`.
-    private func assertInterrupted(_ download: Download, file: StaticString = #filePath, line: UInt = #line) async {
+    /// Asserts that `run()` throws `.interrupted`, saying whether the partial download was kept.
+    private func assertInterrupted(_ download: Download, keptResumeState: Bool, file: StaticString = #filePath,
+                                   line: UInt = #line) async {
         do {
             let result = try await download.run()
             XCTFail("completed instead of being interrupted: \(result)", file: file, line: line)
         } catch {
-            XCTAssertEqual(error, .interrupted, file: file, line: line)
+            XCTAssertEqual(error, .interrupted(keptResumeState: keptResumeState), file: file, line: line)
         }
     }
 
@@ -162,7 +163,7 @@ final class LibraryTests: EndToEndTestCase {
         download.start()
         await waitUntil("2 MiB arrived") { watch.bytesDone >= 2 << 20 }
         download.cancel(keepingResumeState: true)
-        await assertInterrupted(download)
+        await assertInterrupted(download, keptResumeState: true)
         XCTAssertEqual(download.state, .cancelled(keptResumeState: true))
         XCTAssertTrue(exists(output + ".part"))
         let saved = ManifestFile.doneBytes(output + ".part.json")
@@ -192,7 +193,7 @@ final class LibraryTests: EndToEndTestCase {
         download.start()
         await waitUntil("1 MiB arrived") { watch.bytesDone >= 1 << 20 }
         download.cancel()
-        await assertInterrupted(download)
+        await assertInterrupted(download, keptResumeState: false)
         XCTAssertEqual(download.state, .cancelled(keptResumeState: false))
         XCTAssertFalse(exists(output + ".part"), ".part deleted")
         XCTAssertFalse(exists(output + ".part.json"), "manifest deleted")
@@ -212,7 +213,7 @@ final class LibraryTests: EndToEndTestCase {
         download.cancel()
         XCTAssertEqual(download.state, .cancelled(keptResumeState: false))
         XCTAssertFalse(exists(output + ".part") || exists(output + ".part.json"), "deleted before cancel() returned")
-        await assertInterrupted(download)
+        await assertInterrupted(download, keptResumeState: false)
         let events = await watch.events
         XCTAssertFalse(events.contains { if case .finished = $0 { return true } else { return false } })
         download.resume()
@@ -233,8 +234,33 @@ final class LibraryTests: EndToEndTestCase {
         guard download.state == .cancelled(keptResumeState: true) else {
             return XCTFail("\(download.state) after stop()")
         }
-        await assertInterrupted(download)
+        await assertInterrupted(download, keptResumeState: true)
         XCTAssertGreaterThan(ManifestFile.doneBytes(path("f.part.json")), 0, "the resume state is kept")
+    }
+
+    /// Issue 36: after `cancel()`, which deletes the partial download, the
+    /// error said "the partial download is kept for a later download to
+    /// resume". The error and its message now say what is left: nothing
+    /// after `cancel()`, the partial download after `stop()`.
+    func testTheInterruptionSaysWhetherThePartialDownloadWasKept() async throws {
+        for keep in [false, true] {
+            let (download, _, watch) = throttledDownload(seed: keep ? 95 : 96)
+            download.start()
+            await waitUntil("1 MiB arrived") { watch.bytesDone >= 1 << 20 }
+            if keep { download.stop() } else { download.cancel() }
+            do {
+                let result = try await download.run()
+                XCTFail("completed instead of being interrupted: \(result)")
+            } catch {
+                XCTAssertEqual(error, .interrupted(keptResumeState: keep))
+                XCTAssertEqual(error.description, keep
+                    ? "interrupted; the partial download is kept for a later download to resume"
+                    : "interrupted; nothing is kept for a later download to resume")
+            }
+            XCTAssertEqual(download.state, .cancelled(keptResumeState: keep))
+            XCTAssertEqual(exists(path("f.part")), keep, "the data file")
+            XCTAssertEqual(exists(path("f.part.json")), keep, "the manifest")
+        }
     }
 
     func testCancellingTheAwaitingTaskKeepsResumeState() async throws {
@@ -247,7 +273,7 @@ final class LibraryTests: EndToEndTestCase {
             _ = try await task.value
             XCTFail("completed despite the cancelled task")
         } catch {
-            XCTAssertEqual(error as? DownloadError, .interrupted)
+            XCTAssertEqual(error as? DownloadError, .interrupted(keptResumeState: true))
         }
         XCTAssertEqual(download.state, .cancelled(keptResumeState: true))
         XCTAssertGreaterThan(ManifestFile.doneBytes(output + ".part.json"), 0)
@@ -264,7 +290,7 @@ final class LibraryTests: EndToEndTestCase {
             _ = try await task.value
             XCTFail("completed despite the cancelled task")
         } catch {
-            XCTAssertEqual(error as? DownloadError, .interrupted)
+            XCTAssertEqual(error as? DownloadError, .interrupted(keptResumeState: true))
         }
         XCTAssertEqual(download.state, .cancelled(keptResumeState: true))
         XCTAssertTrue(server.statistics.requests.isEmpty, "not even probed")

@@ -22,6 +22,16 @@ final class StreamTests: EndToEndTestCase {
         return resource
     }
 
+    /// `Download.bytes(from:)` of a 256 MiB file at 8 MiB/s per connection,
+    /// over 4 connections inside a 4 MiB window: far from its end when a test stops it.
+    private func largeThrottledStream(seed: UInt64) -> (DownloadStream, Resource) {
+        let resource = serveFile(size: 256 << 20, seed: seed, rate: 8 << 20)
+        var options = DownloadOptions()
+        options.connections = 4
+        options.streamWindow = 4 << 20
+        return (Download.bytes(from: server.url("f"), options: options), resource)
+    }
+
     /// Runs `rangeget ARGUMENTS` with stdout to a file; its status, the file's path and stderr.
     private func runToFile(_ arguments: [String], timeout: Double = 60) throws -> (status: Int32, stdout: String, stderr: String) {
         let child = try Child(executable: CLI.binary, arguments: arguments, in: directory)
@@ -255,13 +265,25 @@ final class StreamTests: EndToEndTestCase {
         XCTAssertLessThan(server.statistics.bodyBytesSent, resource.size + (4 << 20), "fetched again after the resume")
     }
 
+    /// Issue 36: a stream keeps nothing, yet its interruption said "the
+    /// partial download is kept for a later download to resume", and a
+    /// stream stopped with `stop()` (which keeps a file's resume state)
+    /// said `.cancelled(keptResumeState: true)`.
+    func testAStoppedStreamSaysNothingIsKept() async throws {
+        let (stream, _) = largeThrottledStream(seed: 1714)
+        do {
+            for try await _ in stream { stream.download.stop() }
+            XCTFail("the stream ended normally")
+        } catch let error as DownloadError {
+            XCTAssertEqual(error, .interrupted(keptResumeState: false))
+            XCTAssertEqual(error.description, "interrupted; nothing is kept for a later download to resume")
+        }
+        XCTAssertEqual(stream.download.state, .cancelled(keptResumeState: false))
+    }
+
     /// Cancelling the task that iterates stops the transfers.
     func testCancellingTheConsumingTaskStopsTheTransfers() async throws {
-        serveFile(size: 256 << 20, seed: 1708, rate: 8 << 20)
-        var options = DownloadOptions()
-        options.connections = 4
-        options.streamWindow = 4 << 20
-        let stream = Download.bytes(from: server.url("f"), options: options)
+        let (stream, _) = largeThrottledStream(seed: 1708)
         let firstChunk = expectation(description: "first chunk")
         let task = Task {
             var count: Int64 = 0
@@ -277,7 +299,7 @@ final class StreamTests: EndToEndTestCase {
             let count = try await task.value
             XCTFail("the sequence ended normally after \(count) bytes")
         } catch let error as DownloadError {
-            XCTAssertEqual(error, .interrupted)
+            XCTAssertEqual(error, .interrupted(keptResumeState: false))
         }
         XCTAssertTrue(wait(timeout: 5) { server.openConnections == 0 }, "connections still open")
         let sent = server.statistics.bodyBytesSent

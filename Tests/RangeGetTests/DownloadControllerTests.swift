@@ -27,7 +27,7 @@ final class DownloadControllerTests: XCTestCase {
             case ended
         }
 
-        let controller = DownloadController()
+        let controller = DownloadController(keepsResumeState: true)
         private(set) var driver = Driver.ended
 
         init(threaded: Bool) {
@@ -47,14 +47,14 @@ final class DownloadControllerTests: XCTestCase {
             case .cancel, .stop:
                 // `Download.cancel` ends the download itself when no thread drives it; `stop()` is a cancel that keeps.
                 if case .endHere = controller.cancel(discard: move == .cancel) {
-                    controller.finish(.failure(.interrupted))
+                    controller.finish(.failure(.stopped))
                     driver = .ended
                 }
             case .driverStep:
                 switch driver {
                 case let .attempting(stop) where stop.isRequested:
                     _ = controller.register(nil)
-                    take(controller.settle(.failure(.interrupted)))
+                    take(controller.settle(.failure(.stopped)))
                 case let .parked(semaphore) where semaphore.wait(timeout: .now()) == .success:
                     take(controller.unpark())
                 case .attempting, .parked, .left, .ended:

@@ -52,7 +52,7 @@ extension Download {
                 results.withLock { $0[0] = .success(remote) }
             } else if stop.isRequested {
                 // Other mirrors' probes end on their own threads (the stop ends them too).
-                throw .interrupted
+                throw .stopped
             } else {
                 prober.connectionsOpened.add(request?.connectionsOpened ?? 0)
                 let result = Result { () throws(DownloadError) in try prober.probe(url) }
@@ -61,7 +61,7 @@ extension Download {
         }
         finished.wait()
         // Probes a stop ended failed for that alone.
-        if stop.isRequested { throw .interrupted }
+        if stop.isRequested { throw .stopped }
         let outcomes = results.withLock { $0 }
         var usable: [RemoteFile] = []
         var reports: [MirrorReport] = []

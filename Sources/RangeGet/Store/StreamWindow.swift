@@ -191,8 +191,8 @@ final class StreamWindow: ByteSink {
     // MARK: - The download's side
 
     /// Every byte of the `size`-byte file is written; waits until the reader
-    /// has released them all. Throws `.interrupted` when the reader stops
-    /// first, or how the download ended when it ended meanwhile.
+    /// has released them all. Throws `.interrupted` (nothing kept) when the
+    /// reader stops first, or how the download ended when it ended meanwhile.
     func finishWriting(size: Int64) throws(DownloadError) {
         let semaphore = DispatchSemaphore(value: 0)
         let reader = state.withLock { state -> Waiter? in
@@ -203,7 +203,7 @@ final class StreamWindow: ByteSink {
         reader?.resume()
         while true {
             let outcome = state.withLock { state -> Result<Bool, DownloadError> in
-                if state.abandoned { return .failure(.interrupted) }
+                if state.abandoned { return .failure(.interrupted(keptResumeState: false)) }
                 if case let .failure(error)? = state.ending { return .failure(error) }
                 if state.released >= size { return .success(true) }
                 state.drain = .thread(semaphore)
@@ -308,7 +308,7 @@ final class StreamWindow: ByteSink {
 
     /// Lends the next written bytes, or says how the stream ended; nil: wait.
     private func take(_ state: inout State, atMost limit: Int) -> Next? {
-        if state.abandoned { return .failed(.interrupted) }
+        if state.abandoned { return .failed(.interrupted(keptResumeState: false)) }
         if case let .failure(error)? = state.ending { return .failed(error) }
         if state.hasNext, let first = state.filled.ranges.first {
             let index = Int(state.taken % capacity)
