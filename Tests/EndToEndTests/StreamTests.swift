@@ -5,9 +5,10 @@
 // order, the window's bound (the engine's own accounting, and what the
 // server sent against what the reader read), a pipe closed early, a checksum
 // that does not match, a stall at the head of the window, a server without
-// ranges, and cancelling the consuming task.
+// ranges, and cancelling the consuming task or leaving its loop early (the
+// one @testable look: whether the window still holds its memory).
 import Foundation
-import RangeGet
+@testable import RangeGet
 import RangeServer
 import XCTest
 
@@ -263,6 +264,34 @@ final class StreamTests: EndToEndTestCase {
         XCTAssertTrue(paused)
         XCTAssertEqual(offset, resource.size)
         XCTAssertLessThan(server.statistics.bodyBytesSent, resource.size + (4 << 20), "fetched again after the resume")
+    }
+
+    /// Issue 36: a `break` out of the loop, the stream still held, left the
+    /// download running and its window full until `cancel()` or the
+    /// stream's release. Now the end of the iteration cancels it, as
+    /// URLSession's `AsyncBytes` does; and the stream is read once, so a
+    /// second loop over it is refused.
+    func testBreakingOutOfTheLoopCancelsTheDownload() async throws {
+        let (stream, resource) = largeThrottledStream(seed: 1713)
+        for try await chunk in stream {
+            XCTAssertEqual(chunk, resource.bytes(in: 0..<Int64(chunk.count)))
+            break
+        }
+        XCTAssertFalse(stream.window.holdsRing, "the window's memory is still held")
+        XCTAssertTrue(wait(timeout: 5) { stream.download.state == .cancelled(keptResumeState: false) },
+                      "\(stream.download.state)")
+        XCTAssertTrue(wait(timeout: 5) { server.openConnections == 0 }, "connections still open")
+        XCTAssertLessThan(server.statistics.bodyBytesSent, 64 << 20, "the transfers went on after the break")
+        do {
+            for try await _ in stream {
+                XCTFail("a second loop read a chunk")
+                break
+            }
+            XCTFail("a second loop ended normally")
+        } catch let error as DownloadError {
+            guard case let .usage(message, _) = error else { return XCTFail("\(error)") }
+            XCTAssertTrue(message.contains("read once"), message)
+        }
     }
 
     /// Issue 36: a stream keeps nothing, yet its interruption said "the
