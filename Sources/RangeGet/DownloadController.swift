@@ -8,7 +8,7 @@
 // whoever moves the download out of that phase signals it: the wake-up then
 // reads the phase, so any order of pause, resume, cancel and the wake-up
 // ends parked again and paused, attempting, or ended (issue 36).
-// (About 400 lines: one lock over one state, whose transitions read best
+// (About 470 lines: one lock over one state, whose transitions read best
 // side by side.)
 import Dispatch
 import Synchronization
