@@ -39,9 +39,10 @@ extension Download {
     /// it did, or throws why it did not complete.
     ///
     /// While the download is paused this keeps waiting. `cancel()` makes it
-    /// throw `DownloadError.interrupted`. Cancelling the task that awaits it
-    /// cancels the download, keeping its resume state. Once the download has
-    /// ended, every call returns (or throws) the same outcome.
+    /// throw `DownloadError.interrupted`, saying whether the partial
+    /// download was kept. Cancelling the task that awaits it cancels the
+    /// download, keeping its resume state. Once the download has ended,
+    /// every call returns (or throws) the same outcome.
     public func run() async throws(DownloadError) -> DownloadResult {
         // An already cancelled task cancels before the start: nothing is probed.
         let outcome = await withTaskCancellationHandler {
@@ -77,11 +78,12 @@ extension Download {
     /// manifest are deleted; when true they stay, and a new `Download` of the
     /// same file and destination, in this process or another, fetches only
     /// the missing bytes. Either way `run()` then throws
-    /// `DownloadError.interrupted` and `state` becomes `.cancelled`. A
+    /// `DownloadError.interrupted` and `state` becomes `.cancelled`, both
+    /// saying whether they stayed (never for a stream, which keeps nothing). A
     /// download that has already finished or failed is left as it is.
     public func cancel(keepingResumeState: Bool = false) {
         guard case let .endHere(partPath) = controller.cancel(discard: !keepingResumeState) else { return }
-        _ = end(.failure(.interrupted), discarding: partPath)
+        _ = end(.failure(.stopped), discarding: partPath)
     }
 
     /// Runs `drive()` on a new thread, which ends with the download or leaves when it is paused.

@@ -94,7 +94,7 @@ extension Download {
             // itself, in earlier attempts or runs of the engine, never count.
             let held = part.manifest?.done.byteCount ?? 0
             tally.reused = min(tally.reused ?? held, held)
-            if controller.isStopRequested { throw .interrupted }
+            if controller.isStopRequested { throw .stopped }
             let plain = !remote.acceptsRanges || remote.size == nil
             if plain { sources = [remote] }
             // A file of at most the minimum split that the opening request

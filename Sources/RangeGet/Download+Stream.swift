@@ -8,21 +8,31 @@
 // nothing on disk, so a later run cannot resume it, and bytes the reader has
 // taken are never taken back: a file that changes after that fails the
 // download instead of starting over.
+import Synchronization
 
 /// The bytes of a download in file order, as chunks, while its connections
 /// fetch ahead inside a window of `DownloadOptions.streamWindow` bytes.
 ///
 /// Iterating starts the download. The sequence ends after the last byte when
 /// the download succeeded (its checksum too, when one was given) and throws
-/// the `DownloadError` otherwise. Cancelling the iterating task, or dropping
-/// the sequence before its end, cancels the download. `download` gives its
-/// events, state, pause and resume. Read it once: chunks are handed out once.
+/// the `DownloadError` otherwise. Cancelling the iterating task, ending the
+/// iteration early (a `break` or a `throw` out of `for try await`: the
+/// iterator is dropped before the end), or dropping the sequence before its
+/// end cancels the download at once and frees its window, as URLSession's
+/// `AsyncBytes` does. `download` gives its events, state, pause and resume.
+///
+/// Read it once: chunks are handed out once, to the first iterator made.
+/// Any later iterator of the same stream (a second `for try await` loop)
+/// throws `DownloadError.usage` at its first `next()` and changes nothing;
+/// `Download.bytes(from:)` makes a new stream to read the file again.
 public final class DownloadStream: AsyncSequence, Sendable {
     public typealias Element = [UInt8]
 
     /// The download behind the bytes.
     public let download: Download
     let window: StreamWindow
+    /// True once an iterator was made: the bytes go to that one alone.
+    private let iterated = Atomic<Bool>(false)
 
     /// The most bytes in one chunk.
     public static let chunkSize = 256 << 10
@@ -36,7 +46,8 @@ public final class DownloadStream: AsyncSequence, Sendable {
         cancel()
     }
 
-    /// Stops the download and the reading; the sequence then throws `.interrupted`. Safe from any thread.
+    /// Stops the download and the reading, and frees the window; the
+    /// sequence then throws `.interrupted`. Safe from any thread.
     public func cancel() {
         window.abandon()
         download.cancel()
@@ -73,16 +84,57 @@ public final class DownloadStream: AsyncSequence, Sendable {
     /// Bytes the reader has finished with.
     public var bytesRead: Int64 { window.bytesRead }
 
+    /// Reads the chunks in order; dropped before the end, it cancels the download.
     public struct AsyncIterator: AsyncIteratorProtocol {
-        let stream: DownloadStream
+        /// The stream's one reading; nil for a later iterator, which only throws.
+        private let reading: Reading?
 
+        fileprivate init(reading: Reading?) {
+            self.reading = reading
+        }
+
+        /// The next chunk in file order; nil after the last one.
         public mutating func next() async throws -> [UInt8]? {
-            try await stream.next()
+            guard let reading else {
+                throw DownloadError.usage("a DownloadStream is read once, by its first iterator; "
+                                          + "Download.bytes(from:) makes a new one")
+            }
+            return try await reading.next()
         }
     }
 
+    /// The iterator of the chunks: the first one made reads them; any later one throws `.usage`.
     public func makeAsyncIterator() -> AsyncIterator {
-        AsyncIterator(stream: self)
+        let first = !iterated.exchange(true, ordering: .relaxed)
+        return AsyncIterator(reading: first ? Reading(self) : nil)
+    }
+
+    /// What the first iterator and its copies share: when the last of them
+    /// goes before the sequence ended, the iteration was left early, and the
+    /// download is cancelled (the sequence itself may live on).
+    fileprivate final class Reading: Sendable {
+        let stream: DownloadStream
+        /// True once the sequence ended: after its last chunk, or by throwing.
+        let ended = Atomic<Bool>(false)
+
+        init(_ stream: DownloadStream) {
+            self.stream = stream
+        }
+
+        deinit {
+            if !ended.load(ordering: .relaxed) { stream.cancel() }
+        }
+
+        func next() async throws(DownloadError) -> [UInt8]? {
+            do {
+                let chunk = try await stream.next()
+                if chunk == nil { ended.store(true, ordering: .relaxed) }
+                return chunk
+            } catch {
+                ended.store(true, ordering: .relaxed)
+                throw error
+            }
+        }
     }
 }
 
@@ -123,7 +175,7 @@ extension Download {
         onEvent(.probed(remote))
         var policy = OutcomePolicy()
         while true {
-            if controller.isStopRequested { throw .interrupted }
+            if controller.isStopRequested { throw .stopped }
             let plain = !remote.acceptsRanges || remote.size == nil
             if plain { sources = [remote] }
             let engine = Engine(

@@ -23,7 +23,7 @@ public final class Download: Sendable {
     public let options: DownloadOptions
 
     /// The life cycle shared by every thread and task that touches this download.
-    let controller = DownloadController()
+    let controller: DownloadController
     /// Where a download read in order puts its bytes instead of a file (`bytes(from:)`).
     let window: StreamWindow?
 
@@ -50,6 +50,7 @@ public final class Download: Sendable {
         self.destination = destination
         self.options = options
         self.window = window
+        controller = DownloadController(keepsResumeState: window == nil)
     }
 
     /// Stops the download soon, saving its resume state; safe from any thread.
@@ -57,7 +58,10 @@ public final class Download: Sendable {
     /// Returns false when no transfer was running (nothing needed saving).
     @discardableResult
     public func stop() -> Bool {
-        controller.stop()
+        let running = controller.isTransferring
+        // Through `cancel`, which ends a paused download no thread drives on this thread.
+        cancel(keepingResumeState: true)
+        return running
     }
 
     /// Downloads the file on the calling thread, reporting to `onEvent` from
@@ -119,8 +123,9 @@ public final class Download: Sendable {
                 outcome = .failure(error)
             }
         }
-        window?.end(outcome.map { _ in })
-        controller.finish(outcome)
-        return outcome
+        // As recorded: an interruption says whether the partial download was kept.
+        let ended = controller.finish(outcome)
+        window?.end(ended.map { _ in })
+        return ended
     }
 }

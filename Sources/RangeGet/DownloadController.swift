@@ -1,9 +1,14 @@
 // DownloadController: the life cycle of one Download, shared by every thread
-// and task that touches it. It owns the state machine (ready, running,
-// pausing, paused, ended), the stop requests that reach the engine, the event
-// subscribers and the tasks waiting for the outcome. It does no I/O: the
-// thread driving the download asks it what to do next after each attempt.
-// (About 400 lines: one lock over one state, whose transitions read best
+// and task that touches it. It owns the state machine (one phase under one
+// lock: ready, running, pausing, paused, cancelling, ending, ended), the stop
+// requests that reach the engine, the event subscribers and the tasks waiting
+// for the outcome. It does no I/O: the thread driving the download asks it
+// what to do next after each attempt and each wake-up. A thread parked while
+// paused waits on a semaphore of that park's own, held in the phase, and
+// whoever moves the download out of that phase signals it: the wake-up then
+// reads the phase, so any order of pause, resume, cancel and the wake-up
+// ends parked again and paused, attempting, or ended (issue 36).
+// (About 470 lines: one lock over one state, whose transitions read best
 // side by side.)
 import Dispatch
 import Synchronization
@@ -12,20 +17,25 @@ import Synchronization
 typealias DownloadOutcome = Result<DownloadResult, DownloadError>
 
 final class DownloadController: Sendable {
-    /// What a caller asked the running download to do.
-    enum Request: Equatable {
-        case none
-        case pause
-        case cancel(discard: Bool)
-    }
-
+    /// Where the download stands, and what it was asked to do.
     enum Phase {
         case ready
-        case running
+        /// Attempts run. `pauseUndone`: `resume()` took back a pause that
+        /// had already asked the running attempt to stop, so an attempt that
+        /// ends interrupted is run again.
+        case running(pauseUndone: Bool)
+        /// `pause()` asked the running attempt to stop; then the driving thread parks or leaves.
         case pausing
-        case paused
-        /// A cancel is removing a paused download's files; nothing else may start.
-        case ending
+        /// No attempt runs. `parked`: what the thread waiting in
+        /// `run(onEvent:)` waits on, signalled by whoever moves the download
+        /// out of this phase; nil: no thread waits (`start()`), and
+        /// `resume()` starts one.
+        case paused(parked: DispatchSemaphore?)
+        /// `cancel()` asked the running attempt to stop; the driving thread ends the download.
+        case cancelling(discard: Bool)
+        /// `cancel()` ends a paused download, on the parked thread or else
+        /// on its caller's; nothing else may start.
+        case ending(discard: Bool)
         case ended(DownloadOutcome, DownloadState)
     }
 
@@ -37,7 +47,7 @@ final class DownloadController: Sendable {
     }
 
     /// What the driving thread does next.
-    private enum Step {
+    enum Step {
         case attempt
         /// Block this thread until `resume()` or `cancel()` signals.
         case park(DispatchSemaphore)
@@ -57,9 +67,6 @@ final class DownloadController: Sendable {
 
     private struct State {
         var phase = Phase.ready
-        var request = Request.none
-        /// `resume()` came while the transfers were still stopping for a pause.
-        var resumedWhilePausing = false
         /// A `paused` event went out; the next attempt announces `resumed`.
         var pauseAnnounced = false
         /// The driver thread leaves instead of parking while paused (`start()`, not `run(onEvent:)`).
@@ -70,19 +77,39 @@ final class DownloadController: Sendable {
         var whenEnded: (@Sendable (DownloadOutcome) -> Void)?
         var engine: StopSignal?
         var partPath: String?
-        var parked: DispatchSemaphore?
         var observer: @Sendable (DownloadEvent) -> Void = { _ in }
         var subscribers: [Int: AsyncStream<DownloadEvent>.Continuation] = [:]
         var nextSubscriber = 0
         var eventsClosed = false
         var waiters: [CheckedContinuation<DownloadOutcome, Never>] = []
         var tally = Tally()
+
+        /// How the download ended; nil until it has.
+        var outcome: DownloadOutcome? {
+            guard case let .ended(outcome, _) = phase else { return nil }
+            return outcome
+        }
+
+        /// True when a running attempt must stop: a pause or a cancel asked for it.
+        var stopsAttempt: Bool {
+            switch phase {
+            case .pausing, .cancelling: return true
+            case .ready, .running, .paused, .ending, .ended: return false
+            }
+        }
     }
 
     /// Events a subscriber may fall behind by before the oldest are dropped.
     static let eventBuffer = 4096
 
     private let state = Mutex(State())
+    /// True for a download to a file, which keeps its partial download on
+    /// a stop; false for a stream, which keeps nothing.
+    private let keepsResumeState: Bool
+
+    init(keepsResumeState: Bool) {
+        self.keepsResumeState = keepsResumeState
+    }
 
     // MARK: - Starting
 
@@ -94,14 +121,14 @@ final class DownloadController: Sendable {
         state.withLock { state in
             switch state.phase {
             case .ready:
-                state.phase = .running
+                state.phase = .running(pauseUndone: false)
                 state.threaded = threaded
                 state.observer = observer
                 state.whenEnded = whenEnded
                 return .claimed
             case let .ended(outcome, _):
                 return .ended(outcome)
-            case .running, .pausing, .paused, .ending:
+            case .running, .pausing, .paused, .cancelling, .ending:
                 return .busy
             }
         }
@@ -112,7 +139,8 @@ final class DownloadController: Sendable {
         state.withLock { state in
             switch state.phase {
             case .ready: return .ready
-            case .running: return .running
+            // Cancelling: the transfers are stopping, and the download ends next.
+            case .running, .cancelling: return .running
             case .pausing: return .pausing
             case .paused, .ending: return .paused
             case let .ended(_, final): return final
@@ -124,14 +152,14 @@ final class DownloadController: Sendable {
 
     /// True when the running attempt should stop (pause or cancel).
     var isStopRequested: Bool {
-        state.withLock { $0.request != .none }
+        state.withLock(\.stopsAttempt)
     }
 
     /// Records how to stop the engine now running (nil when it returned); true if it must stop at once.
     func register(_ engine: StopSignal?) -> Bool {
         state.withLock { state in
             state.engine = engine
-            return state.request != .none
+            return state.stopsAttempt
         }
     }
 
@@ -155,9 +183,7 @@ final class DownloadController: Sendable {
     /// Asks a running download to pause; does nothing in any other phase.
     func pause() {
         state.withLock { state in
-            guard case .running = state.phase, state.request == .none else { return }
-            state.request = .pause
-            state.resumedWhilePausing = false
+            guard case .running = state.phase else { return }
             state.phase = .pausing
             state.engine?.request()
         }
@@ -166,22 +192,16 @@ final class DownloadController: Sendable {
     /// Continues a pausing or paused download; true when the caller must start a driving thread.
     func resume() -> Bool {
         state.withLock { state in
-            guard state.request == .pause else { return false }
             switch state.phase {
             case .pausing:
-                state.request = .none
-                state.resumedWhilePausing = true
-                state.phase = .running
+                state.phase = .running(pauseUndone: true)
                 return false
-            case .paused:
-                state.request = .none
-                state.phase = .running
-                if let parked = state.parked {
-                    parked.signal()
-                    return false
-                }
-                return true
-            case .ready, .running, .ending, .ended:
+            case let .paused(parked):
+                state.phase = .running(pauseUndone: false)
+                guard let parked else { return true }
+                parked.signal()
+                return false
+            case .ready, .running, .cancelling, .ending, .ended:
                 return false
             }
         }
@@ -192,20 +212,17 @@ final class DownloadController: Sendable {
         let (action, closed) = state.withLock { state -> (CancelAction, Ended?) in
             switch state.phase {
             case .ready:
-                state.request = .cancel(discard: discard)
-                return (.none, end(&state, .failure(.interrupted)))
-            case .running, .pausing:
-                state.request = .cancel(discard: discard)
+                state.phase = .cancelling(discard: discard)
+                return (.none, end(&state, .failure(.stopped)))
+            case .running, .pausing, .cancelling:
+                state.phase = .cancelling(discard: discard)
                 state.engine?.request()
                 return (.none, nil)
-            case .paused:
-                state.request = .cancel(discard: discard)
-                if let parked = state.parked {
-                    parked.signal()
-                    return (.none, nil)
-                }
-                state.phase = .ending
-                return (.endHere(discarding: discard ? state.partPath : nil), nil)
+            case let .paused(parked):
+                state.phase = .ending(discard: discard)
+                guard let parked else { return (.endHere(discarding: discard ? state.partPath : nil), nil) }
+                parked.signal()
+                return (.none, nil)
             case .ending, .ended:
                 return (.none, nil)
             }
@@ -214,14 +231,10 @@ final class DownloadController: Sendable {
         return action
     }
 
-    /// `cancel(discard: false)` for `Download.stop()`; true if a transfer was running.
-    func stop() -> Bool {
-        let running = state.withLock { $0.engine != nil }
-        _ = cancel(discard: false)
-        return running
+    /// True while a transfer (or a probe) runs, which a stop has to end.
+    var isTransferring: Bool {
+        state.withLock { $0.engine != nil }
     }
-
-    // MARK: - Driving
 
     // MARK: - The drive loop
 
@@ -239,17 +252,20 @@ final class DownloadController: Sendable {
         while true {
             switch step {
             case .attempt:
-                if announcesResume() { emit(.resumed) }
-                var tally = state.withLock(\.tally)
-                let attempted = Result { () throws(DownloadError) in
-                    try attempt(&tally, { [self] event in emit(event) })
-                }
-                state.withLock { $0.tally = tally }
-                let outcome: DownloadOutcome
-                switch attempted {
-                case .success(nil): return nil
-                case let .success(result?): outcome = .success(result)
-                case let .failure(error): outcome = .failure(error)
+                // A pause or cancel that came first ends the attempt before it starts.
+                var outcome = DownloadOutcome.failure(.stopped)
+                if !isStopRequested {
+                    if announcesResume() { emit(.resumed) }
+                    var tally = state.withLock(\.tally)
+                    let attempted = Result { () throws(DownloadError) in
+                        try attempt(&tally, { [self] event in emit(event) })
+                    }
+                    state.withLock { $0.tally = tally }
+                    switch attempted {
+                    case .success(nil): return nil
+                    case let .success(result?): outcome = .success(result)
+                    case let .failure(error): outcome = .failure(error)
+                    }
                 }
                 if announcesPause(after: outcome) { emit(.paused) }
                 step = settle(outcome)
@@ -264,13 +280,13 @@ final class DownloadController: Sendable {
         }
     }
 
-    /// True when an attempt that ended with `outcome` stopped for a pause,
-    /// which the caller then announces (before `settle` lets `resume()` in,
-    /// so `paused` always comes before `resumed`).
+    /// True when an attempt that ended with `outcome` stopped for a pause
+    /// not yet announced, which the caller then announces (before `settle`
+    /// lets `resume()` in, so `paused` always comes before `resumed`).
     private func announcesPause(after outcome: DownloadOutcome) -> Bool {
         guard case .failure(.interrupted) = outcome else { return false }
         return state.withLock { state in
-            guard state.request == .pause else { return false }
+            guard case .pausing = state.phase, !state.pauseAnnounced else { return false }
             state.pauseAnnounced = true
             return true
         }
@@ -284,8 +300,10 @@ final class DownloadController: Sendable {
         }
     }
 
-    /// Decides what follows an attempt that ended with `outcome`.
-    private func settle(_ outcome: DownloadOutcome) -> Step {
+    /// Decides what follows an attempt that ended with `outcome`. (Internal,
+    /// as `unpark`, for the tests, which take the driving thread's steps one
+    /// at a time.)
+    func settle(_ outcome: DownloadOutcome) -> Step {
         state.withLock { state in
             switch outcome {
             case .success:
@@ -293,46 +311,64 @@ final class DownloadController: Sendable {
             case .failure(.interrupted):
                 break
             case .failure:
-                let discard = state.request == .cancel(discard: true)
-                return .end(outcome, discarding: discard ? state.partPath : nil)
+                guard case .cancelling(discard: true) = state.phase else { return .end(outcome, discarding: nil) }
+                return .end(outcome, discarding: state.partPath)
             }
-            switch state.request {
-            case .pause:
-                state.phase = .paused
-                if state.threaded { return .leave }
-                let parked = DispatchSemaphore(value: 0)
-                state.parked = parked
-                return .park(parked)
-            case let .cancel(discard):
+            switch state.phase {
+            case .pausing:
+                return pauseHere(&state)
+            case let .cancelling(discard):
                 return .end(outcome, discarding: discard ? state.partPath : nil)
-            case .none:
-                guard state.resumedWhilePausing else { return .end(outcome, discarding: nil) }
-                state.resumedWhilePausing = false
+            case .running(pauseUndone: true):
+                state.phase = .running(pauseUndone: false)
                 return .attempt
+            case .ready, .running(pauseUndone: false), .paused, .ending, .ended:
+                // Stopped by no request to this download (a shared loop's stop): it ends.
+                return .end(outcome, discarding: nil)
             }
         }
     }
 
-    /// Decides what follows a wake-up of a parked thread.
-    private func unpark() -> Step {
+    /// Decides what follows the wake-up of the thread parked on a semaphore
+    /// that a move out of `paused` signalled; the phase says which move.
+    func unpark() -> Step {
         state.withLock { state in
-            state.parked = nil
-            switch state.request {
-            case .none:
+            switch state.phase {
+            case .running:
+                state.phase = .running(pauseUndone: false)
                 return .attempt
-            case let .cancel(discard):
-                return .end(.failure(.interrupted), discarding: discard ? state.partPath : nil)
-            case .pause:
-                let parked = DispatchSemaphore(value: 0)
-                state.parked = parked
-                return .park(parked)
+            case .pausing:
+                // `resume()`, then `pause()` before this thread woke: no attempt ran, so paused again.
+                return pauseHere(&state)
+            case let .cancelling(discard), let .ending(discard):
+                return .end(.failure(.stopped), discarding: discard ? state.partPath : nil)
+            case .ready, .paused, .ended:
+                preconditionFailure("a parked thread wakes only after its download left paused")
             }
         }
     }
 
-    /// Ends the download: records the outcome, wakes the waiting tasks, closes the event streams.
-    func finish(_ outcome: DownloadOutcome) {
-        state.withLock { end(&$0, outcome) }?.notify()
+    /// Moves a download whose attempt stopped to paused: the thread leaves
+    /// (`start()`), or parks on a semaphore of its own until `resume()` or
+    /// `cancel()` signals it.
+    private func pauseHere(_ state: inout State) -> Step {
+        guard !state.threaded else {
+            state.phase = .paused(parked: nil)
+            return .leave
+        }
+        let parked = DispatchSemaphore(value: 0)
+        state.phase = .paused(parked: parked)
+        return .park(parked)
+    }
+
+    /// Ends the download: records the outcome, wakes the waiting tasks,
+    /// closes the event streams; returns the outcome recorded (the first
+    /// one, when the download had ended already).
+    @discardableResult
+    func finish(_ outcome: DownloadOutcome) -> DownloadOutcome {
+        let (ended, recorded) = state.withLock { state in (end(&state, outcome), state.outcome) }
+        ended?.notify()
+        return recorded ?? outcome
     }
 
     /// Who must hear that the download ended; told outside the lock.
@@ -349,17 +385,26 @@ final class DownloadController: Sendable {
         }
     }
 
+    /// Records `outcome`, unless the download has ended already; an
+    /// interruption then says what it kept: the partial download of a file,
+    /// unless a cancel discarded it; nothing of a stream.
     private func end(_ state: inout State, _ outcome: DownloadOutcome) -> Ended? {
         if case .ended = state.phase { return nil }
+        var outcome = outcome
         let final: DownloadState
         switch outcome {
         case let .success(result):
             final = .finished(result)
         case .failure(.interrupted):
-            if case let .cancel(discard) = state.request {
-                final = .cancelled(keptResumeState: !discard)
-            } else {
-                final = .failed(.interrupted)
+            switch state.phase {
+            case let .cancelling(discard), let .ending(discard):
+                let kept = keepsResumeState && !discard
+                outcome = .failure(.interrupted(keptResumeState: kept))
+                final = .cancelled(keptResumeState: kept)
+            case .ready, .running, .pausing, .paused, .ended:
+                let error = DownloadError.interrupted(keptResumeState: keepsResumeState)
+                outcome = .failure(error)
+                final = .failed(error)
             }
         case let .failure(error):
             final = .failed(error)
@@ -381,7 +426,7 @@ final class DownloadController: Sendable {
     func outcome() async -> DownloadOutcome {
         await withCheckedContinuation { continuation in
             let ended: DownloadOutcome? = state.withLock { state in
-                if case let .ended(outcome, _) = state.phase { return outcome }
+                if let outcome = state.outcome { return outcome }
                 state.waiters.append(continuation)
                 return nil
             }

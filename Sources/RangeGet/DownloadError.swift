@@ -24,8 +24,16 @@ public enum DownloadError: Error, Sendable, Equatable, CustomStringConvertible {
     case manifest(ManifestError)
     /// Another process is writing the same output.
     case busy(String)
-    /// Stopped on request; the partial download is resumable.
-    case interrupted
+    /// Stopped on request: `pause()` with `stop()` or a cancel after it,
+    /// `stop()`, `cancel()`, a cancelled task or an abandoned stream.
+    /// `keptResumeState` says what a new `Download` can take up, as
+    /// `DownloadState.cancelled` does: true when the `.part` file and its
+    /// manifest stay (a download to a file stopped, or cancelled with
+    /// `keepingResumeState`), false when nothing does (a `cancel()` deleted
+    /// them, or a stream, which keeps nothing on disk). Not a distinct case
+    /// for a cancel: either way the download stopped because it was told
+    /// to, and no option gets past it (no `remedy`).
+    case interrupted(keptResumeState: Bool)
 
     /// An option of `DownloadOptions` that gets past a failure the download
     /// refuses to work around by itself.
@@ -49,6 +57,10 @@ public enum DownloadError: Error, Sendable, Equatable, CustomStringConvertible {
             }
         }
     }
+
+    /// What the code that stops on a pause, cancel or stop throws, before
+    /// the download's end says what was kept (`DownloadController`).
+    static let stopped = DownloadError.interrupted(keptResumeState: true)
 
     /// The HTTP error status the server answered with, when that is why the download failed.
     public var httpStatus: Int? {
@@ -102,7 +114,10 @@ public enum DownloadError: Error, Sendable, Equatable, CustomStringConvertible {
         case let .io(error): return error.description
         case let .manifest(error): return error.description
         case let .busy(message): return message
-        case .interrupted: return "interrupted; the partial download is kept for a later download to resume"
+        case .interrupted(keptResumeState: true):
+            return "interrupted; the partial download is kept for a later download to resume"
+        case .interrupted(keptResumeState: false):
+            return "interrupted; nothing is kept for a later download to resume"
         }
     }
 }

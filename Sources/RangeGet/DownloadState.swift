@@ -17,6 +17,6 @@ public enum DownloadState: Sendable, Equatable {
     case failed(DownloadError)
     /// Cancelled. When `keptResumeState`, the `.part` file and its manifest
     /// are on disk and a new `Download` (in any process) resumes from them;
-    /// otherwise both were deleted.
+    /// otherwise both were deleted (a stream never has them).
     case cancelled(keptResumeState: Bool)
 }

@@ -7,7 +7,7 @@
 enum NextStep: Equatable {
     /// Every byte is in: verify and finish.
     case finish(size: Int64)
-    /// End with this error (`.interrupted` after a stop).
+    /// End with this error (`.stopped` after a stop).
     case fail(DownloadError)
     /// A resume sent its requests on the manifest's word alone and the file
     /// looks changed: probe now, which tells a changed file (start over,
@@ -40,7 +40,7 @@ struct OutcomePolicy {
         case let .complete(size):
             return .finish(size: size)
         case .stopped:
-            return .fail(.interrupted)
+            return .fail(.stopped)
         case let .failed(error):
             return .fail(error)
         case .remoteChanged where unprobed:

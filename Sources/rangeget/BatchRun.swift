@@ -339,11 +339,11 @@ final class BatchRun: Sendable {
             display.message(done.alreadyComplete
                 ? "\(done.path) is already complete (the same as the server's): skipped"
                 : "saved \(done.path) (\(ByteCount.format(done.size)))")
-        case .failure(.interrupted) where !settings.quiet:
-            display.message("failed: \(resumability.interruptedMessage)")
-        case let .failure(error) where error != .interrupted:
+        case .failure(.interrupted):
+            if !settings.quiet { display.message("failed: \(resumability.interruptedMessage)") }
+        case let .failure(error):
             display.message("failed: \(error.commandLineText)")
-        default:
+        case .success:
             break
         }
     }
@@ -417,7 +417,7 @@ final class BatchRun: Sendable {
         let code = failures.first?.code ?? (notStarted > 0 ? .interrupted : .success)
         if settings.json {
             for index in started..<entries.count {
-                printJSONLine(JSONSummary(urls: entries[index].urls, error: .interrupted, code: .interrupted))
+                printJSONLine(JSONSummary(urls: entries[index].urls, error: .interrupted(keptResumeState: true), code: .interrupted))
             }
             printJSONLine(BatchSummary(
                 outcome: failedCount == 0 ? "complete" : code == .interrupted ? "interrupted" : "failed",

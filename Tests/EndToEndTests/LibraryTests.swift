@@ -75,13 +75,14 @@ final class LibraryTests: EndToEndTestCase {
 
     private func exists(_ path: String) -> Bool { FileManager.default.fileExists(atPath: path) }
 
-    /// Asserts that `run()` throws `.interrupted`.
-    private func assertInterrupted(_ download: Download, file: StaticString = #filePath, line: UInt = #line) async {
+    /// Asserts that `run()` throws `.interrupted`, saying whether the partial download was kept.
+    private func assertInterrupted(_ download: Download, keptResumeState: Bool, file: StaticString = #filePath,
+                                   line: UInt = #line) async {
         do {
             let result = try await download.run()
             XCTFail("completed instead of being interrupted: \(result)", file: file, line: line)
         } catch {
-            XCTAssertEqual(error, .interrupted, file: file, line: line)
+            XCTAssertEqual(error, .interrupted(keptResumeState: keptResumeState), file: file, line: line)
         }
     }
 
@@ -162,7 +163,7 @@ final class LibraryTests: EndToEndTestCase {
         download.start()
         await waitUntil("2 MiB arrived") { watch.bytesDone >= 2 << 20 }
         download.cancel(keepingResumeState: true)
-        await assertInterrupted(download)
+        await assertInterrupted(download, keptResumeState: true)
         XCTAssertEqual(download.state, .cancelled(keptResumeState: true))
         XCTAssertTrue(exists(output + ".part"))
         let saved = ManifestFile.doneBytes(output + ".part.json")
@@ -192,7 +193,7 @@ final class LibraryTests: EndToEndTestCase {
         download.start()
         await waitUntil("1 MiB arrived") { watch.bytesDone >= 1 << 20 }
         download.cancel()
-        await assertInterrupted(download)
+        await assertInterrupted(download, keptResumeState: false)
         XCTAssertEqual(download.state, .cancelled(keptResumeState: false))
         XCTAssertFalse(exists(output + ".part"), ".part deleted")
         XCTAssertFalse(exists(output + ".part.json"), "manifest deleted")
@@ -212,11 +213,54 @@ final class LibraryTests: EndToEndTestCase {
         download.cancel()
         XCTAssertEqual(download.state, .cancelled(keptResumeState: false))
         XCTAssertFalse(exists(output + ".part") || exists(output + ".part.json"), "deleted before cancel() returned")
-        await assertInterrupted(download)
+        await assertInterrupted(download, keptResumeState: false)
         let events = await watch.events
         XCTAssertFalse(events.contains { if case .finished = $0 { return true } else { return false } })
         download.resume()
         XCTAssertEqual(download.state, .cancelled(keptResumeState: false), "no resume after a cancel")
+    }
+
+    /// `stop()` while a `start()`ed download is paused: no thread drives it,
+    /// and `stop()` dropped the end that `cancel` carries out itself then,
+    /// leaving the download between paused and cancelled for good, and
+    /// `run()` waiting (issue 36). It ends as `cancel(keepingResumeState: true)`.
+    func testStopWhilePausedEndsAtOnceKeepingResumeState() async throws {
+        let (download, _, watch) = throttledDownload(seed: 94)
+        download.start()
+        await waitUntil("1 MiB arrived") { watch.bytesDone >= 1 << 20 }
+        download.pause()
+        await waitUntil("paused") { download.state == .paused }
+        XCTAssertFalse(download.stop(), "no transfer was running")
+        guard download.state == .cancelled(keptResumeState: true) else {
+            return XCTFail("\(download.state) after stop()")
+        }
+        await assertInterrupted(download, keptResumeState: true)
+        XCTAssertGreaterThan(ManifestFile.doneBytes(path("f.part.json")), 0, "the resume state is kept")
+    }
+
+    /// Issue 36: after `cancel()`, which deletes the partial download, the
+    /// error said "the partial download is kept for a later download to
+    /// resume". The error and its message now say what is left: nothing
+    /// after `cancel()`, the partial download after `stop()`.
+    func testTheInterruptionSaysWhetherThePartialDownloadWasKept() async throws {
+        for keep in [false, true] {
+            let (download, _, watch) = throttledDownload(seed: keep ? 95 : 96)
+            download.start()
+            await waitUntil("1 MiB arrived") { watch.bytesDone >= 1 << 20 }
+            if keep { download.stop() } else { download.cancel() }
+            do {
+                let result = try await download.run()
+                XCTFail("completed instead of being interrupted: \(result)")
+            } catch {
+                XCTAssertEqual(error, .interrupted(keptResumeState: keep))
+                XCTAssertEqual(error.description, keep
+                    ? "interrupted; the partial download is kept for a later download to resume"
+                    : "interrupted; nothing is kept for a later download to resume")
+            }
+            XCTAssertEqual(download.state, .cancelled(keptResumeState: keep))
+            XCTAssertEqual(exists(path("f.part")), keep, "the data file")
+            XCTAssertEqual(exists(path("f.part.json")), keep, "the manifest")
+        }
     }
 
     func testCancellingTheAwaitingTaskKeepsResumeState() async throws {
@@ -229,7 +273,7 @@ final class LibraryTests: EndToEndTestCase {
             _ = try await task.value
             XCTFail("completed despite the cancelled task")
         } catch {
-            XCTAssertEqual(error as? DownloadError, .interrupted)
+            XCTAssertEqual(error as? DownloadError, .interrupted(keptResumeState: true))
         }
         XCTAssertEqual(download.state, .cancelled(keptResumeState: true))
         XCTAssertGreaterThan(ManifestFile.doneBytes(output + ".part.json"), 0)
@@ -246,7 +290,7 @@ final class LibraryTests: EndToEndTestCase {
             _ = try await task.value
             XCTFail("completed despite the cancelled task")
         } catch {
-            XCTAssertEqual(error as? DownloadError, .interrupted)
+            XCTAssertEqual(error as? DownloadError, .interrupted(keptResumeState: true))
         }
         XCTAssertEqual(download.state, .cancelled(keptResumeState: true))
         XCTAssertTrue(server.statistics.requests.isEmpty, "not even probed")
@@ -343,6 +387,34 @@ final class LibraryTests: EndToEndTestCase {
         assertSameBytes(result.path, resource)
         XCTAssertEqual(download.state, .finished(result))
         XCTAssertGreaterThan(progressEvents.withLock { $0 }, 3, "onEvent heard the progress")
+    }
+
+    /// Issue 36: `resume()` and at once `pause()`, before the thread parked
+    /// in `run(onEvent:)` woke, left that thread parked again on a signal
+    /// nobody would send, the state stuck at `.pausing`: neither `resume()`
+    /// nor `cancel()` took effect, and `run(onEvent:)` never returned.
+    func testResumeThenPauseAtOnceWhileABlockingRunIsPausedNeverHangs() throws {
+        let (download, resource, watch) = throttledDownload(seed: 93)
+        let outcome = Mutex<Result<DownloadResult, DownloadError>?>(nil)
+        Thread {
+            let result = Result { () throws(DownloadError) in try download.run { _ in } }
+            outcome.withLock { $0 = result }
+        }.start()
+        XCTAssertTrue(wait(timeout: 20) { watch.bytesDone >= 1 << 20 })
+        download.pause()
+        for round in 1...3 {
+            guard wait(timeout: 10, until: { download.state == .paused }) else {
+                return XCTFail("round \(round): \(download.state) instead of paused")
+            }
+            download.resume()
+            download.pause()
+        }
+        XCTAssertTrue(wait(timeout: 10) { download.state == .paused }, "\(download.state)")
+        download.resume()
+        XCTAssertTrue(wait(timeout: 30) { outcome.withLock { $0 } != nil }, "run(onEvent:) did not return: \(download.state)")
+        let result = try XCTUnwrap(outcome.withLock { $0 }).get()
+        assertSameBytes(result.path, resource)
+        XCTAssertEqual(download.state, .finished(result))
     }
 
     // MARK: - Events

@@ -453,7 +453,7 @@ final class ReliabilityDiskCallTests: EndToEndTestCase {
             options.checkpointInterval = 0.1
         }
         let left = [File.data, .manifest, .journal].map { $0.path(output: output) }
-        guard stopped.error == .interrupted, left.allSatisfy(FileManager.default.fileExists) else {
+        guard stopped.error == .interrupted(keptResumeState: true), left.allSatisfy(FileManager.default.fileExists) else {
             XCTFail("\(name): no partial download to restart (\(String(describing: stopped.error)))")
             return false
         }

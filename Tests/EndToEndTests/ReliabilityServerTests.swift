@@ -59,7 +59,7 @@ final class ReliabilityServerTests: EndToEndTestCase {
             if case let .progress(progress) = event { return progress.bytesDone > 1 << 20 }
             return false
         }) { $0.connections = 4; $0.minimumSplit = 256 << 10 }
-        XCTAssertEqual(first.error, .interrupted)
+        XCTAssertEqual(first.error, .interrupted(keptResumeState: true))
         XCTAssertGreaterThan(claimedBytes(output + ".part.json"), 0)
 
         server.setRatePerConnection(nil)

@@ -5,9 +5,10 @@
 // order, the window's bound (the engine's own accounting, and what the
 // server sent against what the reader read), a pipe closed early, a checksum
 // that does not match, a stall at the head of the window, a server without
-// ranges, and cancelling the consuming task.
+// ranges, and cancelling the consuming task or leaving its loop early (the
+// one @testable look: whether the window still holds its memory).
 import Foundation
-import RangeGet
+@testable import RangeGet
 import RangeServer
 import XCTest
 
@@ -20,6 +21,16 @@ final class StreamTests: EndToEndTestCase {
         if let rate { server.setRatePerConnection(rate) }
         if !faults.isEmpty { server.setFaults(faults) }
         return resource
+    }
+
+    /// `Download.bytes(from:)` of a 256 MiB file at 8 MiB/s per connection,
+    /// over 4 connections inside a 4 MiB window: far from its end when a test stops it.
+    private func largeThrottledStream(seed: UInt64) -> (DownloadStream, Resource) {
+        let resource = serveFile(size: 256 << 20, seed: seed, rate: 8 << 20)
+        var options = DownloadOptions()
+        options.connections = 4
+        options.streamWindow = 4 << 20
+        return (Download.bytes(from: server.url("f"), options: options), resource)
     }
 
     /// Runs `rangeget ARGUMENTS` with stdout to a file; its status, the file's path and stderr.
@@ -255,13 +266,53 @@ final class StreamTests: EndToEndTestCase {
         XCTAssertLessThan(server.statistics.bodyBytesSent, resource.size + (4 << 20), "fetched again after the resume")
     }
 
+    /// Issue 36: a `break` out of the loop, the stream still held, left the
+    /// download running and its window full until `cancel()` or the
+    /// stream's release. Now the end of the iteration cancels it, as
+    /// URLSession's `AsyncBytes` does; and the stream is read once, so a
+    /// second loop over it is refused.
+    func testBreakingOutOfTheLoopCancelsTheDownload() async throws {
+        let (stream, resource) = largeThrottledStream(seed: 1713)
+        for try await chunk in stream {
+            XCTAssertEqual(chunk, resource.bytes(in: 0..<Int64(chunk.count)))
+            break
+        }
+        XCTAssertFalse(stream.window.holdsRing, "the window's memory is still held")
+        XCTAssertTrue(wait(timeout: 5) { stream.download.state == .cancelled(keptResumeState: false) },
+                      "\(stream.download.state)")
+        XCTAssertTrue(wait(timeout: 5) { server.openConnections == 0 }, "connections still open")
+        XCTAssertLessThan(server.statistics.bodyBytesSent, 64 << 20, "the transfers went on after the break")
+        do {
+            for try await _ in stream {
+                XCTFail("a second loop read a chunk")
+                break
+            }
+            XCTFail("a second loop ended normally")
+        } catch let error as DownloadError {
+            guard case let .usage(message, _) = error else { return XCTFail("\(error)") }
+            XCTAssertTrue(message.contains("read once"), message)
+        }
+    }
+
+    /// Issue 36: a stream keeps nothing, yet its interruption said "the
+    /// partial download is kept for a later download to resume", and a
+    /// stream stopped with `stop()` (which keeps a file's resume state)
+    /// said `.cancelled(keptResumeState: true)`.
+    func testAStoppedStreamSaysNothingIsKept() async throws {
+        let (stream, _) = largeThrottledStream(seed: 1714)
+        do {
+            for try await _ in stream { stream.download.stop() }
+            XCTFail("the stream ended normally")
+        } catch let error as DownloadError {
+            XCTAssertEqual(error, .interrupted(keptResumeState: false))
+            XCTAssertEqual(error.description, "interrupted; nothing is kept for a later download to resume")
+        }
+        XCTAssertEqual(stream.download.state, .cancelled(keptResumeState: false))
+    }
+
     /// Cancelling the task that iterates stops the transfers.
     func testCancellingTheConsumingTaskStopsTheTransfers() async throws {
-        serveFile(size: 256 << 20, seed: 1708, rate: 8 << 20)
-        var options = DownloadOptions()
-        options.connections = 4
-        options.streamWindow = 4 << 20
-        let stream = Download.bytes(from: server.url("f"), options: options)
+        let (stream, _) = largeThrottledStream(seed: 1708)
         let firstChunk = expectation(description: "first chunk")
         let task = Task {
             var count: Int64 = 0
@@ -277,7 +328,7 @@ final class StreamTests: EndToEndTestCase {
             let count = try await task.value
             XCTFail("the sequence ended normally after \(count) bytes")
         } catch let error as DownloadError {
-            XCTAssertEqual(error, .interrupted)
+            XCTAssertEqual(error, .interrupted(keptResumeState: false))
         }
         XCTAssertTrue(wait(timeout: 5) { server.openConnections == 0 }, "connections still open")
         let sent = server.statistics.bodyBytesSent

@@ -107,7 +107,7 @@ final class CurlErrorTests: XCTestCase {
         let missing = DownloadError.server(url: url, message: "404", status: 404)
         XCTAssertNil(missing.transportFailure)
         XCTAssertEqual(missing.httpStatus, 404)
-        XCTAssertNil(DownloadError.interrupted.transportFailure)
+        XCTAssertNil(DownloadError.interrupted(keptResumeState: true).transportFailure)
         XCTAssertEqual(TransportFailure.allCases.map(\.rawValue), [
             "dnsResolution", "proxy", "connectFailed", "tls", "certificate", "timeout", "connectionLost", "redirect",
             "protocolError", "other",

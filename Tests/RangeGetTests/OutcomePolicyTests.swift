@@ -10,7 +10,7 @@ final class OutcomePolicyTests: XCTestCase {
     func testEachOutcomeHasItsStep() {
         let table: [(EngineOutcome, unprobed: Bool, NextStep)] = [
             (.complete(size: 42), false, .finish(size: 42)),
-            (.stopped, false, .fail(.interrupted)),
+            (.stopped, false, .fail(.stopped)),
             (.failed(.verification("bad")), false, .fail(.verification("bad"))),
             (.remoteChanged("new ETag"), false, .startOver(reason: "new ETag")),
             // A resume that trusted its manifest probes before it concludes anything.

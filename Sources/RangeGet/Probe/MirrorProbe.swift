@@ -44,7 +44,7 @@ extension Download {
                 failure = error
             }
             // Probes a stop ended failed for that alone.
-            if stop.isRequested { throw .interrupted }
+            if stop.isRequested { throw .stopped }
             // The opening request goes with the first round.
             loop = nil
             failures += 1
@@ -55,7 +55,7 @@ extension Download {
             while !stop.isRequested, MonotonicClock.now() < until {
                 usleep(UInt32(min(50_000, max(1_000, (until - MonotonicClock.now()) * 1e6))))
             }
-            if stop.isRequested { throw .interrupted }
+            if stop.isRequested { throw .stopped }
         }
     }
 
@@ -91,7 +91,7 @@ extension Download {
                 results.withLock { $0[0] = .success(remote) }
             } else if stop.isRequested {
                 // Other mirrors' probes end on their own threads (the stop ends them too).
-                throw ProbeFailure(.interrupted)
+                throw ProbeFailure(.stopped)
             } else {
                 prober.connectionsOpened.add(request?.connectionsOpened ?? 0)
                 // The opening request was a ranged GET: unanswered, it counts as the probe's.
@@ -102,7 +102,7 @@ extension Download {
         }
         finished.wait()
         // Probes a stop ended failed for that alone.
-        if stop.isRequested { throw ProbeFailure(.interrupted) }
+        if stop.isRequested { throw ProbeFailure(.stopped) }
         let outcomes = results.withLock { $0 }
         // The size most mirrors report sets the file's (a tie: the first
         // mirror's): one mirror claiming another size is that mirror's fault.

@@ -5,7 +5,9 @@
 // engine hands out pieces in file order and only inside the window, and a
 // single stream pauses at its edge); the reader takes the bytes in order as
 // soon as they are contiguous, and each byte it releases makes room ahead.
-// Memory is the ring, at most `capacity` bytes, however slow the reader.
+// Memory is the ring, at most `capacity` bytes, however slow the reader;
+// it is given back as soon as no byte of it can be read any more (the reader
+// stopped, or the download ended), not when the window goes.
 //
 // Threads: the loop's thread writes; one reader at a time takes and releases
 // (a thread of the CLI, or the task iterating the sequence); the download's
@@ -50,6 +52,17 @@ final class StreamWindow: ByteSink {
         var peak: Int64 = 0
         /// The file as the first probe found it: later attempts must find the same.
         var remote: RemoteFile?
+        /// True once the ring was given back.
+        var ringFreed = false
+
+        /// True once the download ended and the reader can take no more: it failed, or every byte was taken.
+        var isOver: Bool {
+            switch ending {
+            case .failure?: return true
+            case .success?: return size.map { taken >= $0 } == true
+            case nil: return false
+            }
+        }
 
         /// True when the next byte to lend is written.
         var hasNext: Bool {
@@ -90,7 +103,22 @@ final class StreamWindow: ByteSink {
     }
 
     deinit {
+        if !state.withLock(\.ringFreed) { ring.deallocate() }
+    }
+
+    /// Gives the ring back once no byte of it can be lent again (the reader
+    /// stopped, the download failed, or every byte was read) and none is lent
+    /// now. Nothing writes to it then: writes stop once the reader stops or
+    /// the download ends.
+    private func freeRingIfDone(_ state: inout State) {
+        guard !state.ringFreed, state.taken == state.released, state.abandoned || state.isOver else { return }
         ring.deallocate()
+        state.ringFreed = true
+    }
+
+    /// False once the ring's memory was given back.
+    var holdsRing: Bool {
+        !state.withLock(\.ringFreed)
     }
 
     // MARK: - The engine's side (the loop's thread)
@@ -191,8 +219,8 @@ final class StreamWindow: ByteSink {
     // MARK: - The download's side
 
     /// Every byte of the `size`-byte file is written; waits until the reader
-    /// has released them all. Throws `.interrupted` when the reader stops
-    /// first, or how the download ended when it ended meanwhile.
+    /// has released them all. Throws `.interrupted` (nothing kept) when the
+    /// reader stops first, or how the download ended when it ended meanwhile.
     func finishWriting(size: Int64) throws(DownloadError) {
         let semaphore = DispatchSemaphore(value: 0)
         let reader = state.withLock { state -> Waiter? in
@@ -203,7 +231,7 @@ final class StreamWindow: ByteSink {
         reader?.resume()
         while true {
             let outcome = state.withLock { state -> Result<Bool, DownloadError> in
-                if state.abandoned { return .failure(.interrupted) }
+                if state.abandoned { return .failure(.interrupted(keptResumeState: false)) }
                 if case let .failure(error)? = state.ending { return .failure(error) }
                 if state.released >= size { return .success(true) }
                 state.drain = .thread(semaphore)
@@ -227,6 +255,7 @@ final class StreamWindow: ByteSink {
     func end(_ outcome: Result<Void, DownloadError>) {
         let waiters = state.withLock { state -> [Waiter] in
             if state.ending == nil { state.ending = outcome }
+            freeRingIfDone(&state)
             defer { (state.reader, state.drain) = (nil, nil) }
             return [state.reader, state.drain].compactMap { $0 }
         }
@@ -237,6 +266,7 @@ final class StreamWindow: ByteSink {
     func abandon() {
         let waiters = state.withLock { state -> [Waiter] in
             state.abandoned = true
+            freeRingIfDone(&state)
             defer { (state.reader, state.drain) = (nil, nil) }
             return [state.reader, state.drain].compactMap { $0 }
         }
@@ -308,7 +338,7 @@ final class StreamWindow: ByteSink {
 
     /// Lends the next written bytes, or says how the stream ended; nil: wait.
     private func take(_ state: inout State, atMost limit: Int) -> Next? {
-        if state.abandoned { return .failed(.interrupted) }
+        if state.abandoned { return .failed(.interrupted(keptResumeState: false)) }
         if case let .failure(error)? = state.ending { return .failed(error) }
         if state.hasNext, let first = state.filled.ranges.first {
             let index = Int(state.taken % capacity)
@@ -325,6 +355,7 @@ final class StreamWindow: ByteSink {
         digester?.update(bytes)
         let (wake, drain) = state.withLock { state -> ((@Sendable () -> Void)?, Waiter?) in
             state.released += Int64(bytes.count)
+            freeRingIfDone(&state)
             var drain: Waiter?
             if let size = state.size, state.released >= size {
                 drain = state.drain
