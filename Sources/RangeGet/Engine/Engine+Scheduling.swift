@@ -2,8 +2,9 @@
 // queue; when none is left it steals the end of the piece that will finish
 // last; when no piece can be cut any more, it takes a small piece of the
 // file's end reserve, and when that is gone too, it races a very slow
-// connection for its tail (first to finish wins). How many connections each mirror
-// gets is the placement's call (MirrorPlacement), within the per-host cap.
+// connection for its tail (first to finish wins); that order is PieceSource's.
+// How many connections each mirror gets is the placement's call
+// (MirrorPlacement), within the per-host cap.
 
 extension Engine {
     /// Gives every idle connection within the limits a piece. Each transfer
@@ -195,24 +196,33 @@ extension Engine {
         return mirror.ratePerConnection
     }
 
+    /// Where a free connection may find its next piece now, in order (`PieceSource.order`).
+    func pieceSources(now: Double) -> [PieceSource] {
+        PieceSource.order(notBefore: queue.map(\.notBefore), now: now, plain: plain,
+                          reserve: window == nil && !unplanned.isEmpty, running: connections.contains(where: \.isBusy))
+    }
+
     /// The next piece for a connection that fetched at `thiefRate` last
-    /// (nil: a new one): a queued piece, else a stolen end, else a piece of
-    /// the end reserve, else a race.
-    private func nextPiece(thiefRate: Double?, now: Double) -> (Piece, Race?)? {
-        if let index = queue.firstIndex(where: { $0.notBefore <= now }) {
-            return (queue.remove(at: index), nil)
-        }
-        guard queue.isEmpty, !plain else { return nil }
-        if let stolen = steal(thiefRate: thiefRate, now: now) { return (stolen, nil) }
-        if window == nil, !unplanned.isEmpty {
-            settleEndReserve(now: true)
-            if !queue.isEmpty { return (queue.removeFirst(), nil) }
-            if let reserved = planner.reservedPiece(from: unplanned) {
-                unplanned.remove(reserved)
-                return (Piece(range: reserved), nil)
+    /// (nil: a new one), from the first of `pieceSources` that has one.
+    func nextPiece(thiefRate: Double?, now: Double) -> (Piece, Race?)? {
+        for source in pieceSources(now: now) {
+            switch source {
+            case let .queued(index):
+                return (queue.remove(at: index), nil)
+            case .steal:
+                if let stolen = steal(thiefRate: thiefRate, now: now) { return (stolen, nil) }
+            case .reserve:
+                settleEndReserve(now: true)
+                if !queue.isEmpty { return (queue.removeFirst(), nil) }
+                if let reserved = planner.reservedPiece(from: unplanned) {
+                    unplanned.remove(reserved)
+                    return (Piece(range: reserved), nil)
+                }
+            case .race:
+                return race(thiefRate: thiefRate, now: now)
             }
         }
-        return race(thiefRate: thiefRate, now: now)
+        return nil
     }
 
     /// Running transfers that may be cut or raced, with the rate to plan with:

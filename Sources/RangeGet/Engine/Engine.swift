@@ -172,13 +172,13 @@ final class Engine: LoopClient {
 
     // MARK: - LoopClient
 
-    /// A file whose pieces all wait out a backoff has nothing to start: it
-    /// does not hold the other files to their first slots meanwhile (one
-    /// answering 503 with Retry-After: 2 kept a large file of the list on
-    /// 3 connections of 4).
+    /// True when a free connection would get a piece (`pieceSources`): a
+    /// file whose queued pieces wait out a backoff has nothing to start, its
+    /// end reserve included, and does not hold the other files to their
+    /// first slots meanwhile (issue 36: one answering 503 with Retry-After
+    /// kept a large file of the list on one connection of 4).
     func waitsForFirstConnection(now: Double) -> Bool {
-        slotsHeld == 0 && outcome == nil
-            && (queue.contains { $0.notBefore <= now } || (window == nil && !unplanned.isEmpty))
+        slotsHeld == 0 && outcome == nil && !pieceSources(now: now).isEmpty
     }
 
     func begin(now: Double) {
