@@ -441,7 +441,8 @@ final class SharedLoopConnectionTests: EndToEndTestCase {
             assertSameBytes(path("f\(index)"), resources[index])
         }
         XCTAssertEqual(loop.peakConnectionsInUse, 3, "both downloads wanted 4: the loop's limit of 3 bound them")
-        XCTAssertEqual(loop.connectionsInUse, 0, "every slot taken was given back")
+        XCTAssertEqual(loop.connectionsInUse, 0, "no transfer is left running")
+        XCTAssertEqual(loop.slotsTaken, 0, "every slot taken was given back")
     }
 
     /// A list's loop lends the connection of a file whose body came whole to

@@ -64,11 +64,6 @@ final class Engine: LoopClient {
     static let largestStreamPiece: Int64 = 16 << 20
     /// The loop whose multi handle runs this engine's transfers (shared by the files of a list).
     let loop: TransferLoop
-    /// The loop's multi handle, used on the loop's thread only (checked in debug builds).
-    var multi: MultiHandle {
-        loop.assertOnLoopThread()
-        return loop.multi
-    }
     /// The zero-round-trip start's request, until `begin` adopts or ends it.
     private var opening: Opening?
     /// How the run ended, once it has.
@@ -347,13 +342,13 @@ final class Engine: LoopClient {
     /// Starts `piece` on `connection`.
     func launch(_ connection: Connection, _ piece: Piece, from mirror: Mirror, race: Race?, now: Double) throws(CurlError) {
         try connection.start(piece, from: mirror, plain: plain, race: race, now: now)
-        try multi.add(connection.easy)
+        try loop.add(connection.easy)
         onEvent(.pieceStarted(connection: connection.id, range: piece.range, url: mirror.remote.url))
     }
 
     /// Ends a running transfer early; what it wrote is kept, the rest is queued again if `requeue`.
     func cancel(_ connection: Connection, reason: String, requeue: Bool, now: Double) {
-        multi.remove(connection.easy)
+        loop.remove(connection.easy)
         let finished = connection.abandon(reason: reason, now: now)
         returnSlots()
         written.insert(finished.written)
