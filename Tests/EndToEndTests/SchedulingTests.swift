@@ -445,6 +445,35 @@ final class SharedLoopConnectionTests: EndToEndTestCase {
         XCTAssertEqual(loop.slotsTaken, 0, "every slot taken was given back")
     }
 
+    /// Issue 36 (f): a free connection that takes over the whole rest of a
+    /// stalled transfer ends that transfer after its own slot was taken, and
+    /// both slots went back to the loop: the thief ran on none, so the
+    /// loop's limit was exceeded by one, which its peak (counted in slots)
+    /// did not show. One download of 3 connections on a loop of 2, its
+    /// second request silent after 64 KiB: when the first connection is
+    /// done with its piece, the silent one's rest is taken over whole.
+    func testTakingOverAStalledTransfersWholeRestKeepsTheLoopsLimit() throws {
+        let resource = Resource.generated(size: 8 << 20, seed: 99)
+        server.setResource(resource, at: "f")
+        server.setRatePerConnection(2 << 20)
+        server.setFaults([FaultRule(.stallAfter(64 << 10), when: .nthRequest(2))])
+        let loop = try TransferLoop(connections: 2)
+        var options = DownloadOptions()
+        options.connections = 3
+        options.minimumSplit = 256 << 10
+        options.transferLoop = loop
+        let steals = Mutex<[ByteRange]>([])
+        let result = try Download(url: server.url("f"), destination: .file(path("f")), options: options).run { event in
+            if case let .stolen(_, range) = event { steals.withLock { $0.append(range) } }
+        }
+        assertSameBytes(result.path, resource)
+        let stalled = try XCTUnwrap(server.requestedRanges.dropFirst().first, "the second request")
+        XCTAssertTrue(steals.withLock { $0 }.contains(ByteRange(stalled.lowerBound + (64 << 10), stalled.upperBound)),
+                      "the stalled transfer's whole rest was taken over: \(steals.withLock { $0 }), stalled \(stalled)")
+        XCTAssertEqual(loop.peakConnectionsInUse, 2, "the download wanted 3: the loop's limit of 2 bound it")
+        XCTAssertEqual(loop.slotsTaken, 0, "every slot taken was given back")
+    }
+
     /// A list's loop lends the connection of a file whose body came whole to
     /// the next file's opening (issue 15), and the reused handle asks for the
     /// next file: its path, and the credentials of its own URL only.

@@ -16,17 +16,23 @@ extension Engine {
             // Counted anew each turn: a steal below may end a transfer.
             let busy = connections.count(where: \.isBusy)
             guard busy < connectionLimit else { break }
-            if busy >= slotsHeld {
+            // The slot is taken before the piece, and joins slotsHeld only as
+            // its transfer starts: a steal that takes a victim's whole rest
+            // ends the victim (`cancel` gives back the slots no transfer
+            // runs on), and a slot already counted would go back with the
+            // victim's, leaving the thief on none and the loop over its limit.
+            let needsSlot = busy >= slotsHeld
+            if needsSlot {
                 guard loop.takeSlot(first: busy == 0) else { break }
-                slotsHeld += 1
             }
             // The piece first (a steal may end a transfer), then a handle for it.
             let reuse = connections.first { !$0.isBusy }
             guard let mirror = chooseMirror(now: now),
                   let (piece, race) = nextPiece(thiefRate: reuse?.lastRate, now: now) else {
-                returnSlots()
+                if needsSlot { loop.giveSlots(1) }
                 break
             }
+            if needsSlot { slotsHeld += 1 }
             do {
                 let connection = if let reuse { reuse } else { try newConnection() }
                 if race != nil { onEvent(.raced(connection: connection.id, range: piece.range)) }

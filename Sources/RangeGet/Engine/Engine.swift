@@ -97,7 +97,8 @@ final class Engine: LoopClient {
     /// saves (and the final sync) find little left.
     static let writebackInterval = 0.05
     /// Slots of the loop's connection limit this engine holds: one per
-    /// running transfer (between turns).
+    /// running transfer (a slot taken for a transfer about to start counts
+    /// once it starts: `startIdleConnections`).
     var slotsHeld = 0
     var meter = RateMeter(window: 3)
     /// How many connections each mirror gets.
