@@ -381,6 +381,39 @@ final class SharedLoopConnectionTests: EndToEndTestCase {
         XCTAssertEqual(summary["connectionsUsed"] as? Int, 4, "\(files)")
     }
 
+    /// Issue 36, the reserve half: a file of a near server keeps an end
+    /// reserve, which waits behind its queued pieces' backoff (503 with
+    /// Retry-After: 30). That file counted as one waiting for its first
+    /// connection all the same, so the large file after it ran on one
+    /// connection of 4 for the whole wait. The large file's server answers
+    /// 0.3 s late, so the first file is in its wait before the large one
+    /// plans; the run is interrupted once the large file is done.
+    func testAFileWaitingOutABackoffWithAnEndReserveLeavesTheOthersEveryConnection() throws {
+        let large = Resource.generated(size: 8 << 20, seed: 97)
+        server.setResource(large, at: "large.bin")
+        server.setRatePerConnection(4 << 20)
+        server.setLatency(0.3)
+        let busy = try anotherServer()
+        busy.setResource(Resource.generated(size: 8 << 20, seed: 98), at: "bad.bin")
+        busy.setFaults([FaultRule(.status(503, retryAfter: 30), when: .fromRequest(2))])
+        let list = [busy.url("bad.bin"), server.url("large.bin")].joined(separator: "\n")
+        _ = FileManager.default.createFile(atPath: path("list"), contents: Data(list.utf8))
+        try FileManager.default.createDirectory(atPath: path("out"), withIntermediateDirectories: true)
+        let child = try launch(["-q", "--json", "-n", "4", "--min-split", "256K", "-d", path("out"), "-i", path("list")])
+        let largeDone = wait(timeout: 20) {
+            ((try? String(contentsOf: child.stdoutURL, encoding: .utf8)) ?? "").contains("large.bin")
+        }
+        kill(child.pid, SIGINT)
+        let run = child.finish(timeout: 20)
+        XCTAssertTrue(largeDone, "the large file ended before bad.bin's wait: \(run.stdout) \(run.stderr)")
+        XCTAssertEqual(run.status, 130, "bad.bin was still waiting: \(run.stderr)")
+        XCTAssertTrue(busy.statistics.requests.contains { $0.fault != nil }, "bad.bin's pieces were refused")
+        assertSameBytes(path("out/large.bin"), large)
+        let files = try run.jsonLines().files
+        let summary = try XCTUnwrap(files.first { ($0["file"] as? String)?.hasSuffix("large.bin") == true }, "\(files)")
+        XCTAssertGreaterThanOrEqual(summary["connectionsUsed"] as? Int ?? 0, 3, "\(files)")
+    }
+
     /// Two downloads of 4 connections each sharing a loop of 3, cut now and
     /// then: both complete, never more than 3 transfers ran at once, and
     /// afterwards every slot is back.
@@ -408,7 +441,37 @@ final class SharedLoopConnectionTests: EndToEndTestCase {
             assertSameBytes(path("f\(index)"), resources[index])
         }
         XCTAssertEqual(loop.peakConnectionsInUse, 3, "both downloads wanted 4: the loop's limit of 3 bound them")
-        XCTAssertEqual(loop.connectionsInUse, 0, "every slot taken was given back")
+        XCTAssertEqual(loop.connectionsInUse, 0, "no transfer is left running")
+        XCTAssertEqual(loop.slotsTaken, 0, "every slot taken was given back")
+    }
+
+    /// Issue 36 (f): a free connection that takes over the whole rest of a
+    /// stalled transfer ends that transfer after its own slot was taken, and
+    /// both slots went back to the loop: the thief ran on none, so the
+    /// loop's limit was exceeded by one, which its peak (counted in slots)
+    /// did not show. One download of 3 connections on a loop of 2, its
+    /// second request silent after 64 KiB: when the first connection is
+    /// done with its piece, the silent one's rest is taken over whole.
+    func testTakingOverAStalledTransfersWholeRestKeepsTheLoopsLimit() throws {
+        let resource = Resource.generated(size: 8 << 20, seed: 99)
+        server.setResource(resource, at: "f")
+        server.setRatePerConnection(2 << 20)
+        server.setFaults([FaultRule(.stallAfter(64 << 10), when: .nthRequest(2))])
+        let loop = try TransferLoop(connections: 2)
+        var options = DownloadOptions()
+        options.connections = 3
+        options.minimumSplit = 256 << 10
+        options.transferLoop = loop
+        let steals = Mutex<[ByteRange]>([])
+        let result = try Download(url: server.url("f"), destination: .file(path("f")), options: options).run { event in
+            if case let .stolen(_, range) = event { steals.withLock { $0.append(range) } }
+        }
+        assertSameBytes(result.path, resource)
+        let stalled = try XCTUnwrap(server.requestedRanges.dropFirst().first, "the second request")
+        XCTAssertTrue(steals.withLock { $0 }.contains(ByteRange(stalled.lowerBound + (64 << 10), stalled.upperBound)),
+                      "the stalled transfer's whole rest was taken over: \(steals.withLock { $0 }), stalled \(stalled)")
+        XCTAssertEqual(loop.peakConnectionsInUse, 2, "the download wanted 3: the loop's limit of 2 bound it")
+        XCTAssertEqual(loop.slotsTaken, 0, "every slot taken was given back")
     }
 
     /// A list's loop lends the connection of a file whose body came whole to

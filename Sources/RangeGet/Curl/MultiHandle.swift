@@ -7,6 +7,8 @@ import CCurlShim
 /// A thin owner of a `CURLM *`.
 final class MultiHandle {
     let raw: UnsafeMutableRawPointer
+    /// The easy handles added and not removed since: its transfers.
+    private var added: Set<UnsafeMutableRawPointer> = []
 
     /// A multi handle; unless `multiplex`, two transfers in flight never
     /// share a connection (libcurl multiplexes HTTP/2 streams by default).
@@ -26,11 +28,19 @@ final class MultiHandle {
         try check(rg_multi_setopt_long(raw, option, value))
     }
 
+    /// Transfers in the multi handle now, running or paused.
+    var transfers: Int { added.count }
+
+    /// Adds `easy`'s transfer.
     func add(_ easy: EasyHandle) throws(CurlError) {
         try check(curl_multi_add_handle(raw, easy.raw))
+        added.insert(easy.raw)
     }
 
+    /// Takes `easy`'s transfer out; a handle already out is left alone
+    /// (an opening's transfer may end before its request is cancelled).
     func remove(_ easy: EasyHandle) {
+        guard added.remove(easy.raw) != nil else { return }
         curl_multi_remove_handle(raw, easy.raw)
     }
 

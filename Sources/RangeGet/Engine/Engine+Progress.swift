@@ -27,7 +27,7 @@ extension Engine {
             let idle = sample(connection, now: now)
             guard idle > settings.transfer.stallTimeout else { continue }
             let reason = "no data for \(Rejection.duration(settings.transfer.stallTimeout)) (stalled)"
-            multi.remove(connection.easy)
+            loop.remove(connection.easy)
             // A stall is the timeout libcurl's low-speed limit would report.
             let stalled = connection.abandon(reason: reason, error: CurlError(CURLE_OPERATION_TIMEDOUT, message: reason), now: now)
             if let outcome = settle(connection, stalled, now: now) {

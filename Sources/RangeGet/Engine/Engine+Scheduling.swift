@@ -2,8 +2,9 @@
 // queue; when none is left it steals the end of the piece that will finish
 // last; when no piece can be cut any more, it takes a small piece of the
 // file's end reserve, and when that is gone too, it races a very slow
-// connection for its tail (first to finish wins). How many connections each mirror
-// gets is the placement's call (MirrorPlacement), within the per-host cap.
+// connection for its tail (first to finish wins); that order is PieceSource's.
+// How many connections each mirror gets is the placement's call
+// (MirrorPlacement), within the per-host cap.
 
 extension Engine {
     /// Gives every idle connection within the limits a piece. Each transfer
@@ -15,17 +16,23 @@ extension Engine {
             // Counted anew each turn: a steal below may end a transfer.
             let busy = connections.count(where: \.isBusy)
             guard busy < connectionLimit else { break }
-            if busy >= slotsHeld {
+            // The slot is taken before the piece, and joins slotsHeld only as
+            // its transfer starts: a steal that takes a victim's whole rest
+            // ends the victim (`cancel` gives back the slots no transfer
+            // runs on), and a slot already counted would go back with the
+            // victim's, leaving the thief on none and the loop over its limit.
+            let needsSlot = busy >= slotsHeld
+            if needsSlot {
                 guard loop.takeSlot(first: busy == 0) else { break }
-                slotsHeld += 1
             }
             // The piece first (a steal may end a transfer), then a handle for it.
             let reuse = connections.first { !$0.isBusy }
             guard let mirror = chooseMirror(now: now),
                   let (piece, race) = nextPiece(thiefRate: reuse?.lastRate, now: now) else {
-                returnSlots()
+                if needsSlot { loop.giveSlots(1) }
                 break
             }
+            if needsSlot { slotsHeld += 1 }
             do {
                 let connection = if let reuse { reuse } else { try newConnection() }
                 if race != nil { onEvent(.raced(connection: connection.id, range: piece.range)) }
@@ -195,24 +202,33 @@ extension Engine {
         return mirror.ratePerConnection
     }
 
+    /// Where a free connection may find its next piece now, in order (`PieceSource.order`).
+    func pieceSources(now: Double) -> [PieceSource] {
+        PieceSource.order(notBefore: queue.map(\.notBefore), now: now, plain: plain,
+                          reserve: window == nil && !unplanned.isEmpty, running: connections.contains(where: \.isBusy))
+    }
+
     /// The next piece for a connection that fetched at `thiefRate` last
-    /// (nil: a new one): a queued piece, else a stolen end, else a piece of
-    /// the end reserve, else a race.
-    private func nextPiece(thiefRate: Double?, now: Double) -> (Piece, Race?)? {
-        if let index = queue.firstIndex(where: { $0.notBefore <= now }) {
-            return (queue.remove(at: index), nil)
-        }
-        guard queue.isEmpty, !plain else { return nil }
-        if let stolen = steal(thiefRate: thiefRate, now: now) { return (stolen, nil) }
-        if window == nil, !unplanned.isEmpty {
-            settleEndReserve(now: true)
-            if !queue.isEmpty { return (queue.removeFirst(), nil) }
-            if let reserved = planner.reservedPiece(from: unplanned) {
-                unplanned.remove(reserved)
-                return (Piece(range: reserved), nil)
+    /// (nil: a new one), from the first of `pieceSources` that has one.
+    func nextPiece(thiefRate: Double?, now: Double) -> (Piece, Race?)? {
+        for source in pieceSources(now: now) {
+            switch source {
+            case let .queued(index):
+                return (queue.remove(at: index), nil)
+            case .steal:
+                if let stolen = steal(thiefRate: thiefRate, now: now) { return (stolen, nil) }
+            case .reserve:
+                settleEndReserve(now: true)
+                if !queue.isEmpty { return (queue.removeFirst(), nil) }
+                if let reserved = planner.reservedPiece(from: unplanned) {
+                    unplanned.remove(reserved)
+                    return (Piece(range: reserved), nil)
+                }
+            case .race:
+                return race(thiefRate: thiefRate, now: now)
             }
         }
-        return race(thiefRate: thiefRate, now: now)
+        return nil
     }
 
     /// Running transfers that may be cut or raced, with the rate to plan with:

@@ -64,11 +64,6 @@ final class Engine: LoopClient {
     static let largestStreamPiece: Int64 = 16 << 20
     /// The loop whose multi handle runs this engine's transfers (shared by the files of a list).
     let loop: TransferLoop
-    /// The loop's multi handle, used on the loop's thread only (checked in debug builds).
-    var multi: MultiHandle {
-        loop.assertOnLoopThread()
-        return loop.multi
-    }
     /// The zero-round-trip start's request, until `begin` adopts or ends it.
     private var opening: Opening?
     /// How the run ended, once it has.
@@ -102,7 +97,8 @@ final class Engine: LoopClient {
     /// saves (and the final sync) find little left.
     static let writebackInterval = 0.05
     /// Slots of the loop's connection limit this engine holds: one per
-    /// running transfer (between turns).
+    /// running transfer (a slot taken for a transfer about to start counts
+    /// once it starts: `startIdleConnections`).
     var slotsHeld = 0
     var meter = RateMeter(window: 3)
     /// How many connections each mirror gets.
@@ -172,13 +168,13 @@ final class Engine: LoopClient {
 
     // MARK: - LoopClient
 
-    /// A file whose pieces all wait out a backoff has nothing to start: it
-    /// does not hold the other files to their first slots meanwhile (one
-    /// answering 503 with Retry-After: 2 kept a large file of the list on
-    /// 3 connections of 4).
+    /// True when a free connection would get a piece (`pieceSources`): a
+    /// file whose queued pieces wait out a backoff has nothing to start, its
+    /// end reserve included, and does not hold the other files to their
+    /// first slots meanwhile (issue 36: one answering 503 with Retry-After
+    /// kept a large file of the list on one connection of 4).
     func waitsForFirstConnection(now: Double) -> Bool {
-        slotsHeld == 0 && outcome == nil
-            && (queue.contains { $0.notBefore <= now } || (window == nil && !unplanned.isEmpty))
+        slotsHeld == 0 && outcome == nil && !pieceSources(now: now).isEmpty
     }
 
     func begin(now: Double) {
@@ -347,7 +343,7 @@ final class Engine: LoopClient {
     /// Starts `piece` on `connection`.
     func launch(_ connection: Connection, _ piece: Piece, from mirror: Mirror, race: Race?, now: Double) throws(CurlError) {
         try connection.start(piece, from: mirror, plain: plain, race: race, now: now)
-        try multi.add(connection.easy)
+        try loop.add(connection.easy)
         onEvent(.pieceStarted(connection: connection.id, range: piece.range, url: mirror.remote.url))
     }
 
@@ -355,7 +351,7 @@ final class Engine: LoopClient {
     /// `distrustingFrom`, when given), the rest is queued again if `requeue`.
     func cancel(_ connection: Connection, reason: String, requeue: Bool, distrustingFrom offset: Int64? = nil,
                 now: Double) {
-        multi.remove(connection.easy)
+        loop.remove(connection.easy)
         let finished = connection.abandon(reason: reason, distrustingFrom: offset, now: now)
         returnSlots()
         written.insert(finished.written)

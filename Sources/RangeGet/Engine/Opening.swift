@@ -168,7 +168,7 @@ final class Opening: LoopClient {
         loop.execute {
             let (loop, connection) = request.value
             loop.assertOnLoopThread()
-            if running { loop.multi.remove(connection.easy) }
+            if running { loop.remove(connection.easy) }
             if slot { loop.giveSlots(1) }
         }
     }
@@ -201,7 +201,7 @@ final class Opening: LoopClient {
                 length = whole.length
                 try connection.widenOpening(to: ByteRange(0, length))
             }
-            try loop.multi.add(connection.easy)
+            try loop.add(connection.easy)
             isRunning = true
             connection.client = self
         } catch {

@@ -66,9 +66,11 @@ public final class TransferLoop: @unchecked Sendable {
     /// out unwidened, as a first one does).
     private var firstByteDelays: [String: Double] = [:]
     private static let serversTimed = 256
-    /// `slotsInUse` and its peak, for other threads to read.
+    /// `slotsInUse`, and the transfers in the multi handle and their peak,
+    /// for other threads to read.
     private let slotFigures = Atomic<Int>(0)
-    private let slotPeak = Atomic<Int>(0)
+    private let transferFigures = Atomic<Int>(0)
+    private let transferPeak = Atomic<Int>(0)
     /// The thread driving the loop now (0: none), for `assertOnLoopThread`.
     private let driver = Atomic<UInt>(0)
 
@@ -159,10 +161,15 @@ public final class TransferLoop: @unchecked Sendable {
     }
 
     /// Transfers running now over all clients.
-    public var connectionsInUse: Int { slotFigures.load(ordering: .relaxed) }
+    public var connectionsInUse: Int { transferFigures.load(ordering: .relaxed) }
 
-    /// The most transfers that ran at once so far.
-    public var peakConnectionsInUse: Int { slotPeak.load(ordering: .relaxed) }
+    /// The most transfers that ran at once so far, counted in the multi
+    /// handle as they start (not the slots taken: a transfer started
+    /// without one counts too).
+    public var peakConnectionsInUse: Int { transferPeak.load(ordering: .relaxed) }
+
+    /// Slots of the connection limit taken and not given back.
+    package var slotsTaken: Int { slotFigures.load(ordering: .relaxed) }
 
     /// Slots free now; nil without a limit. Loop thread only.
     var freeSlots: Int? { connectionLimit.map { max(0, $0 - slotsInUse) } }
@@ -211,6 +218,22 @@ public final class TransferLoop: @unchecked Sendable {
         return key
     }
 
+    /// Starts `easy`'s transfer in the multi handle, on a slot its client
+    /// holds (on a shared loop). Loop thread only.
+    func add(_ easy: EasyHandle) throws(CurlError) {
+        assertOnLoopThread()
+        try multi.add(easy)
+        publishTransfers()
+    }
+
+    /// Takes `easy`'s transfer out of the multi handle (nothing when it is
+    /// out already). Loop thread only.
+    func remove(_ easy: EasyHandle) {
+        assertOnLoopThread()
+        multi.remove(easy)
+        publishTransfers()
+    }
+
     /// Gives back `count` slots. Loop thread only.
     func giveSlots(_ count: Int) {
         assertOnLoopThread()
@@ -229,7 +252,12 @@ public final class TransferLoop: @unchecked Sendable {
 
     private func publishSlots() {
         slotFigures.store(slotsInUse, ordering: .relaxed)
-        if slotsInUse > slotPeak.load(ordering: .relaxed) { slotPeak.store(slotsInUse, ordering: .relaxed) }
+    }
+
+    private func publishTransfers() {
+        let transfers = multi.transfers
+        transferFigures.store(transfers, ordering: .relaxed)
+        if transfers > transferPeak.load(ordering: .relaxed) { transferPeak.store(transfers, ordering: .relaxed) }
     }
 
     /// Serves `client` until it is done; returns on the calling thread after
@@ -319,7 +347,7 @@ public final class TransferLoop: @unchecked Sendable {
         var settled = false
         while let (easy, result) = multi.nextFinished() {
             guard let connection = Connection.owning(easy) else { continue }
-            multi.remove(connection.easy)
+            remove(connection.easy)
             settled = true
             guard let owner = clients.first(where: { !$0.finished && $0.body === connection.client }) else {
                 // Its owner has not taken it yet (an opening request waiting
