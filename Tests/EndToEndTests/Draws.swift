@@ -1,6 +1,6 @@
 // Seeded random draws for the tests that generate their inputs (the list
-// reader's property test): the same seed gives the same draws, so a failure
-// replays.
+// reader's property test, the soak): the same seed gives the same draws, so
+// a failure replays.
 import RangeServer
 
 /// SplitMix64 from one seed, with the few ways the tests draw from it.
@@ -10,6 +10,9 @@ struct Draws: RandomNumberGenerator {
     init(seed: UInt64) { generator = SplitMix64(seed: seed) }
 
     mutating func next() -> UInt64 { generator.next() }
+
+    /// A value in 0..<bound.
+    mutating func below(_ bound: UInt64) -> UInt64 { UInt64.random(in: 0..<bound, using: &self) }
 
     /// True with probability `p`.
     mutating func chance(_ p: Double) -> Bool { Double.random(in: 0..<1, using: &self) < p }
