@@ -219,6 +219,16 @@ struct SoakPlan {
         return oneOffs <= limits.retries
     }
 
+    /// The totals below `file`'s size that a server of it names in a
+    /// Content-Range (range-total): a file of such a size is what that
+    /// server serves, as far as any client can tell.
+    func smallerTotals(of file: File) -> Set<Int64> {
+        Set(file.servers.flatMap { servers[$0].faults }.compactMap { rule in
+            guard case let .wrongContentRangeTotal(total) = rule.fault, total < file.size else { return nil }
+            return total
+        })
+    }
+
     /// Seconds the run may take before it counts as hung: the files that
     /// run one after the other, each allowed every retry with a stall and
     /// a connect timeout, the longest Retry-After and the backoff, plus the
