@@ -1,5 +1,5 @@
 # rangeget: `make demo` shows it working, `make test` proves it.
-.PHONY: deps build docs demo test bench install uninstall deb clean
+.PHONY: deps build docs demo test soak bench install uninstall deb clean
 
 deps:
 	@scripts/install-deps
@@ -67,6 +67,17 @@ test: deps
 	# would otherwise print the last line ("0 tests ... passed"). The last
 	# lines say how many tests were skipped and why.
 	bash -o pipefail -c "swift test --skip-build --disable-swift-testing 2>&1 | scripts/test-summary"
+
+# The soak of random faults (SoakTests) at size: SOAK_RUNS runs from
+# SOAK_SEED, by default the time, printed first so a failure replays
+# (make test runs 12 runs from a fixed seed).
+SOAK_RUNS ?= 300
+soak: deps
+	scripts/build-info
+	swift build --build-tests
+	seed="$${SOAK_SEED:-$$(date +%s)}" && echo "make soak: $(SOAK_RUNS) runs from seed $$seed" && \
+		RANGEGET_SOAK_RUNS="$(SOAK_RUNS)" RANGEGET_SOAK_SEED="$$seed" \
+		swift test --skip-build --disable-swift-testing --filter SoakTests
 
 bench:
 	Benchmarks/run

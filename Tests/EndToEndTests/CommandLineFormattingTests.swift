@@ -220,7 +220,7 @@ final class CommandLineFormattingTests: XCTestCase {
     /// and not), `out=` names, unknown options, comments, marks joined to a
     /// '#' or a blank, indented lines, every line ending and a byte-order mark.
     func testTheByteReaderOfListsAgreesWithAPlainReading() {
-        var random = ListSeeded(SplitMix64(seed: 15))
+        var random = Draws(seed: 15)
         let urls = ["http://h/a", "https://m/b?x=1", "http://h/é", "http://h/日本?q=ü", "http://h/a#x"]
         let outs = ["out=x.bin", "out=../y", "out=ü.txt", "out=#\u{FE0F}\u{20E3}", "out=x#\u{301}y"]
         let comments = ["# c", "#", "#out=z", "# é"]
@@ -310,13 +310,4 @@ final class CommandLineFormattingTests: XCTestCase {
 private enum ListReading: Equatable {
     case entries([ListEntry])
     case refused(String)
-}
-
-/// Draws from a fixed seed, so a failing list replays.
-private struct ListSeeded: RandomNumberGenerator {
-    var generator: SplitMix64
-    init(_ generator: SplitMix64) { self.generator = generator }
-    mutating func next() -> UInt64 { generator.next() }
-    mutating func chance(_ p: Double) -> Bool { Double.random(in: 0..<1, using: &self) < p }
-    mutating func pick<T>(_ items: [T]) -> T { items[Int.random(in: 0..<items.count, using: &self)] }
 }
