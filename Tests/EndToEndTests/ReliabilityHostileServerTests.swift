@@ -150,6 +150,31 @@ final class ReliabilityHostileServerTests: EndToEndTestCase {
         XCTAssertLessThan(server.statistics.bodyBytesSent, size + size / 2, "the rest was not fetched again")
     }
 
+    /// The opening request overlong (soak seed 777090): its body waits,
+    /// paused, while the probe decides, so the excess is already buffered in
+    /// libcurl when the transfer resumes. libcurl 7.88 goes on reading after
+    /// the write callback refused those bytes at the resume; the callback
+    /// had taken the bytes back (position 0) and wrote the excess `!` over
+    /// the file's first bytes, which then counted: exit 0, wrong bytes.
+    func testAnOverlongOpeningAnswerWritesNothingPastItsRefusal() throws {
+        let size: Int64 = 3 << 20
+        let resource = Resource.generated(size: size, seed: 1207)
+        let slow = RangeServer(configuration: .init(latency: 0.03, faults: [FaultRule(.overlong(65536), when: .nthRequest(1))]))
+        try slow.start()
+        defer { slow.stop() }
+        slow.setResource(resource, at: "f")
+        let probe = DiskProbe(resource: resource)
+        let output = path("f")
+        let run = runLibrary([slow.url("f")], to: output, probe: probe) {
+            $0.connections = 8
+            $0.minimumSplit = 64 << 10
+        }
+        XCTAssertNil(run.error)
+        assertSameBytes(output, resource)
+        XCTAssertEqual(probe.snapshot.wrongWrites, [], "excess bytes reached the disk")
+        XCTAssertEqual(slow.statistics.requests.first?.fault, "overlong:65536", "the opening was the overlong answer")
+    }
+
     /// Every answer overlong: a bounded number of attempts, then exit 1 naming
     /// the fault, not "the file keeps changing" (exit 3) after restarts.
     func testAlwaysOverlongFailsClearlyAfterTheRetries() throws {

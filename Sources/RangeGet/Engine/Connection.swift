@@ -386,7 +386,12 @@ final class Connection {
             let status = responseHeaders.head.status
             return status == 206 || status == 200 ? Int(CURL_WRITEFUNC_PAUSE) : 0
         }
-        guard let sink else { return 0 }
+        // Refused once, refused for good. libcurl 7.88 does not end a
+        // transfer whose buffered bytes the callback refused as it resumed
+        // (`adopt`, `resumeIfAllowed`: curl_easy_pause's error is the
+        // transfer's only word of it): it reads on and calls again, and the
+        // bytes taken back (`disown`) must not be written over.
+        guard let sink, rejection == nil, writeFailure == nil, !reachedEnd else { return 0 }
         if !accepted {
             if let problem = ResponseCheck.check(responseHeaders.head, requested: requested, expected: expected) {
                 rejection = problem
