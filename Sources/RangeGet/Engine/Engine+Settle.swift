@@ -98,8 +98,15 @@ extension Engine {
         // A plain stream starts over from byte 0 after any failure, so a cut
         // that made progress brings it no nearer the end: every restart counts.
         if plain { plainRestarts += 1 }
-        let failures = plain ? plainRestarts : progressed ? 1 : piece.failures + 1
-        if failures > settings.retries || (!retryable && failures > settings.retries / 2) {
+        var failures = plain ? plainRestarts : progressed ? 1 : piece.failures + 1
+        let exhausted = failures > settings.retries || (!retryable && failures > settings.retries / 2)
+        // A mirror that used up the piece's attempts gives the piece to the
+        // others, and its failures are not held against the piece there.
+        if exhausted, mirror.isUsable, others > 0, let outcome = drop(mirror, because: reason, now: now) {
+            return outcome
+        }
+        if !mirror.isUsable { failures = 0 }
+        if failures > 0, exhausted {
             let restarts = plain ? " of one stream from byte 0 (the server serves no ranges)" : ""
             let message = "giving up after \(failures) attempts\(restarts): \(reason)"
             // The last attempt decides: the network (a refused connection,
@@ -134,7 +141,7 @@ extension Engine {
                        attempts: settings.retries + 1))
         if plain { written = RangeSet() }
         requeue(piece, from: plain ? piece.range.start : max(finished.written.end, finished.race?.frontier ?? 0),
-                failures: mirror.isUsable ? failures : 0, notBefore: now + delay)
+                failures: failures, notBefore: now + delay)
         return nil
     }
 
