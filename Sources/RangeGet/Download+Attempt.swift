@@ -117,7 +117,8 @@ extension Download {
             } else {
                 let engine = Engine(
                     mirrors: sources, sink: .file(part.file), manifest: part.manifest, manifestPath: part.files.manifest,
-                    settings: options, plain: plain, loop: loop, opening: opening, onEvent: onEvent)
+                    settings: options, plain: plain, loop: loop, opening: opening, unprobed: unprobed,
+                    onEvent: onEvent)
                 outcome = run(engine, tally: &tally)
             }
             opening = nil

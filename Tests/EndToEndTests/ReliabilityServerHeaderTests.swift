@@ -288,6 +288,38 @@ final class ReliabilityServerHeaderTests: EndToEndTestCase {
         assertSameBytes(output, replacement)
     }
 
+    /// A server that named one size (65536) under its ETag, then another
+    /// (65535): the manifest the first run saved cannot describe the file,
+    /// and the next run starts over, saying why. It refused (exit 4, "run
+    /// again with --restart") although nothing else could go on. Found by
+    /// the soak (seed 200033): every Content-Range naming 65536, after a
+    /// hanging HEAD (the ranged probe names the size) or a HEAD that said
+    /// 65535 (overruled by the ranged answers).
+    func test08SizeChangedUnderTheSameETagBetweenRunsStartsOver() throws {
+        let resource = Resource.generated(size: 65535, seed: 130)
+        let cases: [(name: String, piece: String, faults: [FaultRule])] = [
+            ("HEAD hangs", "256K", [FaultRule(.headHang), FaultRule(.wrongContentRangeTotal(65536))]),
+            ("HEAD answers", "16K", [FaultRule(.wrongContentRangeTotal(65536))]),
+        ]
+        for (index, item) in cases.enumerated() {
+            server.setResource(resource, at: "f\(index)")
+            server.setFaults(item.faults)
+            let output = path("f\(index)")
+            let arguments = ["-q", "-n", "3", "-k", item.piece, "--retries", "0", "--stall-timeout", "1", "-o", output,
+                             server.url("f\(index)")]
+            let lying = try CLI.run(arguments, in: directory, timeout: 30)
+            XCTAssertEqual(lying.status, 1, "\(item.name): \(lying.stderr)")
+            let saved = try XCTUnwrap(try Manifest.load(from: output + ".part.json"), item.name)
+            XCTAssertEqual(saved.size, 65536, item.name)
+            server.setFaults([])
+            let honest = try CLI.run(Array(arguments.dropFirst()), in: directory, timeout: 30)
+            XCTAssertEqual(honest.status, 0, "\(item.name): \(honest.stderr)")
+            XCTAssertTrue(honest.stderr.contains("its size changed from 65536 to 65535 bytes; starting over"),
+                          "\(item.name): \(honest.stderr)")
+            assertSameBytes(output, resource)
+        }
+    }
+
     /// No ETag; between runs only Last-Modified (and the bytes) change: restart from zero.
     func test08LastModifiedChangeBetweenRunsRestartsFromZero() throws {
         var original = Resource.generated(size: 16 << 20, seed: 128)

@@ -56,7 +56,7 @@ extension Engine {
         if case let .otherTotal(total)? = rejection {
             sizeDisagreements = lastOtherTotal == total ? sizeDisagreements + 1 : 1
             lastOtherTotal = total
-            if sizeDisagreements >= Self.sizeDisagreementLimit, others == 0 {
+            if sizeDisagreements >= (unprobed ? 1 : Self.sizeDisagreementLimit), others == 0 {
                 return .remoteChanged("the server reports \(total) bytes in all, not \(size ?? 0)")
             }
         } else if progressed {

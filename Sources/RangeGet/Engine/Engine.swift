@@ -88,6 +88,8 @@ final class Engine: LoopClient {
     var setupDelay = 0.1
     var retries = 0
     var sizeDisagreements = 0
+    /// The size is the manifest's word alone (see `init`).
+    let unprobed: Bool
     /// Times the plain stream started over from byte 0.
     var plainRestarts = 0
     var lastOtherTotal: Int64?
@@ -109,15 +111,18 @@ final class Engine: LoopClient {
     /// An engine for the file behind `mirrors` (the first one's size is the
     /// size). `opening`, the zero-round-trip start's request to the first
     /// mirror, becomes the first connection when its bytes are still missing.
+    /// `unprobed`: the size is the manifest's word alone (a resume that sent
+    /// no probe), so one answer naming another total ends the run for a probe.
     init(
         mirrors remotes: [RemoteFile], sink: Sink, manifest: Manifest?, manifestPath: String?,
         settings: DownloadOptions, plain: Bool, loop: TransferLoop,
-        opening: Opening? = nil, onEvent: @escaping @Sendable (DownloadEvent) -> Void
+        opening: Opening? = nil, unprobed: Bool = false, onEvent: @escaping @Sendable (DownloadEvent) -> Void
     ) {
         precondition(!remotes.isEmpty)
         precondition(opening?.heldBody == nil, "a body held in memory is written by the download (write(held:)), not an engine")
         self.settings = settings
         self.plain = plain
+        self.unprobed = unprobed
         self.onEvent = onEvent
         size = remotes[0].size
         mirrors = remotes.enumerated().map { Mirror(index: $0.offset, remote: $0.element) }

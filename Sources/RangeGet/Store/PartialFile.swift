@@ -164,11 +164,10 @@ final class PartialFile {
             return
         }
         stored.record(sources.map(\.url))
-        if let etag = stored.etag, etag == remote.etag, let size = remote.size, size != stored.size {
-            // Same version of the file, other size: the manifest cannot describe it.
-            throw .manifest(ManifestError(
-                path: files.manifest, problem: "records a size of \(stored.size) bytes, but the file (same ETag) has \(size)"))
-        }
+        // Another size starts over even under the same ETag: the server lied
+        // in one of its answers, the manifest's plan cannot describe the file
+        // it serves now, and refusing (as rangeget did) left nothing to run
+        // but --restart.
         var reason = stored.mismatch(with: remote).map { "the remote file changed since the last run: \($0)" }
         if reason == nil, !remote.acceptsRanges { reason = "the server does not serve the byte ranges a resume needs" }
         if reason == nil, file.currentSize() < (stored.done.ranges.last?.end ?? 0) {
