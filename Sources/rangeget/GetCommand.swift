@@ -204,7 +204,10 @@ enum GetCommand {
                 if !settings.quiet { display.message(resumability.withLock { $0 }.interruptedMessage) }
                 return code.rawValue
             }
-            let note = code == .network || code == .local ? resumability.withLock { $0 }.keptMessage(kept.withLock { $0 }) : nil
+            // An error with a remedy of its own (a manifest that asks for
+            // --restart) is not followed by a promise that the same command resumes.
+            let resumes = (code == .network || code == .local) && error.remedy == nil
+            let note = resumes ? resumability.withLock { $0 }.keptMessage(kept.withLock { $0 }) : nil
             return fail(error.commandLineText + (note.map { "; " + $0 } ?? ""), code)
         }
     }
