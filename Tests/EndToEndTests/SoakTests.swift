@@ -24,14 +24,14 @@
 // runs 300 from a seed it prints. A failure starts with its seed and how to
 // replay it, then the servers, the files and the command line.
 //
-// When it was written, `make soak` failed on two engine bugs, left to the
-// engine's owners (a seed replays each; the default seeds avoid them):
-// - a mirror that fails every answer, beside a healthy one, fails the
-//   download: the piece's tries are spent on it, and the failure that drops
-//   it also spends the last (--retries 2: seed 200084);
-// - a size that only rejected answers named (a lying Content-Range total or
-//   Content-Length) is saved in the manifest: once the server is honest,
-//   the same command fails, exit 4 or 1 (seed 200033).
+// When it was written, `make soak` found two engine bugs, fixed since (each
+// has its own test; the seeds replay them):
+// - a mirror that failed every answer, beside a healthy one, failed the
+//   download: the piece's tries were spent on it (seed 200084;
+//   MirrorFailoverTests);
+// - a size that only one lying answer named was saved in the manifest, and
+//   once the server was honest the same command refused to go on (seed
+//   200033; ReliabilityServerHeaderTests.test08SizeChangedUnderTheSameETag...).
 import Foundation
 import Glibc
 import RangeServer
