@@ -24,14 +24,17 @@
 // runs 300 from a seed it prints. A failure starts with its seed and how to
 // replay it, then the servers, the files and the command line.
 //
-// When it was written, `make soak` found two engine bugs, fixed since (each
-// has its own test; the seeds replay them):
+// When it was written, `make soak` found three engine bugs, fixed since
+// (each has its own test; the seeds replay them):
 // - a mirror that failed every answer, beside a healthy one, failed the
 //   download: the piece's tries were spent on it (seed 200084;
 //   MirrorFailoverTests);
 // - a size that only one lying answer named was saved in the manifest, and
 //   once the server was honest the same command refused to go on (seed
-//   200033; ReliabilityServerHeaderTests.test08SizeChangedUnderTheSameETag...).
+//   200033; ReliabilityServerHeaderTests.test08SizeChangedUnderTheSameETag...);
+// - an overlong answer to the opening request wrote its excess over the
+//   file's first bytes, and the run exited 0 (seed 777090;
+//   ReliabilityHostileServerTests.testAnOverlongOpeningAnswerWrites...).
 import Foundation
 import Glibc
 import RangeServer
