@@ -20,7 +20,7 @@ enum BenchCommand {
         Benchmark mirrors of one file: probe time, time to first byte, HTTP version and server,
         throughput on one and on N connections (so whether its rate is per connection or shared),
         TCP connections opened, and whether every mirror serves the same bytes (digests of small
-        ranges at the same random offsets). Ends with the mirrors and -n that are fastest together.
+        ranges spread over the file). Ends with the mirrors and -n that are fastest together.
         """,
         options: [
             .value("n", "connections", "N", "connections for the multi-connection measurement, and the most the recommendation uses (default 8)") { settings, text throws(UsageError) in

@@ -38,4 +38,22 @@ final class SpreadSampleTests: XCTestCase {
             XCTAssertEqual(MirrorVote.majority(values), .some(expected), "\(values)")
         }
     }
+
+    /// The mirrors a download keeps and `bench` calls the same bytes
+    /// (MirrorVote.largestGroup): the largest group of equal answers, a tie
+    /// to the group of the first; a mirror with no answer joins none.
+    func testTheLargestGroupOfEqualAnswersWinsAndATieGoesToTheFirst() {
+        let cases: [([String?], [Int])] = [
+            ([], []),
+            ([nil, nil], []),
+            (["a"], [0]),
+            (["a", "b"], [0]),
+            (["b", "a", "a"], [1, 2]),
+            (["a", nil, "b", "b", "a", "b"], [2, 3, 5]),
+            ([nil, "b", "a"], [1]),
+        ]
+        for (answers, expected) in cases {
+            XCTAssertEqual(MirrorVote.largestGroup(answers), expected, "\(answers)")
+        }
+    }
 }

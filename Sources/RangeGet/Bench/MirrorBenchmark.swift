@@ -3,7 +3,8 @@
 // connection and on N (each for a few seconds, through the real engine) and
 // so whether its rate is per connection or shared, the TCP connections the
 // N-connection download opened, and digests of a few small ranges at the
-// same random offsets on every mirror, so a mirror serving other bytes is
+// same places on every mirror (SpotCheck.samples: one at a random place in
+// each equal stripe of the file), so a mirror serving other bytes is
 // caught before anyone splices from it. What to use is MirrorChoice's call.
 import Digests
 import Glibc
@@ -89,7 +90,7 @@ public struct MirrorBenchmark: Sendable {
     /// Measures every mirror, one after another so they don't share the link.
     public func run(onStep: @Sendable (String) -> Void = { _ in }) -> [MirrorMeasurement] {
         var results = urls.map { MirrorMeasurement(url: $0) }
-        var offsets: [Int64]?
+        var ranges: [ByteRange]?
         for index in urls.indices {
             let url = urls[index]
             onStep("probing \(url)")
@@ -112,9 +113,12 @@ public struct MirrorBenchmark: Sendable {
                 results[index].error = "no byte ranges: cannot be used as a mirror"
                 continue
             }
-            if offsets == nil { offsets = sampleOffsets(size: size) }
-            results[index].sampleDigests = (offsets ?? []).map { offset in
-                (try? digest(of: remote, range: ByteRange(offset, min(size, offset + sampleLength)))) ?? "error"
+            if ranges == nil {
+                var random = SystemRandomNumberGenerator()
+                ranges = SpotCheck.samples(size: size, count: samples, length: sampleLength, using: &random)
+            }
+            results[index].sampleDigests = (ranges ?? []).map { range in
+                (try? digest(of: remote, range: range)) ?? "error"
             }
             onStep("measuring \(url) on 1 connection")
             results[index].oneConnection = throughput(url, connections: 1).rate
@@ -129,27 +133,19 @@ public struct MirrorBenchmark: Sendable {
         return results
     }
 
-    /// Flags mirrors whose sampled digests differ from what more than half of
-    /// the mirrors serve; without such a majority every mirror is flagged.
+    /// Flags the mirrors outside the largest group whose sampled digests
+    /// all agree (the vote a download takes, `MirrorVote.largestGroup`),
+    /// and every mirror when that group is no more than half of those
+    /// sampled: a download must go on with the first mirror's bytes, a
+    /// recommendation need not guess.
     private func markDifferences(_ results: inout [MirrorMeasurement]) {
         let measured = results.indices.filter { !results[$0].sampleDigests.isEmpty }
-        guard let count = measured.first.map({ results[$0].sampleDigests.count }) else { return }
-        for sample in 0..<count {
-            var votes: [String: Int] = [:]
-            for index in measured { votes[results[index].sampleDigests[sample], default: 0] += 1 }
-            let top = votes.max { $0.value < $1.value }
-            let majority = top.flatMap { $0.value * 2 > measured.count ? $0.key : nil }
-            for index in measured {
-                let same = results[index].sampleDigests[sample] == majority && majority != "error"
-                results[index].sameBytes = (results[index].sameBytes ?? true) && same
-            }
+        let answers = measured.map { results[$0].sampleDigests.contains("error") ? nil : results[$0].sampleDigests }
+        let agreeing = MirrorVote.largestGroup(answers)
+        let majority = agreeing.count * 2 > measured.count
+        for (position, index) in measured.enumerated() {
+            results[index].sameBytes = majority && agreeing.contains(position)
         }
-    }
-
-    private func sampleOffsets(size: Int64) -> [Int64] {
-        guard size > sampleLength else { return [0] }
-        var generator = SystemRandomNumberGenerator()
-        return (0..<samples).map { _ in Int64.random(in: 0...(size - sampleLength), using: &generator) }.sorted()
     }
 
     /// Bytes per second of a real download on `connections` connections,

@@ -39,32 +39,33 @@ enum MirrorVote {
         let answers = concurrently(Array(mirrors.indices), named: "rangeget sample") { index in
             Result { () throws(DownloadError) in try bytes(of: mirrors[index], at: samples, options: options) }
         }
-        var groups: [(bytes: [[UInt8]], members: [Int])] = []
         var dropped: [Int: String] = [:]
-        for index in mirrors.indices {
+        let served = mirrors.indices.map { index -> [[UInt8]]? in
             switch answers[index]! {
             case let .failure(error):
                 dropped[index] = "its sample bytes could not be fetched to compare (\(error))"
+                return nil
             case let .success(bytes):
-                if let group = groups.firstIndex(where: { $0.bytes == bytes }) {
-                    groups[group].members.append(index)
-                } else {
-                    groups.append((bytes, [index]))
-                }
+                return bytes
             }
         }
-        // The largest group; the first found wins a tie, and groups are found in the mirrors' order.
-        guard let winner = groups.indices.max(by: { groups[$0].members.count < groups[$1].members.count
-                || (groups[$0].members.count == groups[$1].members.count && $0 > $1) }) else { return dropped }
-        for (group, members) in groups.enumerated().map({ ($0.offset, $0.element) }) where group != winner {
-            let differing = samples.indices.filter { members.bytes[$0] != groups[winner].bytes[$0] }.map { samples[$0] }
-            let reference = mirrors[groups[winner].members[0]].url
-            for index in members.members {
-                dropped[index] = "its bytes \(differing.map(String.init(describing:)).joined(separator: ", ")) differ "
-                    + "from those \(reference) and the mirrors that agree with it serve"
-            }
+        let agreeing = largestGroup(served)
+        guard let reference = agreeing.first, let expected = served[reference] else { return dropped }
+        for index in mirrors.indices where dropped[index] == nil && !agreeing.contains(index) {
+            let differing = samples.indices.filter { served[index]![$0] != expected[$0] }.map { samples[$0] }
+            dropped[index] = "its bytes \(differing.map(String.init(describing:)).joined(separator: ", ")) differ "
+                + "from those \(mirrors[reference].url) and the mirrors that agree with it serve"
         }
         return dropped
+    }
+
+    /// The indices of the largest group of equal `answers` (one without an
+    /// answer joins none); of groups as large, the one whose first member
+    /// comes first. Empty when there is no answer. The download's vote and
+    /// `bench` both count with it.
+    static func largestGroup<Answer: Hashable>(_ answers: [Answer?]) -> [Int] {
+        guard let winner = majority(answers.compactMap(\.self)) else { return [] }
+        return answers.indices.filter { answers[$0] == winner }
     }
 
     /// The bytes `mirror` serves at each of `samples`, each answer checked
