@@ -32,6 +32,8 @@ import Synchronization
 
 final class BatchRun: Sendable {
     private let entries: [ListEntry]
+    /// The list's lines that could not be read: each fails alone, reported as the run starts.
+    private let problems: [ListProblem]
     private let settings: GetSettings
     private let display: ProgressDisplay
     private let state: Mutex<State>
@@ -128,9 +130,10 @@ final class BatchRun: Sendable {
         let resumability = Mutex(Resumability.resumable)
     }
 
-    init(entries: [ListEntry], settings: GetSettings, checksums: [String: Checksum]? = nil) {
+    init(entries: [ListEntry], problems: [ListProblem] = [], settings: GetSettings, checksums: [String: Checksum]? = nil) {
         self.checksums = checksums
         self.entries = entries
+        self.problems = problems
         state = Mutex(State(progress: ListProgress(files: entries.count)))
         var settings = settings
         if let total = settings.maxSpeed { settings.options.transfer.rateLimit = RateLimit(bytesPerSecond: total) }
@@ -143,6 +146,15 @@ final class BatchRun: Sendable {
 
     /// Downloads every entry; returns the exit code.
     func run(jobs: Int) -> Int32 {
+        // Said before anything starts, and also with -q: each bad line is a file not fetched.
+        for problem in problems {
+            if settings.json {
+                printJSONLine(JSONSummary(urls: [], error: .usage(problem.message), code: .usage, line: problem.line))
+            } else {
+                display.message("failed: " + problem.message)
+            }
+        }
+        guard !entries.isEmpty else { return finish() }
         let jobs = max(1, min(jobs, entries.count))
         wholeFileOpenings.store(jobs >= settings.options.connections, ordering: .relaxed)
         // Two malloc arenas, not glibc's eight per core: each lane's arena
@@ -329,9 +341,10 @@ final class BatchRun: Sendable {
         let resumability = lane.resumability.withLock { $0 }
         if settings.json {
             switch result {
-            case let .success(done): printJSONLine(JSONSummary(result: done))
+            case let .success(done): printJSONLine(JSONSummary(result: done, line: entries[index].line))
             case let .failure(error):
-                printJSONLine(JSONSummary(urls: entries[index].urls, error: error, code: ExitCode(error)))
+                printJSONLine(JSONSummary(urls: entries[index].urls, error: error, code: ExitCode(error),
+                                          line: entries[index].line))
             }
         }
         switch result {
@@ -398,7 +411,7 @@ final class BatchRun: Sendable {
         }
         // No map: the list's bytes are no one file's.
         display.show(figures.progress, prefix: "[\(finished)/\(entries.count) files]", mapped: false,
-                     totalIsEstimate: !figures.exact)
+                     unknownSizes: figures.unknownSizes)
     }
 
     /// One JSON object on a line of stdout, written whole and flushed at
@@ -408,27 +421,34 @@ final class BatchRun: Sendable {
         output.withLock { _ in write(line, to: STDOUT_FILENO) }
     }
 
-    /// Prints the summary and picks the exit code: the first failure's
-    /// (files never started count as interrupted), else 0.
+    /// Prints the summary and picks the exit code: that of the first entry
+    /// in list order that failed (a bad line's is 2; files never started
+    /// count as interrupted), else 0.
     private func finish() -> Int32 {
         let (started, skipped, failures) = state.withLock { ($0.next, $0.skipped, $0.failed) }
         let notStarted = entries.count - started
-        let failedCount = failures.count + notStarted
-        let code = failures.first?.code ?? (notStarted > 0 ? .interrupted : .success)
+        let files = entries.count + problems.count
+        let failedCount = failures.count + notStarted + problems.count
+        let firstFailure = (failures.map { (line: entries[$0.index].line, code: $0.code) }
+            + problems.map { (line: $0.line, code: ExitCode.usage) }).min { $0.line < $1.line }
+        let code = firstFailure?.code ?? (notStarted > 0 ? .interrupted : .success)
         if settings.json {
             for index in started..<entries.count {
-                printJSONLine(JSONSummary(urls: entries[index].urls, error: .interrupted(keptResumeState: true), code: .interrupted))
+                printJSONLine(JSONSummary(urls: entries[index].urls, error: .interrupted(keptResumeState: true),
+                                          code: .interrupted, line: entries[index].line))
             }
             printJSONLine(BatchSummary(
                 outcome: failedCount == 0 ? "complete" : code == .interrupted ? "interrupted" : "failed",
-                exitCode: code.rawValue, fileCount: entries.count, complete: entries.count - failedCount,
-                alreadyComplete: skipped, failed: failedCount))
-        } else if !settings.quiet {
-            let failedURLs = failures.map { Manifest.redacting(entries[$0.index].urls[0]) }
+                exitCode: code.rawValue, fileCount: files, complete: files - failedCount,
+                alreadyComplete: skipped, failed: failedCount, badLines: problems.count))
+        } else if !settings.quiet, !entries.isEmpty {
+            // (A list of bad lines only was all said as the run began.)
+            let failedNames = failures.sorted { $0.index < $1.index }.map { Manifest.redacting(entries[$0.index].urls[0]) }
+                + (problems.isEmpty ? [] : ["\(problems.count) bad \(problems.count == 1 ? "line" : "lines") of the list"])
                 + (notStarted > 0 ? ["\(notStarted) not started"] : [])
-            TerminalText.printLine("\(entries.count - failedCount) of \(entries.count) files downloaded"
+            display.message("\(files - failedCount) of \(files) files downloaded"
                 + (skipped > 0 ? " (\(skipped) already complete)" : "")
-                + (failedURLs.isEmpty ? "" : "; failed: " + failedURLs.joined(separator: ", ")))
+                + (failedNames.isEmpty ? "" : "; failed: " + failedNames.joined(separator: ", ")))
         }
         return code.rawValue
     }
@@ -443,8 +463,10 @@ struct BatchSummary: Encodable {
     /// Files now complete at their final names, of which `alreadyComplete` were there before.
     var complete: Int
     var alreadyComplete: Int
-    /// Files that failed, were interrupted or never started.
+    /// Files that failed, were interrupted or never started, and bad lines.
     var failed: Int
+    /// Lines of the list that could not be read (each also has an object of its own).
+    var badLines: Int
 }
 
 /// `--checksum-file`: lines of `HEX  NAME` (or `HEX *NAME`) as sha256sum,

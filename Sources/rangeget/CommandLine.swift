@@ -66,6 +66,9 @@ struct Command<Settings> {
     let summary: String
     let options: [Option<Settings>]
     let details: String
+    /// Options of other tools, as typed (`-x`, `--continue`), with what to
+    /// use here: refused with that hint, never taken for something else.
+    var habits: [String: String] = [:]
 
     /// Applies `arguments` to `settings`; returns the positional arguments.
     func parse(_ arguments: [String], into settings: inout Settings) throws(UsageError) -> [String] {
@@ -88,7 +91,7 @@ struct Command<Settings> {
                 let name = body.split(separator: "=", maxSplits: 1).first.map(String.init) ?? ""
                 let inline = body.contains("=") ? String(body.drop(while: { $0 != "=" }).dropFirst()) : nil
                 guard let option = options.first(where: { $0.text.long == name }) else {
-                    throw UsageError("unknown option --\(name) (see '\(helpCommand)')")
+                    throw unknownOption("--" + name, closeTo: name)
                 }
                 if option.text.value == nil {
                     if inline != nil { throw UsageError("option --\(name) takes no value") }
@@ -101,7 +104,9 @@ struct Command<Settings> {
                 while !letters.isEmpty {
                     let letter = letters.removeFirst()
                     guard let option = options.first(where: { $0.text.short == letter }) else {
-                        throw UsageError("unknown option -\(letter) (see '\(helpCommand)')")
+                        // `-conections`: a long option typed with one dash.
+                        let word = String(argument.dropFirst())
+                        throw unknownOption("-\(letter)", closeTo: word.count > 2 && letters.count + 1 == word.count ? word : nil)
                     }
                     if option.text.value == nil {
                         try option.apply(&settings, "")
@@ -121,6 +126,23 @@ struct Command<Settings> {
 
     /// `rangeget --help`, `rangeget serve --help`: where a usage error points.
     private var helpCommand: String { page.invocation + " --help" }
+
+    /// The error for `typed`, an option this command does not have: the
+    /// hint for another tool's habit typed as a long option (`--continue`),
+    /// else the long option closest to `word` when one is close enough to be
+    /// a typo (`--conections`, or `-connections` typed with one dash), else
+    /// the hint for a habit's letter (`-x`).
+    private func unknownOption(_ typed: String, closeTo word: String?) -> UsageError {
+        // Typed whole, a habit is no typo.
+        if typed.hasPrefix("--"), let hint = habits[typed] { return UsageError(hint) }
+        let longNames = options.map(\.text.long)
+        if let word, let match = longNames.contains(word) ? word : Suggestion.closest(to: word, among: longNames) {
+            return UsageError("unknown option \(typed == "--" + word ? typed : "-" + word); did you mean --\(match)? "
+                + "(see '\(helpCommand)')")
+        }
+        if let hint = habits[typed] { return UsageError(hint) }
+        return UsageError("unknown option \(typed) (see '\(helpCommand)')")
+    }
 
     /// What help, the man page and the completions show of this command.
     var page: CommandPage {

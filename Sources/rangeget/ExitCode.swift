@@ -9,6 +9,9 @@ enum ExitCode: Int32 {
     case usage = 2
     case verification = 3
     case local = 4
+    /// Another rangeget is downloading to the same file: nothing was
+    /// changed, and the same command works once that one ends.
+    case busy = 5
     case interrupted = 130
 
     init(_ error: DownloadError) {
@@ -16,7 +19,8 @@ enum ExitCode: Int32 {
         case .usage: self = .usage
         case .network, .server: self = .network
         case .verification: self = .verification
-        case .io, .manifest, .busy: self = .local
+        case .io, .manifest: self = .local
+        case .busy: self = .busy
         case .interrupted: self = .interrupted
         }
     }

@@ -57,7 +57,9 @@ extension GetCommand {
         case let (_, code?):
             return fail("cannot write to stdout: \(systemReason(code))", .local)
         case let (.success(result), nil):
-            if !settings.quiet { writeToStandardError(TerminalText.escaped(summary(result, retries: retries.withLock { $0 })) + "\n") }
+            if !settings.quiet {
+                display.message(summary(result, retries: retries.withLock { $0 }, connections: settings.options.connections))
+            }
             return ExitCode.success.rawValue
         case (.failure(.interrupted), nil):
             if !settings.quiet {

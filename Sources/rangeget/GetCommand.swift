@@ -110,10 +110,12 @@ enum GetCommand {
         ],
         details: listSyntax + "\n\n" + """
         Exit codes: 0 done, 1 network or server failure, 2 usage error, 3 verification failed,
-        4 local I/O error, 130 interrupted (the same command resumes it; a single stream only where
-        the server then serves byte ranges; -o - never). With -o -, a reader that closes the pipe
-        early ends the run with 0.
-        """
+        4 local I/O error, 5 another rangeget is downloading to the same file, 130 interrupted (the
+        same command resumes it; a single stream only where the server then serves byte ranges;
+        -o - never). A list exits with the code of its first failed entry. With -o -, a reader that
+        closes the pipe early ends the run with 0.
+        """,
+        habits: Suggestion.habits
     ) }
 
     /// How a list for -i is written; in --help and in the man page's LISTS.
@@ -146,11 +148,11 @@ enum GetCommand {
                 guard urls.isEmpty else { throw UsageError("give URLs either on the command line or with -i, not both") }
                 guard settings.output == nil else { throw UsageError("-o names one file; with -i use out=NAME in the list") }
                 try validate(urls: ["http://list/"], settings: settings)
-                let entries = try InputList.parse(try readList(list))
-                guard !entries.isEmpty else { throw UsageError("\(list) lists no URL") }
+                let reading = InputList.read(try readList(list))
+                guard !reading.entries.isEmpty || !reading.problems.isEmpty else { throw UsageError("\(list) lists no URL") }
                 let checksums = try settings.checksumFile.map { try ChecksumList.parse(try readList($0)) }
-                for notice in entries.compactMap(\.outputNotice) { warn(notice) }
-                return BatchRun(entries: entries, settings: settings, checksums: checksums)
+                for notice in reading.entries.compactMap(\.outputNotice) { warn(notice) }
+                return BatchRun(entries: reading.entries, problems: reading.problems, settings: settings, checksums: checksums)
                     .run(jobs: settings.jobs ?? settings.options.connections)
             }
             if settings.checksumFile != nil { throw UsageError("--checksum-file goes with -i; for one file use --checksum") }
@@ -190,7 +192,9 @@ enum GetCommand {
             if settings.json {
                 print(JSONSummary(result: result).encoded())
             } else if !settings.quiet {
-                TerminalText.printLine(result.alreadyComplete ? skipped(result) : summary(result, retries: retries.withLock { $0 }))
+                // Said to people, so on stderr: stdout carries only what a program reads (--json, -o -).
+                display.message(result.alreadyComplete ? skipped(result)
+                    : summary(result, retries: retries.withLock { $0 }, connections: settings.options.connections))
             }
             return ExitCode.success.rawValue
         } catch {
@@ -227,6 +231,12 @@ enum GetCommand {
 
     private static func validate(urls: [String], settings: GetSettings) throws(UsageError) {
         guard !urls.isEmpty else { throw UsageError("no URL given (see 'rangeget --help')") }
+        // `rangeget statsu`: a plain word close to a command's name meant the command.
+        for url in urls where !url.contains(where: { "./:".contains($0) }) {
+            if let command = Suggestion.closest(to: url, among: Subcommand.names) {
+                throw UsageError("unknown command '\(url)'; did you mean 'rangeget \(command)'? (see 'rangeget --help')")
+            }
+        }
         for url in urls { try InputList.check(url: url) }
         if let directory = settings.directory {
             try OutputDirectory.prepare(directory, create: true, name: "--dir \(directory)")
@@ -235,7 +245,7 @@ enum GetCommand {
             let path = joined(settings.directory, output)
             // Split as the download splits it (by bytes, as the kernel does).
             let folder = StateFile.directory(of: path)
-            try OutputDirectory.prepare(folder, create: false, name: "the directory \(folder) of --output")
+            try OutputDirectory.prepare(folder, create: true, name: "the directory \(folder) of --output")
         }
     }
 
@@ -289,14 +299,23 @@ enum GetCommand {
         "\(result.path) is already complete (\(ByteCount.format(result.size)), the same as the server's): nothing to do"
     }
 
-    static func summary(_ result: DownloadResult, retries: RetryKinds) -> String {
+    /// The line that ends a download, `connections` being `-n`.
+    static func summary(_ result: DownloadResult, retries: RetryKinds, connections: Int) -> String {
         let rate = result.seconds > 0 ? Double(result.bytesFetched) / result.seconds : 0
         var line = result.path == "-" ? "streamed \(ByteCount.format(result.size)) to stdout" : "saved \(result.path) (\(ByteCount.format(result.size)))"
         line += " in \(String(format1: result.seconds)) s"
-        line += ", \(ByteCount.format(Int64(saturating: rate)))/s"
-        if result.bytesReused > 0 { line += ", \(ByteCount.format(result.bytesReused)) reused from an earlier run" }
+        // Nothing fetched has no rate: "0 B/s" read as a stalled run.
+        if result.bytesFetched > 0 { line += ", \(ByteCount.format(Int64(saturating: rate)))/s" }
+        if result.bytesReused > 0 {
+            let all = result.bytesFetched == 0 ? "all " : ""
+            line += ", \(all)\(ByteCount.format(result.bytesReused)) reused from an earlier run"
+        }
         if let retried = retries.phrase(total: result.retries) { line += ", " + retried }
         line += ", \(result.tcpConnections) TCP connection\(result.tcpConnections == 1 ? "" : "s")"
+        if result.tcpConnections > connections {
+            // More than -n is no broken limit: say why.
+            line += " (at most \(connections) at once; a transfer cut short, by the server, a steal or a race, closes its connection)"
+        }
         let versions = Set(result.mirrors.compactMap(\.httpVersion)).sorted()
         if !versions.isEmpty { line += " over " + versions.map { "HTTP/\($0)" }.joined(separator: " and ") }
         if result.mirrors.count > 1 {

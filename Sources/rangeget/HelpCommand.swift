@@ -44,7 +44,7 @@ enum HelpCommand {
         ("rangeget -n 12 https://a.example/big.iso https://b.example/big.iso https://c.example/big.iso",
          "three mirrors of one file, 12 connections among them"),
         ("rangeget -d ~/Downloads https://example.org/get?id=42", "the name from Content-Disposition"),
-        ("rangeget --checksum sha256=9f86d081884c7d65...  https://example.org/big.iso",
+        ("rangeget --checksum sha256=9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08 https://example.org/big.iso",
          "verified before it gets its final name"),
         ("rangeget -H 'Authorization: Bearer TOKEN' https://example.org/private.tar", "a header, never stored on disk"),
         ("rangeget --max-speed 5M https://example.org/big.iso", "the whole run stays under 5 MiB/s"),
@@ -142,7 +142,9 @@ enum HelpCommand {
         command again fetches only the missing bytes; a remote file that changed is downloaded again from the start.
         .SH EXIT STATUS
         0 done; 1 network or server failure; 2 usage error; 3 verification failed; 4 local I/O error;
-        130 interrupted (resumable; a single stream only where the server then serves byte ranges).
+        5 another rangeget is downloading to the same file (nothing changed); 130 interrupted
+        (resumable; a single stream only where the server then serves byte ranges). A list exits
+        with the code of its first failed entry, in list order.
 
         """
         return roff

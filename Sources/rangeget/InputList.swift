@@ -18,32 +18,55 @@ struct ListEntry: Equatable {
     var outputNotice: String?
 }
 
+/// A line of a list that could not be read, and why (one line, naming it).
+struct ListProblem: Equatable {
+    var line: Int
+    var message: String
+}
+
+/// A list as read: the entries of its good lines, and every bad line, in
+/// line order. A bad line costs only its own entry: the others run.
+struct ListReading: Equatable {
+    var entries: [ListEntry] = []
+    var problems: [ListProblem] = []
+}
+
 enum InputList {
-    /// Parses the text of an input file; throws a usage error naming the line of the first problem.
-    static func parse(_ text: String) throws(UsageError) -> [ListEntry] {
+    /// Reads the text of an input file, every line of it.
+    static func read(_ text: String) -> ListReading {
         // Read over the text's own bytes: through Substrings and their UTF-8
         // views, 1000 lines took 13M instructions, a tenth of the fetching of
         // 1000 small files, before the first one started.
         var text = text
         text.makeContiguousUTF8()
-        return try text.utf8.withContiguousStorageIfAvailable { bytes in
-            Result { () throws(UsageError) in try parse(bytes: bytes) }
-        }!.get()
+        return text.utf8.withContiguousStorageIfAvailable(read(bytes:))!
     }
 
-    /// Reads each line of `bytes` in turn into the entries.
-    private static func parse(bytes: UnsafeBufferPointer<UInt8>) throws(UsageError) -> [ListEntry] {
-        var entries: [ListEntry] = []
+    /// Reads each line of `bytes` in turn into the entries, or the problems.
+    private static func read(bytes: UnsafeBufferPointer<UInt8>) -> ListReading {
+        var reading = ListReading()
+        // True while the lines read belong to an entry left out: its
+        // indented option lines go with it.
+        var skipping = false
         for (index, line) in textLineRanges(bytes).enumerated() {
-            try read(UnsafeBufferPointer(rebasing: bytes[line]), number: index + 1, into: &entries)
+            let number = index + 1
+            do {
+                try read(UnsafeBufferPointer(rebasing: bytes[line]), number: number, into: &reading.entries,
+                         afterSkipped: &skipping)
+            } catch {
+                reading.problems.append(ListProblem(line: number, message: error.message))
+                skipping = true
+            }
         }
-        return entries
+        return reading
     }
 
     /// Reads line `number` (its bytes, without the line break): a new entry,
-    /// an `out=` for the entry above it, or nothing.
+    /// an `out=` for the entry above it, or nothing. `skipping`: the entry
+    /// above was left out, so an option line is read for its problems only;
+    /// a new entry ends it.
     private static func read(_ line: UnsafeBufferPointer<UInt8>, number: Int,
-                             into entries: inout [ListEntry]) throws(UsageError) {
+                             into entries: inout [ListEntry], afterSkipped skipping: inout Bool) throws(UsageError) {
         let isBlank = { (byte: UInt8) in byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
         // An ASCII line is split as bytes; any other by Characters, where a
         // '#' or a space joined to a mark after it (`#️⃣`, a keycap emoji)
@@ -61,23 +84,32 @@ enum InputList {
             continues = text.first == " " || text.first == "\t"
         }
         guard !tokens.isEmpty else { return }
+        if !continues { skipping = false }
         var urls: [String] = []
         var output: String?
         var notice: String?
-        for token in tokens {
-            if token.hasPrefix("out=") {
-                (output, notice) = try outputName(String(token.dropFirst(4)), line: number)
-            } else if isOption(token, ascii: ascii) {
-                throw UsageError("input line \(number): unknown option '\(token)' (only out=NAME is known)")
-            } else {
-                try check(url: token, line: number)
-                urls.append(token)
+        do throws(UsageError) {
+            for token in tokens {
+                if token.hasPrefix("out=") {
+                    (output, notice) = try outputName(String(token.dropFirst(4)), line: number)
+                } else if isOption(token, ascii: ascii) {
+                    throw UsageError("input line \(number): unknown option '\(token)' (only out=NAME is known)")
+                } else {
+                    try check(url: token, line: number)
+                    urls.append(token)
+                }
             }
+        } catch {
+            // A bad option line leaves out the file it names: not under the name asked for.
+            let optionsOnly = tokens.allSatisfy { $0.hasPrefix("out=") || isOption($0, ascii: ascii) }
+            guard continues, optionsOnly, !skipping, let owner = entries.popLast() else { throw error }
+            throw UsageError(error.message + "; the file of input line \(owner.line) is left out")
         }
         guard urls.isEmpty else {
             entries.append(ListEntry(urls: urls, output: output, line: number, outputNotice: notice))
             return
         }
+        if skipping { return }
         // An indented line of options belongs to the entry above it.
         guard continues, !entries.isEmpty else {
             throw UsageError("input line \(number): options without a URL line above them")

@@ -1,5 +1,5 @@
 // `--json`: one object on stdout when the run ends, for scripts and
-// benchmarks. Field names are stable; see README.md ("Machine-readable output").
+// benchmarks. Field names are stable; see docs/DESIGN.md ("Machine-readable output").
 import Glibc
 import FoundationEssentials
 import RangeGet
@@ -24,6 +24,8 @@ struct JSONSummary: Encodable {
     /// True when the file was there already and still the server's: nothing fetched.
     var alreadyComplete: Bool?
     var mirrors: [Mirror]
+    /// The line of `-i LIST` the file (or the bad line) is on; null for a single download.
+    var line: Int?
 
     struct Mirror: Encodable {
         var url: String
@@ -52,7 +54,8 @@ struct JSONSummary: Encodable {
         }
     }
 
-    init(result: DownloadResult) {
+    init(result: DownloadResult, line: Int? = nil) {
+        self.line = line
         outcome = "complete"
         exitCode = ExitCode.success.rawValue
         file = result.path
@@ -75,7 +78,8 @@ struct JSONSummary: Encodable {
     /// A run that failed with `error`; `file` is the output when the command
     /// line named it (otherwise the server would have, and it did not get to).
     /// The mirror the error names counts that error.
-    init(urls: [String], error: DownloadError, code: ExitCode, file: String? = nil) {
+    init(urls: [String], error: DownloadError, code: ExitCode, file: String? = nil, line: Int? = nil) {
+        self.line = line
         outcome = code == .interrupted ? "interrupted" : "failed"
         exitCode = code.rawValue
         self.error = error.commandLineText
@@ -91,7 +95,7 @@ struct JSONSummary: Encodable {
 
     private enum CodingKeys: String, CodingKey {
         case outcome, exitCode, error, httpStatus, failure, file, size, seconds, averageBytesPerSecond, bytesFetched, bytesReused,
-             retries, connectionsUsed, tcpConnections, alreadyComplete, mirrors
+             retries, connectionsUsed, tcpConnections, alreadyComplete, mirrors, line
     }
 
     /// Every field, null when it does not apply, so that a script finds each
@@ -114,6 +118,7 @@ struct JSONSummary: Encodable {
         try container.encode(tcpConnections, forKey: .tcpConnections)
         try container.encodeIfPresent(alreadyComplete, forKey: .alreadyComplete)
         try container.encode(mirrors, forKey: .mirrors)
+        try container.encode(line, forKey: .line)
     }
 
     func encoded() -> String { Self.encode(self) }

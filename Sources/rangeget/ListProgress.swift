@@ -1,11 +1,13 @@
 // ListProgress: the figures of a list's progress line (`-i`). Its bytes are
 // those of this run, of the files that ended and of the running ones, so
 // the count never drops when a file ends; its rate is the display's, over
-// those bytes. The list's size is known only once every file has started
-// and told its size: until then each file not yet started (or started but
-// silent so far) counts as the mean size of those that told theirs, which
-// gives an ETA for the whole list, and the line shows no percent and no
-// total (they would be guesses).
+// those bytes. The list's size is known only once every file has told its
+// size. Until then the line counts each file of unknown size (not started,
+// or started and silent so far) as empty: its total, percent and ETA are
+// bounds (`>= 1.1 GiB`, `<= 45%`, `ETA >= 0:05`) with the number of sizes
+// still unknown, never a guess. (A guess, each unknown file at the mean
+// size told, read `ETA 0:05` for 17 s while six large files came after
+// twenty small ones.)
 import RangeGet
 
 struct ListProgress {
@@ -40,37 +42,32 @@ struct ListProgress {
         }
     }
 
-    /// The line's figures: the bytes done, the list's size (nil while no
-    /// file told its size, or a running one has not), and whether that size
-    /// is exact. Files not yet started, and those started that have told
-    /// nothing yet, count as the mean size told.
-    func figures() -> (progress: DownloadProgress, exact: Bool) {
-        let unstarted = max(0, files - ended - running.count)
+    /// The line's figures: the bytes done, and the list's size, or a lower
+    /// bound of it while `unknownSizes` files have not told theirs (nil
+    /// while none has told any and some file has yet to).
+    func figures() -> (progress: DownloadProgress, unknownSizes: Int) {
+        var unknown = max(0, files - ended - running.count)
         var done = endedBytes
         var left = 0.0
-        var sized = endedSizes
-        var unknown = false
         var connections = 0
         for progress in running.values {
             done = done.saturatingAdding(progress.bytesDone)
             connections += progress.activeConnections
             guard let size = progress.totalBytes else {
-                unknown = true
+                unknown += 1
                 continue
             }
             // Sizes are the servers' word: summed in Double, clamped once.
             left += max(0, Double(size) - Double(progress.bytesDone))
-            sized.files += 1
-            sized.bytes += Double(size)
         }
+        let anyKnown = endedSizes.files > 0 || running.values.contains { $0.totalBytes != nil }
         var total: Int64?
-        if !unknown, unstarted == 0 || sized.files > 0 {
-            let guessed = unstarted == 0 ? 0 : Double(unstarted) * sized.bytes / Double(sized.files)
-            let sum = Double(done) + left + guessed
+        if unknown == 0 || anyKnown {
+            let sum = Double(done) + left
             total = sum >= Double(Int64.max) ? .max : Int64(sum)
         }
         let progress = DownloadProgress(bytesDone: done, totalBytes: total, bytesPerSecond: 0,
                                         activeConnections: connections)
-        return (progress, !unknown && unstarted == 0)
+        return (progress, unknown)
     }
 }

@@ -1,6 +1,7 @@
 // OutputDirectory: checks, before anything is fetched, that downloads can be
-// saved where the command line says: `-d DIR` is created when missing (with
-// its parents, as `mkdir -p`, aria2c and wget do), and a directory that cannot
+// saved where the command line says: `-d DIR`, and the directory of `-o
+// PATH`, are created when missing (with their parents, as `mkdir -p`, aria2c
+// and wget do), and a directory that cannot
 // be written into is a usage error (exit 2) with the system's reason, found by
 // creating a file there: access(2) says yes to root in /proc, where no file
 // can be made.
@@ -40,7 +41,11 @@ enum OutputDirectory {
     private static func createTestFile(in directory: String) -> String? {
         let path = (directory.hasSuffix("/") ? directory : directory + "/") + ".rangeget-write-test-\(getpid())"
         let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else { return systemReason(errno) }
+        // ENOENT in a directory that is there: a file system that makes no
+        // files on request (/proc, /sys); its reason alone misleads.
+        guard descriptor >= 0 else {
+            return errno == ENOENT ? "its file system takes no new files" : systemReason(errno)
+        }
         close(descriptor)
         unlink(path)
         return nil

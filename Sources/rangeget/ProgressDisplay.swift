@@ -2,7 +2,9 @@
 // line redrawn in place at most ten times a second: a map of the file (done,
 // in flight, missing), percent, bytes, rate, ETA, connections; trimmed to the
 // terminal's width on every draw, so a resize never wraps it. When stderr is
-// not a terminal: a plain line every few seconds. Nothing with -q. The rate
+// not a terminal: a plain line every few seconds, the first once the run has
+// taken a second (a short run in a script says only how it ended). Nothing
+// with -q. The rate
 // and ETA are the display's own (RateWindow), shown once there is one.
 import FoundationEssentials
 import Glibc
@@ -14,6 +16,9 @@ final class ProgressDisplay: Sendable {
     private let mode: Mode
     private let unicode: Bool
     private let state = Mutex(State())
+    /// When the display was made: off a terminal, the first line waits `firstLineAfter` seconds.
+    private let started = MonotonicClock.now()
+    static let firstLineAfter = 1.0
 
     private struct State {
         var drawn = false
@@ -37,15 +42,18 @@ final class ProgressDisplay: Sendable {
     var draws: Bool { mode != .off }
 
     /// Draws `progress` when a draw is due (`prefix`, read only then, goes
-    /// before it): with a map of the file when `mapped`; a total that is an
-    /// estimate (a list's) gives the ETA only, no percent and no total.
+    /// before it): with a map of the file when `mapped`. While
+    /// `unknownSizes` files (of a list) have not told their sizes, the
+    /// total is a lower bound: the total, percent and ETA show as bounds,
+    /// followed by that count.
     func show(_ progress: DownloadProgress, prefix: @autoclosure () -> String = "", mapped: Bool = true,
-              totalIsEstimate: Bool = false) {
+              unknownSizes: Int = 0) {
         let now = MonotonicClock.now()
         let interval = mode == .terminal ? 0.1 : 5.0
         let draw: (due: Bool, rate: Double?) = state.withLock { state in
             state.rate.add(bytesDone: progress.bytesDone, at: now)
-            guard mode != .off, now - state.lastDraw >= interval else { return (false, nil) }
+            guard mode != .off, now - state.lastDraw >= interval,
+                  mode == .terminal || now - started >= Self.firstLineAfter else { return (false, nil) }
             state.lastDraw = now
             state.drawn = mode == .terminal
             return (true, state.rate.bytesPerSecond)
@@ -55,14 +63,16 @@ final class ProgressDisplay: Sendable {
         progress.bytesPerSecond = draw.rate ?? 0
         let prefix = prefix()
         var figures = prefix.isEmpty ? "" : prefix + " "
-        if let total = progress.totalBytes, total > 0, !totalIsEstimate {
-            figures += String(format1: Double(progress.bytesDone) * 100 / Double(total)) + "%  "
-            figures += ByteCount.format(progress.bytesDone) + " / " + ByteCount.format(total)
+        let bound = unknownSizes > 0
+        if let total = progress.totalBytes, total > 0 {
+            figures += (bound ? "<= " : "") + String(format1: Double(progress.bytesDone) * 100 / Double(total)) + "%  "
+            figures += ByteCount.format(progress.bytesDone) + " / " + (bound ? ">= " : "") + ByteCount.format(total)
         } else {
             figures += ByteCount.format(progress.bytesDone)
         }
         if draw.rate != nil { figures += "  " + ByteCount.format(Int64(saturating: progress.bytesPerSecond)) + "/s" }
-        if let left = progress.secondsLeft { figures += "  ETA " + DurationText.format(left) }
+        if let left = progress.secondsLeft { figures += "  ETA " + (bound ? ">= " : "") + DurationText.format(left) }
+        if bound { figures += "  \(unknownSizes) size\(unknownSizes == 1 ? "" : "s") unknown" }
         figures += "  \(progress.activeConnections) conn"
         switch mode {
         case .off:

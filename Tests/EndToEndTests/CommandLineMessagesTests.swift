@@ -52,7 +52,7 @@ final class CommandLineMessagesTests: EndToEndTestCase {
         let run = try CLI.run(["-n", "1", "--retry-wait", "0.01", "-o", path("f"), server.url("f")], in: directory)
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(path("f"), resource)
-        XCTAssertTrue(run.stdout.contains(", 2 retries (1 cut, 1 HTTP 503 answer), "), run.stdout)
+        XCTAssertTrue(run.stderr.contains(", 2 retries (1 cut, 1 HTTP 503 answer), "), run.stderr)
     }
 
     /// `dropped (the server ignored the Range header (200 with the whole file))`.
@@ -65,7 +65,7 @@ final class CommandLineMessagesTests: EndToEndTestCase {
         let run = try CLI.run(["-n", "4", "-o", path("f"), server.url("f"), other.url("f")], in: directory)
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(path("f"), resource)
-        let summary = run.stdout
+        let summary = run.stderr
         XCTAssertTrue(summary.contains("; mirrors: 127.0.0.1:\(server.port) 4.0 MiB, 127.0.0.1:\(other.port) dropped; "
                                        + "127.0.0.1:\(other.port) was dropped: "), summary)
         var depth = 0
@@ -143,16 +143,20 @@ final class CommandLineMessagesTests: EndToEndTestCase {
         let created = try CLI.run(["-q", "-d", path("new/nested"), server.url("f")], in: directory)
         XCTAssertEqual(created.status, 0, created.stderr)
         XCTAssertTrue(FileManager.default.fileExists(atPath: path("new/nested/f")))
+        // -o's directory alike (issue 37: it was "does not exist" where -d's was made).
+        let output = try CLI.run(["-q", "-o", path("missing/deeper/out"), server.url("f")], in: directory)
+        XCTAssertEqual(output.status, 0, output.stderr)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: path("missing/deeper/out")))
 
         _ = FileManager.default.createFile(atPath: path("plain-file"), contents: Data("x".utf8))
         let locked = path("locked")
         try FileManager.default.createDirectory(atPath: locked, withIntermediateDirectories: false)
         chmod(locked, 0o555)
         let cases: [(arguments: [String], message: String, unprivileged: Bool)] = [
-            (["-d", "/proc"], "cannot write to directory /proc: ", false),
+            (["-d", "/proc"], "cannot write to directory /proc: its file system takes no new files", false),
             (["-d", path("plain-file")], "--dir \(path("plain-file")) is not a directory", false),
             (["-d", path("plain-file/sub")], "--dir \(path("plain-file/sub")) does not exist and cannot be created: Not a directory", false),
-            (["-o", path("missing/out")], "the directory \(path("missing")) of --output does not exist", false),
+            (["-o", path("plain-file/out")], "the directory \(path("plain-file")) of --output is not a directory", false),
             (["-d", locked], "cannot write to directory \(locked): Permission denied", true),
             (["-d", locked + "/sub"], "--dir \(locked)/sub does not exist and cannot be created: Permission denied", true),
             (["-o", locked + "/out"], "cannot write to directory \(locked): Permission denied", true),
@@ -185,7 +189,14 @@ final class CommandLineMessagesTests: EndToEndTestCase {
         for (url, problem) in [
             ("https://example.org/x", nil), ("HTTP://h/x", nil),
             ("example.org/x", "not an http or https URL: 'example.org/x'; did you mean 'https://example.org/x'?"),
-            ("localhost:8080/x", "not an http or https URL: 'localhost:8080/x'; did you mean 'https://localhost:8080/x'?"),
+            ("localhost:8080/x", "not an http or https URL: 'localhost:8080/x'; did you mean 'http://localhost:8080/x'?"),
+            // A host on the machine or the local network rarely has a certificate (issue 37).
+            ("127.0.0.1:18900/big.bin", "not an http or https URL: '127.0.0.1:18900/big.bin'; did you mean 'http://127.0.0.1:18900/big.bin'?"),
+            ("192.168.1.20/f", "not an http or https URL: '192.168.1.20/f'; did you mean 'http://192.168.1.20/f'?"),
+            ("nas:8080/f", "not an http or https URL: 'nas:8080/f'; did you mean 'http://nas:8080/f'?"),
+            ("[::1]:80/f", "not an http or https URL: '[::1]:80/f'; did you mean 'http://[::1]:80/f'?"),
+            ("fcbarcelona.com/f", "not an http or https URL: 'fcbarcelona.com/f'; did you mean 'https://fcbarcelona.com/f'?"),
+            ("8.8.8.8/f", "not an http or https URL: '8.8.8.8/f'; did you mean 'https://8.8.8.8/f'?"),
             ("notaurl", "not an http or https URL: 'notaurl'"), ("", "not an http or https URL: ''"),
             ("ftp://h/x", "not an http or https URL: 'ftp://h/x'"), ("http://", "not an http or https URL: 'http://'"),
         ] as [(String, String?)] {
@@ -202,6 +213,63 @@ final class CommandLineMessagesTests: EndToEndTestCase {
         let run = try CLI.run(["example.org/x"], in: directory)
         XCTAssertEqual(run.status, 2)
         XCTAssertEqual(run.stderr, "rangeget: not an http or https URL: 'example.org/x'; did you mean 'https://example.org/x'?\n")
+    }
+
+    /// Issue 37, the output rule: stdout carries what a program reads
+    /// (`--json`, the file with `-o -`), stderr what people read. Off a
+    /// terminal a run of 0.4 s began with `rangeget: 0.0%  32.0 KiB / ...`:
+    /// no progress line now before a run has taken a second.
+    func testOffATerminalAShortRunSaysOnlyHowItEndedAndOnStderr() throws {
+        let resource = Resource.generated(size: 2 << 20, seed: 1811)
+        server.setResource(resource, at: "f")
+        let quick = try CLI.run(["-n", "4", "-o", path("f"), server.url("f")], in: directory)
+        XCTAssertEqual(quick.status, 0, quick.stderr)
+        XCTAssertEqual(quick.stdout, "")
+        let lines = quick.stderr.split(separator: "\n")
+        XCTAssertEqual(lines.count, 1, quick.stderr)
+        XCTAssertTrue(lines.first?.hasPrefix("rangeget: saved \(path("f")) (2.0 MiB) in ") == true, quick.stderr)
+
+        // 2 MiB at 1 MiB/s: the progress lines begin after a second.
+        server.setRatePerConnection(512 << 10)
+        let slow = try CLI.run(["-n", "2", "--restart", "--force", "-o", path("f"), server.url("f")], in: directory)
+        XCTAssertEqual(slow.status, 0, slow.stderr)
+        XCTAssertTrue(slow.stderr.contains("%  "), "a run of 2 s shows its progress: \(slow.stderr)")
+        XCTAssertEqual(slow.stdout, "")
+    }
+
+    /// Issue 37: a typo gets the option or command it most likely meant,
+    /// and a habit of aria2c, wget or curl a hint; each exits 2 before any
+    /// request, and no foreign flag is taken to mean something else.
+    func testTyposGetSuggestionsAndOtherToolsHabitsGetHints() throws {
+        let url = server.url("f")
+        let cases: [(arguments: [String], message: String)] = [
+            (["--conections", "4", url], "unknown option --conections; did you mean --connections? (see 'rangeget --help')"),
+            (["-connections", "4", url], "unknown option -connections; did you mean --connections? (see 'rangeget --help')"),
+            (["--retires", "2", url], "unknown option --retires; did you mean --retries? (see 'rangeget --help')"),
+            (["--frobnicate", url], "unknown option --frobnicate (see 'rangeget --help')"),
+            (["statsu"], "unknown command 'statsu'; did you mean 'rangeget status'? (see 'rangeget --help')"),
+            (["bnech", url], "unknown command 'bnech'; did you mean 'rangeget bench'? (see 'rangeget --help')"),
+            (["-x", "8", url], "-x is aria2c's connections per server: rangeget's connections are -n N (default 8)"),
+            (["-x8", url], "-x is aria2c's connections per server: rangeget's connections are -n N (default 8)"),
+            (["-s", "8", url], "-s is aria2c's split count: rangeget's connections are -n N (default 8)"),
+            (["--max-connection-per-server=8", url], "--max-connection-per-server is aria2c's -x: rangeget's connections are -n N (default 8)"),
+            (["-c", url], "-c is not a rangeget option: where wget and aria2c resume with -c, rangeget resumes on its own "
+                + "(run the same command again); curl's -c writes a cookie jar, which rangeget does not keep"),
+            (["--continue", url], "--continue is not a rangeget option: rangeget resumes on its own (run the same command again)"),
+            (["-O", "x.bin", url], "-O is not a rangeget option: name the file with -o FILE (wget's -O FILE); "
+                + "without it the name comes from the server or the URL (curl's -O)"),
+            (["-C", "-", url], "-C - is curl's resume: rangeget resumes on its own (run the same command again)"),
+            (["-Z", url], "-Z is curl's parallel mode: rangeget fetches each file over -n connections, and a list with -i LIST"),
+            (["--output-document", "x", url], "--output-document is wget's -O: rangeget's is -o FILE"),
+        ]
+        for (arguments, message) in cases {
+            let run = try CLI.run(arguments, in: directory)
+            XCTAssertEqual(run.status, 2, "\(arguments): \(run.stderr)")
+            XCTAssertEqual(run.stderr, "rangeget: \(message)\n", "\(arguments)")
+        }
+        XCTAssertEqual(server.statistics.requests.count, 0, "nothing was asked of the server")
+        XCTAssertEqual(Suggestion.editDistance("statsu", "status"), 1, "a swap of neighbours is one edit")
+        XCTAssertNil(Suggestion.closest(to: "get", among: Subcommand.names), "a short word far from every command")
     }
 
     /// --help omitted -i, status, bench and help; the list syntax was only in

@@ -88,15 +88,17 @@ final class CommandLineTests: EndToEndTestCase {
         let run = try CLI.run(["-n", "4", "-j", "3", "--retries", "0", "-d", path("out"), "-i", path("list.txt")],
                               in: directory)
         XCTAssertEqual(run.status, 1, "one file failed: \(run.stderr)")
-        XCTAssertTrue(run.stdout.contains("7 of 8 files downloaded"), run.stdout)
-        XCTAssertTrue(run.stdout.contains("missing"), run.stdout)
+        XCTAssertTrue(run.stderr.contains("7 of 8 files downloaded"), run.stderr)
+        XCTAssertTrue(run.stderr.contains("missing"), run.stderr)
         for (name, resource) in resources { assertSameBytes(path("out/\(name)"), resource) }
         assertSameBytes(path("out/renamed.bin"), resources["file1"]!)
 
-        try "http://ok.test/a\nftp://bad/b\n".write(toFile: path("bad.txt"), atomically: true, encoding: .utf8)
-        let bad = try CLI.run(["-i", path("bad.txt")], in: directory)
+        // A bad line fails alone (issue 37): the good entry is fetched, and the run exits 2.
+        try "\(server.url("file2")) out=again.bin\nftp://bad/b\n".write(toFile: path("bad.txt"), atomically: true, encoding: .utf8)
+        let bad = try CLI.run(["-d", path("out"), "-i", path("bad.txt")], in: directory)
         XCTAssertEqual(bad.status, 2)
-        XCTAssertTrue(bad.stderr.contains("line 2"), bad.stderr)
+        XCTAssertTrue(bad.stderr.contains("rangeget: failed: input line 2: not an http or https URL: 'ftp://bad/b'"), bad.stderr)
+        assertSameBytes(path("out/again.bin"), resources["file2"]!)
     }
 
     func testStatusShowsPartialDownloadsAndDamage() throws {

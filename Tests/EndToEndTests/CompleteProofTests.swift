@@ -27,7 +27,7 @@ final class CompleteProofTests: EndToEndTestCase {
         XCTAssertEqual(first.status, 0, first.stderr)
         let rerun = try CLI.run(arguments, in: directory)
         XCTAssertEqual(rerun.status, 0, rerun.stderr)
-        XCTAssertTrue(rerun.stdout.contains("already complete"), rerun.stdout)
+        XCTAssertTrue(rerun.stderr.contains("already complete"), rerun.stderr)
     }
 
     /// The run refuses the file at `f`, leaves it as it was, and `--force` replaces it.

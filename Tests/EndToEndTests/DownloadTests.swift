@@ -30,7 +30,7 @@ final class DownloadTests: EndToEndTestCase {
         let run = try CLI.run(["-n", "16", "-d", directory, server.url("big.bin")], in: directory)
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(path("big.bin"), resource)
-        XCTAssertTrue(run.stdout.contains("saved"), run.stdout)
+        XCTAssertTrue(run.stderr.contains("saved"), run.stderr)
         let ranged = server.statistics.requests.filter { $0.method == "GET" && $0.rangeHeader != nil }
         XCTAssertGreaterThanOrEqual(ranged.count, 16, "the file came over many ranged requests")
         // Every byte was asked for; only an end-game race asks for a tail twice,

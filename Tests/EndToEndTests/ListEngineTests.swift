@@ -588,7 +588,7 @@ final class ListEngineTests: EndToEndTestCase {
 
         XCTAssertEqual(run.status, 0, run.stderr)
         XCTAssertEqual(run.stderr.components(separatedBy: "out/thrice.bin is already complete").count - 1, 2, run.stderr)
-        XCTAssertTrue(run.stdout.contains("3 of 3 files downloaded (2 already complete)"), run.stdout)
+        XCTAssertTrue(run.stderr.contains("3 of 3 files downloaded (2 already complete)"), run.stderr)
         assertSameBytes(downloads + "/thrice.bin", resource)
         XCTAssertEqual(downloaded(), ["thrice.bin"])
         let fetches = server.statistics.requests.filter { $0.method == "GET" }
@@ -682,7 +682,7 @@ final class ListEngineTests: EndToEndTestCase {
         let run = child.finish(timeout: 30)
 
         XCTAssertEqual(run.status, 0, run.stderr)
-        XCTAssertTrue(run.stdout.contains("2 of 2 files downloaded"), run.stdout)
+        XCTAssertTrue(run.stderr.contains("2 of 2 files downloaded"), run.stderr)
         XCTAssertEqual(server.statistics.requests.filter { $0.method == "GET" }.count, 2,
                        "b was fetched by each run: \(server.statistics.requests.map(\.method))")
         XCTAssertEqual(downloaded(), ["b", "held"])

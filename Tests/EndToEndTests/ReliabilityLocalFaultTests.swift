@@ -238,7 +238,7 @@ final class ReliabilityLocalFaultTests: EndToEndTestCase {
         XCTAssertEqual(stat(output + ".part", &before), 0)
         for extra in [[], ["--restart"], ["--force"], ["--restart", "--force", "-n", "1"]] {
             let second = try CLI.run(["-q"] + extra + ["-o", output, server.url("f")], in: directory, timeout: 30)
-            XCTAssertEqual(second.status, 4, "\(extra): \(second.stderr)")
+            XCTAssertEqual(second.status, 5, "\(extra): \(second.stderr)")
             XCTAssertTrue(second.stderr.contains("another rangeget"), "\(extra): \(second.stderr)")
             XCTAssertEqual(second.stderr.split(separator: "\n").count, 1, "\(extra): \(second.stderr)")
             XCTAssertTrue(first.isRunning, "\(extra): the first run goes on")

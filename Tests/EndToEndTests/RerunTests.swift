@@ -72,7 +72,7 @@ final class RerunTests: EndToEndTestCase {
         XCTAssertTrue(run.stderr.contains("./b is already complete (the same as the server's): skipped"), run.stderr)
         XCTAssertTrue(run.stderr.contains("resuming:"), run.stderr)
         XCTAssertTrue(run.stderr.contains("saved ./c"), run.stderr)
-        XCTAssertTrue(run.stdout.contains("3 of 3 files downloaded (2 already complete)"), run.stdout)
+        XCTAssertTrue(run.stderr.contains("3 of 3 files downloaded (2 already complete)"), run.stderr)
         assertOnlyHEAD("a")
         assertOnlyHEAD("b")
         assertResumed(done)
@@ -120,8 +120,8 @@ final class RerunTests: EndToEndTestCase {
                                               + "use --force to replace it"), refused.stderr)
         XCTAssertTrue(refused.stderr.contains("./a is already complete"), refused.stderr)
         XCTAssertTrue(refused.stderr.contains("./c is already complete"), refused.stderr)
-        XCTAssertTrue(refused.stdout.contains("2 of 3 files downloaded (2 already complete); failed: \(server.url("b"))"),
-                      refused.stdout)
+        XCTAssertTrue(refused.stderr.contains("2 of 3 files downloaded (2 already complete); failed: \(server.url("b"))"),
+                      refused.stderr)
         assertOnlyHEAD("b")
         assertSameBytes(path("b"), second)
 
@@ -141,8 +141,8 @@ final class RerunTests: EndToEndTestCase {
         server.resetStatistics()
         let rerun = try CLI.run(["-o", output, server.url("a")], in: directory)
         XCTAssertEqual(rerun.status, 0, rerun.stderr)
-        XCTAssertTrue(rerun.stdout.contains("\(output) is already complete (2.0 MiB, the same as the server's): nothing to do"),
-                      rerun.stdout)
+        XCTAssertTrue(rerun.stderr.contains("\(output) is already complete (2.0 MiB, the same as the server's): nothing to do"),
+                      rerun.stderr)
         assertOnlyHEAD("a")
         let json = try CLI.run(["--json", "-o", output, server.url("a")], in: directory)
         XCTAssertEqual(json.status, 0, json.stderr)
@@ -232,7 +232,7 @@ final class RerunTests: EndToEndTestCase {
                       refused.stderr)
         let verified = try CLI.run(["--checksum", "sha256=" + (try sha256(of: resource))] + arguments, in: directory)
         XCTAssertEqual(verified.status, 0, verified.stderr)
-        XCTAssertTrue(verified.stdout.contains("already complete"), verified.stdout)
+        XCTAssertTrue(verified.stderr.contains("already complete"), verified.stderr)
         assertSameBytes(output, resource)
     }
 
@@ -244,7 +244,7 @@ final class RerunTests: EndToEndTestCase {
     ) throws -> Resource {
         let same = try CLI.run(arguments, in: directory)
         XCTAssertEqual(same.status, 0, same.stderr, file: file, line: line)
-        XCTAssertTrue(same.stdout.contains("already complete"), same.stdout, file: file, line: line)
+        XCTAssertTrue(same.stderr.contains("already complete"), same.stderr, file: file, line: line)
         var retagged = resource
         retagged.etag = "\"v2\""
         server.setResource(retagged, at: "f")

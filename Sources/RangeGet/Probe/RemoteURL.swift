@@ -2,7 +2,8 @@
 // a host. Checked here once: `Download` refuses anything else before a request
 // goes out, and the rangeget command asks the same of every URL it is given
 // (arguments, lists, bench) before it starts. A URL without a scheme is not
-// guessed at (curl assumes http://): the message suggests the https:// one.
+// guessed at (curl assumes http://): the message suggests one, http:// for a
+// host on the machine or the local network, else https://.
 import FoundationEssentials
 
 /// The check every URL of a download passes.
@@ -10,10 +11,10 @@ public enum RemoteURL {
     /// Why `url` cannot be downloaded (one line), or nil when it can.
     public static func problem(_ url: String) -> String? {
         if isHTTP(url) { return nil }
-        // A host name with a dot (or localhost) is worth a suggestion; `notaurl` is not.
+        // A host name with a dot, a port or a path is worth a suggestion; `notaurl` is not.
         if !url.contains("://"), let host = URLComponents(string: "https://" + url)?.host, isHTTP("https://" + url),
-           host.contains(".") || host == "localhost" {
-            return "not an http or https URL: '\(url)'; did you mean 'https://\(url)'?"
+           host.contains(".") || host.contains(":") || host == "localhost" || url.contains("/") || url.contains(":") {
+            return "not an http or https URL: '\(url)'; did you mean '\(suggestedScheme(for: host))://\(url)'?"
         }
         return "not an http or https URL: '\(url)'"
     }
@@ -21,6 +22,29 @@ public enum RemoteURL {
     /// Throws `DownloadError.usage` with the `problem` of `url`, if it has one.
     public static func check(_ url: String) throws(DownloadError) {
         if let problem = problem(url) { throw .usage(problem) }
+    }
+
+    /// The scheme to suggest for `host`, typed without one: `http` for a
+    /// loopback or private address, a single-label name or a local domain
+    /// (such servers rarely have a certificate), else `https`.
+    static func suggestedScheme(for host: String) -> String {
+        let name = String(host.lowercased().filter { $0 != "[" && $0 != "]" })
+        if name.contains(":") {
+            // IPv6: loopback, link-local (fe80::/10), unique local (fc00::/7).
+            return name == "::1" || name.hasPrefix("fe8") || name.hasPrefix("fe9") || name.hasPrefix("fea")
+                || name.hasPrefix("feb") || name.hasPrefix("fc") || name.hasPrefix("fd") ? "http" : "https"
+        }
+        if !name.contains(".") { return "http" }
+        for suffix in [".local", ".lan", ".internal", ".home.arpa", ".localhost"] where name.hasSuffix(suffix) {
+            return "http"
+        }
+        let octets = name.split(separator: ".", omittingEmptySubsequences: false).map { UInt8($0) }
+        guard octets.count == 4, octets.allSatisfy({ $0 != nil }) else { return "https" }
+        switch (octets[0]!, octets[1]!) {
+        case (127, _), (10, _), (192, 168), (169, 254): return "http"
+        case (172, 16...31), (100, 64...127): return "http"
+        default: return "https"
+        }
     }
 
     private static func isHTTP(_ url: String) -> Bool {
