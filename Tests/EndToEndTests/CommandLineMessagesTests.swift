@@ -329,7 +329,7 @@ final class CommandLineMessagesTests: EndToEndTestCase {
         assertSameBytes(path("f"), resource)
     }
 
-    /// `pieceStarted` and `pieceFinished` were missing from the README.
+    /// `pieceStarted` and `pieceFinished` were missing from the README (the library guide, docs/LIBRARY.md, since the README became a user guide).
     func testTheReadmeDocumentsEveryDownloadEvent() throws {
         let source = try String(contentsOf: CLI.repositoryRoot.appendingPathComponent("Sources/RangeGet/DownloadEvent.swift"),
                                 encoding: .utf8)
@@ -340,7 +340,7 @@ final class CommandLineMessagesTests: EndToEndTestCase {
             return String(words.dropFirst(5).prefix { $0.isLetter })
         }
         XCTAssertGreaterThan(cases.count, 14)
-        let readme = try String(contentsOf: CLI.repositoryRoot.appendingPathComponent("README.md"), encoding: .utf8)
+        let readme = try String(contentsOf: CLI.repositoryRoot.appendingPathComponent("docs/LIBRARY.md"), encoding: .utf8)
         for name in cases { XCTAssertTrue(readme.contains("| `\(name)"), "README documents DownloadEvent.\(name)") }
         XCTAssertTrue(readme.contains("`connectionSeconds`"))
     }

@@ -33,11 +33,11 @@ public struct TransferOptions: Sendable {
     public var receiveBufferSize = 512 * 1024
     /// The same for a TLS transfer, where each read yields one TLS record
     /// (16 KiB) whatever the buffer: a smaller one keeps eight connections'
-    /// buffers in the CPU's cache (README, "HTTP versions", has the figures).
+    /// buffers in the CPU's cache (docs/DESIGN.md, "HTTP versions", has the figures).
     public var tlsReceiveBufferSize = 128 * 1024
     /// The HTTP version offered over TLS. HTTP/1.1 by default: every range
     /// has a TCP connection of its own either way, and HTTP/1.1 costs less
-    /// CPU per byte than HTTP/2's framing (README: "HTTP versions").
+    /// CPU per byte than HTTP/2's framing (docs/DESIGN.md: "HTTP versions").
     public var httpVersion = HTTPVersion.http1_1
     /// Let transfers to one host share a TCP connection as HTTP/2 streams
     /// (implies HTTP/2). Off by default, because streams on one connection

@@ -457,7 +457,7 @@ final class OutputFile: Sendable {
     /// finds little left. Durability still comes only from `synchronize`.
     /// (`posix_fadvise(DONTNEED)`, used before, also starts writeback, but
     /// walks and drops the file's whole page cache on every call, which
-    /// cost a fifth of loopback's wall time; README, "Performance".)
+    /// cost a fifth of loopback's wall time; docs/PERFORMANCE-LOG.md.)
     func startWriteback() {
         _ = retryingOnInterrupt { calls.syncFileRange(descriptor) }
     }
