@@ -26,8 +26,11 @@ enum BenchCommand {
             .value("n", "connections", "N", "connections for the multi-connection measurement, and the most the recommendation uses (default 8)") { settings, text throws(UsageError) in
                 settings.benchmark.connections = try Parse.positiveInteger(text, "connections", max: 256)
             },
-            .value(nil, "seconds", "SECONDS", "length of each throughput measurement (default 5; 0.001 to 86400)") { settings, text throws(UsageError) in
+            .value(nil, "seconds", "SECONDS", "length of each throughput measurement (default 1.25; 0.001 to 86400)") { settings, text throws(UsageError) in
                 settings.benchmark.seconds = try Parse.seconds(text, "seconds")
+            },
+            .value(nil, "runs", "N", "measure each throughput N times: the medians, and their spread (default 1, at most 100)") { settings, text throws(UsageError) in
+                settings.benchmark.runs = try Parse.positiveInteger(text, "runs", max: 100)
             },
             .value(nil, "samples", "N", "ranges compared across mirrors (default 4)") { settings, text throws(UsageError) in
                 settings.benchmark.samples = try Parse.positiveInteger(text, "samples", max: 64)
@@ -88,7 +91,13 @@ enum BenchCommand {
     private static func table(_ results: [MirrorMeasurement]) -> String {
         let ranked = results.sorted { ($0.manyConnections ?? -1) > ($1.manyConnections ?? -1) }
         var rows = [["#", "MIRROR", "PROBE", "TTFB", "HTTP", "SERVER", "1 CONN", "N CONN", "LIMIT", "TCP", "SAME BYTES"]]
-        func rate(_ value: Double?) -> String { value.map { ByteCount.format(Int64(saturating: $0)) + "/s" } ?? "-" }
+        func rate(_ value: Double?, runs: [Double] = []) -> String {
+            guard let value else { return "-" }
+            let text = ByteCount.format(Int64(saturating: value)) + "/s"
+            // With --runs: half the range of the runs, against their median.
+            guard runs.count > 1, let low = runs.min(), let high = runs.max(), value > 0 else { return text }
+            return text + " ±\(Int(((high - low) / 2 / value * 100).rounded()))%"
+        }
         func millis(_ value: Double?) -> String { value.map { "\(Int64(saturating: ($0 * 1000).rounded())) ms" } ?? "-" }
         for (rank, result) in ranked.enumerated() {
             if let error = result.error {
@@ -97,7 +106,8 @@ enum BenchCommand {
             }
             rows.append([
                 "\(rank + 1)", result.url, millis(result.probeSeconds), millis(result.timeToFirstByte),
-                result.httpVersion ?? "-", result.server ?? "-", rate(result.oneConnection), rate(result.manyConnections),
+                result.httpVersion ?? "-", result.server ?? "-", rate(result.oneConnection, runs: result.oneConnectionRuns),
+                rate(result.manyConnections, runs: result.manyConnectionsRuns),
                 result.limit?.rawValue ?? "-", result.tcpConnections.map(String.init) ?? "-",
                 result.sameBytes.map { $0 ? "yes" : "NO" } ?? "-",
             ])

@@ -277,6 +277,42 @@ final class CommandLineTests: EndToEndTestCase {
         XCTAssertTrue((recommendation["reason"] as? String ?? "").contains("per connection"), run.stdout)
     }
 
+    /// Issue 37: bench took 27 s by default for 3 mirrors and split two
+    /// identical mirrors 1 and 7 connections. Now the default run of three
+    /// takes at most 10 s, says what it measures as it goes, and gives equal
+    /// mirrors equal shares (within one connection); `--runs` reports the spread.
+    func testBenchOfThreeMirrorsIsQuickAndSharesEquallyBetweenEqualMirrors() throws {
+        let resource = Resource.generated(size: 64 << 20, seed: 90)
+        let twin = try anotherServer()
+        let slow = try anotherServer()
+        for (mirror, rate) in [(server, 2 << 20), (twin, 2 << 20), (slow, 512 << 10)] as [(RangeServer, Int)] {
+            mirror.setResource(resource, at: "f")
+            mirror.setRatePerConnection(rate)
+        }
+        let started = Date()
+        let run = try CLI.run(["bench", "--json", server.url("f"), twin.url("f"), slow.url("f")], in: directory, timeout: 30)
+        let elapsed = Date().timeIntervalSince(started)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertLessThanOrEqual(elapsed, 10, "the default bench of three mirrors")
+        XCTAssertTrue(run.stderr.contains("measuring \(twin.url("f")) on 8 connections"), run.stderr)
+        let recommendation = try XCTUnwrap(try run.jsonObject()["recommendation"] as? [String: Any])
+        let mirrors = try XCTUnwrap(recommendation["mirrors"] as? [String])
+        let shares = try XCTUnwrap(recommendation["connectionsPerMirror"] as? [Int])
+        let share = { (url: String) in mirrors.firstIndex(of: url).map { shares[$0] } ?? 0 }
+        XCTAssertLessThanOrEqual(abs(share(server.url("f")) - share(twin.url("f"))), 1, "\(recommendation)")
+        XCTAssertEqual(share(slow.url("f")), 0, "a connection adds 4 times more on either twin: \(recommendation)")
+
+        let repeated = try CLI.run(["bench", "--json", "--seconds", "0.3", "--runs", "3", "-n", "2", "--samples", "1",
+                                    server.url("f")], in: directory, timeout: 30)
+        XCTAssertEqual(repeated.status, 0, repeated.stderr)
+        let measured = try XCTUnwrap((try repeated.jsonObject()["mirrors"] as? [[String: Any]])?.first)
+        XCTAssertEqual((measured["manyConnectionsRuns"] as? [Double])?.count, 3, "\(measured)")
+        XCTAssertEqual((measured["oneConnectionRuns"] as? [Double])?.count, 3, "\(measured)")
+        let table = try CLI.run(["bench", "--seconds", "0.3", "--runs", "2", "-n", "2", "--samples", "1", server.url("f")],
+                                in: directory, timeout: 30)
+        XCTAssertTrue(table.stdout.contains(" ±"), "the table shows the spread: \(table.stdout)")
+    }
+
     func testChecksumIsVerifiedBeforeTheFileIsRenamedIntoPlace() throws {
         let resource = Resource.generated(size: 3 << 20, seed: 88)
         server.setResource(resource, at: "f")

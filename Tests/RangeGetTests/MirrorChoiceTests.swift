@@ -116,4 +116,20 @@ final class MirrorChoiceTests: XCTestCase {
         XCTAssertEqual(split.reason, "the mirrors serve different bytes and no majority agrees")
         XCTAssertEqual(MirrorChoice([], connections: 8).mirrors, [])
     }
+
+    /// Issue 37: two equal mirrors measured 2% apart were split 1 and 7 (the
+    /// faster took every connection its gain led); gains within 10% now share.
+    func testEqualMirrorsMeasuredWithNoiseShareTheConnectionsEvenly() {
+        let choice = MirrorChoice([mirror("http://a/f", one: 2, many: 16), mirror("http://b/f", one: 2.04, many: 16.3),
+                                   mirror("http://c/f", one: 0.5, many: 4)], connections: 8)
+        XCTAssertEqual(choice.mirrors, ["http://a/f", "http://b/f"])
+        XCTAssertEqual(choice.connectionsPerMirror, [4, 4])
+        let odd = MirrorChoice([mirror("http://a/f", one: 2, many: 14, connections: 7),
+                                mirror("http://b/f", one: 2.04, many: 14.3, connections: 7)], connections: 7)
+        XCTAssertEqual(odd.connectionsPerMirror.sorted(), [3, 4])
+        // Far apart, the faster takes them all, as before.
+        let apart = MirrorChoice([mirror("http://a/f", one: 2, many: 16), mirror("http://b/f", one: 8, many: 64)],
+                                 connections: 8)
+        XCTAssertEqual(apart.mirrors, ["http://b/f"])
+    }
 }

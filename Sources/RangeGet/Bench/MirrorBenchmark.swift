@@ -26,10 +26,13 @@ public struct MirrorMeasurement: Sendable, Codable, Equatable {
     public var server: String?
     /// The file's size as this mirror reports it.
     public var size: Int64?
-    /// Bytes per second on one connection.
+    /// Bytes per second on one connection (the median of the runs).
     public var oneConnection: Double?
-    /// Bytes per second on `connections` connections.
+    /// Bytes per second on `connections` connections (the median of the runs).
     public var manyConnections: Double?
+    /// Each run's figure behind `oneConnection` and `manyConnections`, in run order.
+    public var oneConnectionRuns: [Double] = []
+    public var manyConnectionsRuns: [Double] = []
     /// How the rate grew from one connection to `connections`; nil when
     /// either was not measured or both were on one connection.
     public var limit: RateLimit?
@@ -72,8 +75,12 @@ public struct MirrorBenchmark: Sendable {
     public var urls: [String]
     /// Connections for the multi-connection measurement.
     public var connections = 8
-    /// Seconds per throughput measurement.
-    public var seconds = 5.0
+    /// Seconds per throughput measurement. 1.25 s keeps a bench of three
+    /// mirrors (two measurements each, one after another) within 10 s.
+    public var seconds = 1.25
+    /// Times each throughput is measured; the figures are the medians, and
+    /// the runs show the spread.
+    public var runs = 1
     /// Ranges sampled per mirror, and their length.
     public var samples = 4
     public var sampleLength: Int64 = 64 << 10
@@ -120,17 +127,30 @@ public struct MirrorBenchmark: Sendable {
             results[index].sampleDigests = (ranges ?? []).map { range in
                 (try? digest(of: remote, range: range)) ?? "error"
             }
-            onStep("measuring \(url) on 1 connection")
-            results[index].oneConnection = throughput(url, connections: 1).rate
-            onStep("measuring \(url) on \(connections) connections")
-            let many = throughput(url, connections: connections)
-            results[index].manyConnections = many.rate
-            results[index].tcpConnections = many.tcpConnections
+            for run in 0..<runs {
+                let suffix = runs > 1 ? " (run \(run + 1) of \(runs))" : ""
+                onStep("measuring \(url) on 1 connection" + suffix)
+                if let rate = throughput(url, connections: 1).rate { results[index].oneConnectionRuns.append(rate) }
+                onStep("measuring \(url) on \(connections) connections" + suffix)
+                let many = throughput(url, connections: connections)
+                if let rate = many.rate { results[index].manyConnectionsRuns.append(rate) }
+                results[index].tcpConnections = many.tcpConnections
+            }
+            results[index].oneConnection = Self.median(results[index].oneConnectionRuns)
+            results[index].manyConnections = Self.median(results[index].manyConnectionsRuns)
             results[index].limit = MirrorMeasurement.RateLimit(
-                one: results[index].oneConnection, many: many.rate, connections: connections)
+                one: results[index].oneConnection, many: results[index].manyConnections, connections: connections)
         }
         markDifferences(&results)
         return results
+    }
+
+    /// The middle value of `values` (the mean of the middle two), nil for none.
+    static func median(_ values: [Double]) -> Double? {
+        guard !values.isEmpty else { return nil }
+        let sorted = values.sorted()
+        let middle = sorted.count / 2
+        return sorted.count % 2 == 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2
     }
 
     /// Flags the mirrors outside the largest group whose sampled digests

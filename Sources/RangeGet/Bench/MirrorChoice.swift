@@ -25,6 +25,9 @@ public struct MirrorChoice: Sendable, Codable, Equatable {
     /// the rest of the connections would add little.
     static let tolerance = 0.05
 
+    /// Gains of the next connection this fraction apart count as equal.
+    static let evenness = 0.1
+
     /// The best use of at most `connections` connections (the count the
     /// many-connection measurement used) over `measurements`; a mirror that
     /// failed or serves other bytes never gets one.
@@ -52,7 +55,15 @@ public struct MirrorChoice: Sendable, Codable, Equatable {
             curves[index].total(at: counts[index] + 1, optimistic: false)
                 - curves[index].total(at: counts[index], optimistic: false)
         }
-        while totals.count <= connections, let next = usable.max(by: { gain($0) < gain($1) }), gain(next) > 0 {
+        // Gains within `evenness` of the best are one gain, measured with
+        // noise: of those mirrors the one with the fewest connections takes
+        // the next, so equal mirrors share evenly (two of them were split 1
+        // and 7 by a rate 2% apart).
+        func next() -> Int? {
+            guard let best = usable.map(gain).max(), best > 0 else { return nil }
+            return usable.filter { gain($0) >= (1 - Self.evenness) * best }.min { counts[$0] < counts[$1] }
+        }
+        while totals.count <= connections, let next = next() {
             totals.append(totals[totals.count - 1] + gain(next))
             counts[next] += 1
             order.append(next)
