@@ -312,12 +312,12 @@ enum GetCommand {
         }
         if let retried = retries.phrase(total: result.retries) { line += ", " + retried }
         line += ", \(result.tcpConnections) TCP connection\(result.tcpConnections == 1 ? "" : "s")"
-        if result.tcpConnections > connections {
-            // More than -n is no broken limit: say why.
-            line += " (at most \(connections) at once; a transfer cut short, by the server, a steal or a race, closes its connection)"
-        }
         let versions = Set(result.mirrors.compactMap(\.httpVersion)).sorted()
         if !versions.isEmpty { line += " over " + versions.map { "HTTP/\($0)" }.joined(separator: " and ") }
+        if result.tcpConnections > connections {
+            // More than -n is no broken limit: say why.
+            line += " (at most \(connections) at once: a transfer cut short, by the server, a steal or a race, closes its connection)"
+        }
         if result.mirrors.count > 1 {
             func host(_ url: String) -> String {
                 guard let components = URLComponents(string: url), let host = components.host else { return url }
