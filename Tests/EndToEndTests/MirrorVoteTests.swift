@@ -5,6 +5,7 @@
 // and the message names the sampled ranges that differ; the bytes most
 // mirrors serve win, even over the first mirror's.
 import Foundation
+import Glibc
 import RangeServer
 import XCTest
 
@@ -37,6 +38,38 @@ final class MirrorVoteTests: EndToEndTestCase {
             XCTAssertNil(report["dropped"] as? String, "\(reports)")
             XCTAssertGreaterThan(report["bytes"] as? Int ?? 0, 0, "bytes from each mirror: \(reports)")
         }
+    }
+
+    /// The case as a user met it: two real nginx serving one file whose
+    /// copies have other modification times, so their ETags differ
+    /// ("6b13bf38-..." against "6b13be57-..."). Both are used.
+    func testTwoNginxWithTheSameBytesAndDifferentETagsAreBothUsed() throws {
+        let first = try startNginx(rateLimit: 4 << 20)
+        let second = try startNginx(rateLimit: 4 << 20)
+        for (nginx, seconds) in [(first, 1_700_000_000), (second, 1_700_000_321)] {
+            try nginx.serve(resource, at: "f")
+            var times = [timeval(tv_sec: seconds, tv_usec: 0), timeval(tv_sec: seconds, tv_usec: 0)]
+            XCTAssertEqual(utimes(nginx.prefix + "/files/f", &times), 0)
+        }
+        let authorities = try String(contentsOfFile: first.certificate, encoding: .utf8)
+            + String(contentsOfFile: second.certificate, encoding: .utf8)
+        try authorities.write(toFile: path("ca.pem"), atomically: true, encoding: .utf8)
+        let run = try CLI.run(["--json", "-n", "4", "--cacert", path("ca.pem"), "-o", path("f"), first.url("f"),
+                               second.url("f")], in: directory, timeout: 60)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        assertSameBytes(path("f"), resource)
+        let reports = try mirrors(run)
+        XCTAssertEqual(reports.count, 2)
+        for report in reports {
+            XCTAssertNil(report["dropped"] as? String, "\(reports)")
+            XCTAssertGreaterThan(report["bytes"] as? Int ?? 0, 0, "bytes from each mirror: \(reports)")
+        }
+        // nginx's ETag is the modification time and the size, in hex.
+        let etags = try [first, second].map { nginx in
+            let head = try CLI.run(["-skI", nginx.url("f")], in: directory, executable: "/usr/bin/curl").stdout
+            return head.split(separator: "\r\n").first { $0.lowercased().hasPrefix("etag:") }.map { $0.lowercased() }
+        }
+        XCTAssertEqual(etags, ["etag: \"6553f100-800000\"", "etag: \"6553f241-800000\""])
     }
 
     func testAMirrorServingAnotherFileOfTheSameSizeIsDroppedBeforeAnyByteIsWritten() throws {
