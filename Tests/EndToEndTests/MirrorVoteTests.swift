@@ -23,6 +23,18 @@ final class MirrorVoteTests: EndToEndTestCase {
         try XCTUnwrap(try run.jsonObject()["mirrors"] as? [[String: Any]], run.stdout)
     }
 
+    /// The run saved the right file with bytes from each of its two mirrors, neither dropped.
+    private func assertBothMirrorsServed(_ run: Run, file: StaticString = #filePath, line: UInt = #line) throws {
+        XCTAssertEqual(run.status, 0, run.stderr, file: file, line: line)
+        assertSameBytes(path("f"), resource, file: file, line: line)
+        let reports = try mirrors(run)
+        XCTAssertEqual(reports.count, 2, file: file, line: line)
+        for report in reports {
+            XCTAssertNil(report["dropped"] as? String, "\(reports)", file: file, line: line)
+            XCTAssertGreaterThan(report["bytes"] as? Int ?? 0, 0, "bytes from each mirror: \(reports)", file: file, line: line)
+        }
+    }
+
     func testMirrorsWithTheSameBytesUnderDifferentETagsAreBothUsed() throws {
         let other = try anotherServer()
         server.setResource(served(etag: "\"6b13bf38-800000\""), at: "f")
@@ -30,14 +42,7 @@ final class MirrorVoteTests: EndToEndTestCase {
         server.setRatePerConnection(4 << 20)
         other.setRatePerConnection(4 << 20)
         let run = try CLI.run(["--json", "-n", "4", "-o", path("f"), server.url("f"), other.url("f")], in: directory)
-        XCTAssertEqual(run.status, 0, run.stderr)
-        assertSameBytes(path("f"), resource)
-        let reports = try mirrors(run)
-        XCTAssertEqual(reports.count, 2)
-        for report in reports {
-            XCTAssertNil(report["dropped"] as? String, "\(reports)")
-            XCTAssertGreaterThan(report["bytes"] as? Int ?? 0, 0, "bytes from each mirror: \(reports)")
-        }
+        try assertBothMirrorsServed(run)
     }
 
     /// The case as a user met it: two real nginx serving one file whose
@@ -56,14 +61,7 @@ final class MirrorVoteTests: EndToEndTestCase {
         try authorities.write(toFile: path("ca.pem"), atomically: true, encoding: .utf8)
         let run = try CLI.run(["--json", "-n", "4", "--cacert", path("ca.pem"), "-o", path("f"), first.url("f"),
                                second.url("f")], in: directory, timeout: 60)
-        XCTAssertEqual(run.status, 0, run.stderr)
-        assertSameBytes(path("f"), resource)
-        let reports = try mirrors(run)
-        XCTAssertEqual(reports.count, 2)
-        for report in reports {
-            XCTAssertNil(report["dropped"] as? String, "\(reports)")
-            XCTAssertGreaterThan(report["bytes"] as? Int ?? 0, 0, "bytes from each mirror: \(reports)")
-        }
+        try assertBothMirrorsServed(run)
         // nginx's ETag is the modification time and the size, in hex.
         let etags = try [first, second].map { nginx in
             let head = try CLI.run(["-skI", nginx.url("f")], in: directory, executable: "/usr/bin/curl").stdout
