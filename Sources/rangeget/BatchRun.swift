@@ -421,17 +421,18 @@ final class BatchRun: Sendable {
         output.withLock { _ in write(line, to: STDOUT_FILENO) }
     }
 
-    /// Prints the summary and picks the exit code: that of the first entry
-    /// in list order that failed (a bad line's is 2; files never started
-    /// count as interrupted), else 0.
+    /// Prints the summary and picks the exit code: 130 for a run that was
+    /// interrupted (what a script waits for after Ctrl-C, whatever failed
+    /// before it), else that of the first entry in list order that failed
+    /// (a bad line's is 2), else 0.
     private func finish() -> Int32 {
-        let (started, skipped, failures) = state.withLock { ($0.next, $0.skipped, $0.failed) }
+        let (started, skipped, failures, stopping) = state.withLock { ($0.next, $0.skipped, $0.failed, $0.stopping) }
         let notStarted = entries.count - started
         let files = entries.count + problems.count
         let failedCount = failures.count + notStarted + problems.count
         let firstFailure = (failures.map { (line: entries[$0.index].line, code: $0.code) }
             + problems.map { (line: $0.line, code: ExitCode.usage) }).min { $0.line < $1.line }
-        let code = firstFailure?.code ?? (notStarted > 0 ? .interrupted : .success)
+        let code = stopping || notStarted > 0 ? .interrupted : firstFailure?.code ?? .success
         if settings.json {
             for index in started..<entries.count {
                 printJSONLine(JSONSummary(urls: entries[index].urls, error: .interrupted(keptResumeState: true),

@@ -112,7 +112,8 @@ enum GetCommand {
         Exit codes: 0 done, 1 network or server failure, 2 usage error, 3 verification failed,
         4 local I/O error, 5 another rangeget is downloading to the same file, 130 interrupted (the
         same command resumes it; a single stream only where the server then serves byte ranges;
-        -o - never). A list exits with the code of its first failed entry. With -o -, a reader that
+        -o - never). A list exits with the code of its first failed entry in list order (130 when
+        interrupted). With -o -, a reader that
         closes the pipe early ends the run with 0.
         """,
         habits: Suggestion.habits

@@ -144,7 +144,7 @@ enum HelpCommand {
         0 done; 1 network or server failure; 2 usage error; 3 verification failed; 4 local I/O error;
         5 another rangeget is downloading to the same file (nothing changed); 130 interrupted
         (resumable; a single stream only where the server then serves byte ranges). A list exits
-        with the code of its first failed entry, in list order.
+        with the code of its first failed entry, in list order, or 130 when interrupted.
 
         """
         return roff

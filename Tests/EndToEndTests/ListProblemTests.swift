@@ -73,6 +73,18 @@ final class ListProblemTests: EndToEndTestCase {
         XCTAssertEqual(allBad.stderr, "rangeget: failed: input line 1: not an http or https URL: 'notaurl'\n")
     }
 
+    /// Ctrl-C outranks a bad line: a script waits for 130 after it, whatever failed before.
+    func testAnInterruptedListExits130WhateverFailedBefore() throws {
+        server.setResource(Resource.generated(size: 8 << 20, seed: 3732), at: "slow")
+        server.setRatePerConnection(1 << 20)
+        try "notaurl\n\(server.url("slow"))\n".write(toFile: path("list"), atomically: true, encoding: .utf8)
+        let run = try interrupted(["-q", "-n", "2", "-d", path("out"), "-i", path("list")]) {
+            claimedBytes(path("out/slow.part.json")) > 0
+        }
+        XCTAssertEqual(run.status, 130, run.stderr)
+        XCTAssertTrue(run.stderr.contains("input line 1: not an http or https URL: 'notaurl'"), run.stderr)
+    }
+
     /// Reading alone: each bad line once, its entry and its option lines left out, the rest kept.
     func testReadingAListKeepsEveryGoodEntry() {
         let reading = InputList.read("""
