@@ -27,6 +27,9 @@ import Synchronization
 /// `Download.bytes(from:)` makes a new stream to read the file again.
 public final class DownloadStream: AsyncSequence, Sendable {
     public typealias Element = [UInt8]
+    /// What iterating throws: `for try await` over a stream compiles inside
+    /// a `throws(DownloadError)` function.
+    public typealias Failure = DownloadError
 
     /// The download behind the bytes.
     public let download: Download
@@ -85,7 +88,7 @@ public final class DownloadStream: AsyncSequence, Sendable {
     public var bytesRead: Int64 { window.bytesRead }
 
     /// Reads the chunks in order; dropped before the end, it cancels the download.
-    public struct AsyncIterator: AsyncIteratorProtocol {
+    public struct AsyncIterator: AsyncIteratorProtocol, Sendable {
         /// The stream's one reading; nil for a later iterator, which only throws.
         private let reading: Reading?
 
@@ -94,7 +97,16 @@ public final class DownloadStream: AsyncSequence, Sendable {
         }
 
         /// The next chunk in file order; nil after the last one.
-        public mutating func next() async throws -> [UInt8]? {
+        public mutating func next() async throws(DownloadError) -> [UInt8]? {
+            try await read()
+        }
+
+        /// The same, as `for try await` calls it (on the caller's actor).
+        public mutating func next(isolation actor: isolated (any Actor)?) async throws(DownloadError) -> [UInt8]? {
+            try await read()
+        }
+
+        private func read() async throws(DownloadError) -> [UInt8]? {
             guard let reading else {
                 throw DownloadError.usage("a DownloadStream is read once, by its first iterator; "
                                           + "Download.bytes(from:) makes a new one")

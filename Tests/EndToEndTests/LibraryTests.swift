@@ -349,7 +349,7 @@ final class LibraryTests: EndToEndTestCase {
                 for try await _ in Download.bytes(from: server.url("f"), options: options) {}
                 XCTFail("\(expected): the stream ran", line: line)
             } catch {
-                guard case let .usage(message, _)? = error as? DownloadError else { return XCTFail("\(error)", line: line) }
+                guard case let .usage(message, _) = error else { return XCTFail("\(error)", line: line) }
                 XCTAssertTrue(message.hasPrefix(expected), message, line: line)
             }
         }
