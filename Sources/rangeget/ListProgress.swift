@@ -50,6 +50,7 @@ struct ListProgress {
         var done = endedBytes
         var left = 0.0
         var connections = 0
+        var anyKnown = endedSizes.files > 0
         for progress in running.values {
             done = done.saturatingAdding(progress.bytesDone)
             connections += progress.activeConnections
@@ -57,10 +58,10 @@ struct ListProgress {
                 unknown += 1
                 continue
             }
+            anyKnown = true
             // Sizes are the servers' word: summed in Double, clamped once.
             left += max(0, Double(size) - Double(progress.bytesDone))
         }
-        let anyKnown = endedSizes.files > 0 || running.values.contains { $0.totalBytes != nil }
         var total: Int64?
         if unknown == 0 || anyKnown {
             let sum = Double(done) + left

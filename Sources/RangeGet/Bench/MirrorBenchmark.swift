@@ -30,8 +30,11 @@ public struct MirrorMeasurement: Sendable, Codable, Equatable {
     public var oneConnection: Double?
     /// Bytes per second on `connections` connections (the median of the runs).
     public var manyConnections: Double?
-    /// Each run's figure behind `oneConnection` and `manyConnections`, in run order.
+    /// Each run's bytes per second on one connection, in run order
+    /// (`MirrorBenchmark.runs`): the spread behind `oneConnection`.
     public var oneConnectionRuns: [Double] = []
+    /// Each run's bytes per second on `connections` connections, in run
+    /// order: the spread behind `manyConnections`.
     public var manyConnectionsRuns: [Double] = []
     /// How the rate grew from one connection to `connections`; nil when
     /// either was not measured or both were on one connection.

@@ -31,8 +31,8 @@ public enum RemoteURL {
         let name = String(host.lowercased().filter { $0 != "[" && $0 != "]" })
         if name.contains(":") {
             // IPv6: loopback, link-local (fe80::/10), unique local (fc00::/7).
-            return name == "::1" || name.hasPrefix("fe8") || name.hasPrefix("fe9") || name.hasPrefix("fea")
-                || name.hasPrefix("feb") || name.hasPrefix("fc") || name.hasPrefix("fd") ? "http" : "https"
+            let local = ["fe8", "fe9", "fea", "feb", "fc", "fd"].contains { name.hasPrefix($0) }
+            return name == "::1" || local ? "http" : "https"
         }
         if !name.contains(".") { return "http" }
         for suffix in [".local", ".lan", ".internal", ".home.arpa", ".localhost"] where name.hasSuffix(suffix) {
