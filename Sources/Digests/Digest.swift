@@ -2,7 +2,11 @@
 // module of its own (importing OpenSSL's headers next to curl's in one module
 // broke curl's constants in optimized builds).
 internal import CCrypto
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// A digest algorithm libcrypto computes.
 public enum DigestAlgorithm: String, Sendable, CaseIterable {

@@ -1,5 +1,9 @@
 // The one error type RangeServer throws for system failures.
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// A failed system call (with its `errno`) or a misuse of the server.
 public struct RangeServerError: Error, Equatable, CustomStringConvertible {

@@ -2,7 +2,11 @@
 // too), plan each response, and carry the plan out with latency, pacing,
 // cuts and stalls, counting every body byte written.
 import FoundationEssentials
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 final class ServerConnection {
     private let core: ServerCore

@@ -4,7 +4,11 @@
 // reference to the server still stops it.
 import Dispatch
 import FoundationEssentials
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Synchronization
 
 final class ServerCore: Sendable {

@@ -1,7 +1,11 @@
 // Small helpers FoundationEssentials lacks: trimming spaces and starting a
 // detached thread. (The server avoids full Foundation to stay light in the
 // rangeget executable.)
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 extension StringProtocol {
     /// The text without leading and trailing spaces and tabs.

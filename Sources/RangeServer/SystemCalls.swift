@@ -1,7 +1,11 @@
 // Thin wrappers over the POSIX calls the server makes: EINTR retries, errno
 // to typed errors, whole-buffer writes and interruptible waits live here so
 // no call site repeats them.
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Synchronization
 
 /// Calls `call` until it does not fail with EINTR; a result of -1 becomes a

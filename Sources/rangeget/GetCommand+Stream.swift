@@ -7,7 +7,11 @@
 // ends the run quietly with exit 0: the transfers stop at once. A stream
 // keeps nothing on disk, so an interrupted one is not resumable.
 import Dispatch
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import RangeGet
 import Synchronization
 

@@ -4,7 +4,11 @@
 // docs/rangeget.1; `--completion bash|zsh` prints docs/completion/*; a test
 // checks the committed files match.
 import FoundationEssentials
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import RangeGet
 
 /// The shells whose completion `help --completion` writes.

@@ -1,6 +1,10 @@
 // InterruptHandler: Ctrl-C and SIGTERM as a call on a queue, never in signal context.
 import Dispatch
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Synchronization
 
 /// Turns SIGINT and SIGTERM into a call of `handler` (on a dispatch queue, not

@@ -1,6 +1,10 @@
 // `--json`: one object on stdout when the run ends, for scripts and
 // benchmarks. Field names are stable; see docs/DESIGN.md ("Machine-readable output").
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import FoundationEssentials
 import RangeGet
 

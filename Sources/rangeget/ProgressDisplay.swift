@@ -7,7 +7,11 @@
 // with -q. The rate
 // and ETA are the display's own (RateWindow), shown once there is one.
 import FoundationEssentials
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import RangeGet
 import Synchronization
 

@@ -1,7 +1,11 @@
 // `rangeget serve DIR`: the project's own range-capable HTTP/1.1 server on
 // loopback, with per-connection and total rate limits, latency and injected
 // faults, for demos and benchmarks. The server itself is the RangeServer library.
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Dispatch
 import FoundationEssentials
 import RangeServer

@@ -2,7 +2,11 @@
 // (or the given files and directories): URL, size, how much is done, when the
 // manifest was last written, and whether it can be resumed as it is.
 import FoundationEssentials
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import RangeGet
 
 struct StatusSettings {

@@ -2,7 +2,11 @@
 // `45.2 MiB`, `1:05`. K, M, G and T are binary (1024-based), as in curl.
 // Every formatter takes any value, up to Int64.max bytes and infinite or NaN
 // seconds (a server may claim 8 EiB, a rate may be 0), and never traps.
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import FoundationEssentials
 
 enum ByteCount {

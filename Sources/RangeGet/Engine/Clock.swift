@@ -1,5 +1,9 @@
 // A monotonic clock in seconds, cheap enough for the transfer loop.
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 package enum MonotonicClock {
     /// Seconds since an arbitrary fixed point; never goes backwards.

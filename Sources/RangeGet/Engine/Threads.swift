@@ -6,7 +6,11 @@
 // it must not depend on this library.)
 import CCurlShim
 import Dispatch
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Synchronization
 
 /// Runs `body` on a new detached thread with a 4 MiB stack, named `name`

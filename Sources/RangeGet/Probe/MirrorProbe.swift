@@ -3,7 +3,11 @@
 // that disagrees about the file (its size, or its bytes where the validators
 // do not vouch for it: MirrorVote) is left out.
 import Dispatch
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Synchronization
 
 extension Download {

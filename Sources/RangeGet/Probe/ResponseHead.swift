@@ -1,7 +1,11 @@
 // ResponseHead: the status line and headers of one HTTP response, as
 // HeaderCollector gathers them from libcurl's header callback; the typed
 // readings of the fields rangeget uses.
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// The status and headers of one response.
 struct ResponseHead: Sendable {

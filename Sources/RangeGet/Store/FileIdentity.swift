@@ -1,6 +1,10 @@
 // FileIdentity: which file a name refers to (device and inode), so state kept
 // in another file applies only to the data file it was written for.
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// A file's device and inode number.
 struct FileIdentity: Codable, Equatable, Sendable {

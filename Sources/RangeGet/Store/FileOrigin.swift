@@ -35,7 +35,11 @@
 // `user.rangeget.last_modified`) have no stamp, so they are never proven by
 // their record alone.
 import CCurlShim
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// The URL and validators a finished file was downloaded with.
 struct FileOrigin: Equatable, Sendable {

@@ -4,7 +4,11 @@
 // Bytes written since, in this boot, are in the write journal (WriteJournal),
 // which `load` adds.
 import FoundationEssentials
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// What a partial download has finished, and of which remote file.
 package struct Manifest: Codable, Equatable, Sendable {

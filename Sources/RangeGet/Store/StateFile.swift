@@ -5,7 +5,11 @@
 // link planted at any of their names never makes rangeget read, truncate or
 // write some other file.
 import FoundationEssentials
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 package enum StateFile {
     /// The largest state file read; a manifest of a fragmented 1 TiB download is far smaller.

@@ -31,7 +31,11 @@
 // since the last durable save. The journal is never renamed over the
 // manifest.
 import CCurlShim
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// Bytes written but not yet durable, one store per write, for the next run in this boot.
 final class WriteJournal {
