@@ -35,6 +35,8 @@ let package = Package(
         .executableTarget(name: "rangeget", dependencies: ["RangeGet", "RangeServer"]),
         // A small program that uses only the library's public API (README: "Using the library").
         .executableTarget(name: "rangeget-example", dependencies: ["RangeGet"], path: "Examples/fetch"),
+        // The README's list example: several files through one DownloadSession.
+        .executableTarget(name: "rangeget-list-example", dependencies: ["RangeGet"], path: "Examples/list"),
         .testTarget(name: "RangeGetTests", dependencies: ["RangeGet", "RangeServer"]),
         .testTarget(name: "EndToEndTests", dependencies: ["RangeGet", "RangeServer", "rangeget"]),
         .testTarget(name: "RangeServerTests", dependencies: ["RangeServer"]),

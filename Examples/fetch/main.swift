@@ -74,7 +74,7 @@ let display = Task {
         switch event {
         case let .probed(remote):
             say("size: \(remote.size.map { "\($0) bytes" } ?? "unknown")")
-        case let .resuming(bytesDone):
+        case let .reusing(bytesDone):
             say("resuming: \(bytesDone) bytes already done")
         case let .restarting(reason):
             say("restarting: \(reason)")
@@ -99,7 +99,7 @@ let display = Task {
             say("fetched: verifying and saving")
         case let .finished(result):
             say("finished: \(result.size) bytes in \(result.path)")
-        case .pieceStarted, .pieceFinished, .stolen, .raced, .connectionsMoved, .checkpoint:
+        case .transfer:
             break  // the engine's own bookkeeping: a map of the file would draw these
         }
     }

@@ -9,8 +9,11 @@ extension Download {
         controller.publicState
     }
 
-    /// The download's events from now on, in order; `finished` is the last,
-    /// after the final `progress` (whose `bytesDone` is the size).
+    /// The download's events from now on, in order. A download that
+    /// fetches bytes ends with a `progress` whose `bytesDone` is the size,
+    /// then `fetched`, then `finished`; one whose file was already complete
+    /// sends `probed` then `finished` (nothing is fetched); a download that
+    /// fails or is cancelled sends no `finished`, and its sequence just ends.
     ///
     /// Every access returns a new sequence that receives every event from
     /// then on, so several consumers can each iterate their own. Take it

@@ -3,7 +3,11 @@
 // what OutcomePolicy decides after each run, until the file is in place, the
 // download fails, or a pause or cancel stops it. A download read in order
 // takes the same steps in Download+Stream.swift.
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 extension Download {
     /// One attempt: probe, then transfer until the file is complete, the
@@ -126,17 +130,17 @@ extension Download {
             case let .finish(size):
                 onEvent(.fetched(bytes: size))
                 if controller.handsOffCommit, let group = options.syncGroup {
-                    let (tally, probeReports) = (tally, probeReports)
+                    let (tally, probeReports, remote) = (tally, probeReports, remote)
                     try part.commit(size: size, remote: remote, in: group, onEvent: onEvent) { [self] failure in
                         let outcome = failure.map(DownloadOutcome.failure) ?? .success(
-                            finished(path: output, size: size, tally: tally, since: started, probed: probeReports,
+                            finished(path: output, size: size, remote: remote, tally: tally, since: started, probed: probeReports,
                                      prober: prober, onEvent: onEvent))
                         _ = end(outcome, discarding: nil)
                     }
                     return nil
                 }
                 try part.commit(size: size, remote: remote, onEvent: onEvent)
-                return finished(path: output, size: size, tally: tally, since: started, probed: probeReports,
+                return finished(path: output, size: size, remote: remote, tally: tally, since: started, probed: probeReports,
                                 prober: prober, onEvent: onEvent)
             case let .fail(error):
                 throw error
@@ -163,9 +167,9 @@ extension Download {
         }
     }
 
-    /// The loop to run the transfers on: the shared one of the options, else one of this download's own.
+    /// The loop to run the transfers on: the session's, else one of this download's own.
     func transferLoop() throws(DownloadError) -> TransferLoop {
-        if let shared = options.transferLoop { return shared }
+        if let session { return try session.transferLoop() }
         do {
             return try TransferLoop(threaded: false, multiplex: options.transfer.multiplex, connections: options.connections)
         } catch {
@@ -194,7 +198,7 @@ extension Download {
                        tally: inout Tally, onEvent: (DownloadEvent) -> Void) -> EngineOutcome {
         if controller.isStopRequested { return .stopped }
         let range = ByteRange(0, Int64(body.count))
-        onEvent(.pieceStarted(connection: 0, range: range, url: remote.url))
+        onEvent(.transfer(.pieceStarted(connection: 0, range: range, url: remote.url)))
         let failure = body.withUnsafeBytes { bytes -> IOError? in
             do throws(IOError) {
                 _ = try file.accept(bytes.baseAddress!, count: bytes.count, at: 0)
@@ -204,7 +208,7 @@ extension Download {
             }
         }
         if let failure { return .failed(.io(failure)) }
-        onEvent(.pieceFinished(connection: 0, written: range, complete: true))
+        onEvent(.transfer(.pieceFinished(connection: 0, written: range, complete: true)))
         onEvent(.progress(DownloadProgress(bytesDone: range.count, totalBytes: remote.size, bytesPerSecond: 0,
                                            activeConnections: 0, completed: RangeSet([range]))))
         tally.fetched += range.count
@@ -220,13 +224,13 @@ extension Download {
     /// What a download that completed did (`tally` of its earlier attempts,
     /// this one's since `started`, with the figures of the probes), also
     /// sent as the `finished` event.
-    func finished(path: String, size: Int64, tally: Tally, since started: Double, probed: [MirrorReport],
-                  prober: Prober, onEvent: @Sendable (DownloadEvent) -> Void) -> DownloadResult {
+    func finished(path: String, size: Int64, remote: RemoteFile, tally: Tally, since started: Double,
+                  probed: [MirrorReport], prober: Prober, onEvent: @Sendable (DownloadEvent) -> Void) -> DownloadResult {
         let result = DownloadResult(
             path: path, size: size, seconds: tally.seconds + MonotonicClock.now() - started,
             bytesFetched: tally.fetched, bytesReused: tally.reused ?? 0, retries: tally.retries,
             mirrors: merge(probed, tally.mirrors), connectionsUsed: tally.connectionsUsed,
-            tcpConnections: tally.tcpConnections + prober.connectionsOpened.total)
+            tcpConnections: tally.tcpConnections + prober.connectionsOpened.total, remoteFile: remote)
         onEvent(.finished(result))
         return result
     }
@@ -295,7 +299,7 @@ extension Download {
         }
         return DownloadResult(path: output, size: size, seconds: seconds, bytesFetched: 0,
                               bytesReused: size, retries: 0, mirrors: reports, connectionsUsed: 0,
-                              tcpConnections: tcpConnections, alreadyComplete: true)
+                              tcpConnections: tcpConnections, alreadyComplete: true, remoteFile: remote)
     }
 
     /// The first of a few ranges sampled over the whole file at `output` whose

@@ -3,29 +3,12 @@
 // private temporary directory, and the bytes are read back from there. Memory
 // holds at most `limit` bytes, whatever the server sends.
 import FoundationEssentials
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Synchronization
-
-/// Why `Download.data(from:limit:options:)` returned no bytes.
-public enum DataDownloadError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// The resource is larger than `limit` bytes; `size` is nil when the
-    /// server did not announce it and the stream ran past the limit.
-    case tooLarge(size: Int64?, limit: Int64)
-    /// The download failed.
-    case download(DownloadError)
-
-    /// What went wrong, in one line.
-    public var description: String {
-        switch self {
-        case let .tooLarge(size?, limit):
-            return "the resource has \(size) bytes, more than the limit of \(limit)"
-        case let .tooLarge(nil, limit):
-            return "the resource is larger than the limit of \(limit) bytes"
-        case let .download(error):
-            return error.description
-        }
-    }
-}
 
 extension Download {
     /// The default limit of `data(from:limit:options:)`: 16 MiB.
@@ -37,14 +20,28 @@ extension Download {
     /// small resource costs one round trip): when the resource announces
     /// more than `limit` bytes, the download stops before a byte is kept,
     /// having moved at most `limit` bytes over the wire, and this throws
-    /// `.tooLarge`; a stream of unknown length is stopped as soon as it
+    /// `DownloadError.tooLarge`; a stream of unknown length is stopped as soon as it
     /// passes the limit. The bytes
     /// travel through a temporary file that is deleted before this returns,
     /// so memory never holds more than `limit` bytes. Cancelling the task
     /// stops the download.
     public static func data(
         from url: String, limit: Int64 = defaultDataLimit, options: DownloadOptions = DownloadOptions()
-    ) async throws(DataDownloadError) -> Data {
+    ) async throws(DownloadError) -> Data {
+        try await data(from: url, limit: limit, options: options, session: nil)
+    }
+
+    /// `data(from:limit:options:)` for a `URL`.
+    public static func data(
+        from url: URL, limit: Int64 = defaultDataLimit, options: DownloadOptions = DownloadOptions()
+    ) async throws(DownloadError) -> Data {
+        try await data(from: url.absoluteString, limit: limit, options: options, session: nil)
+    }
+
+    /// `data(from:limit:options:)`, on `session`'s connections when given.
+    static func data(
+        from url: String, limit: Int64, options: DownloadOptions, session: DownloadSession?
+    ) async throws(DownloadError) -> Data {
         let directory = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         var options = options
@@ -52,7 +49,8 @@ extension Download {
         options.overwrite = true
         // The opening request (the probe) asks for no more than the limit.
         options.openingLimit = max(1, limit)
-        let download = Download(url: url, destination: .file(directory + "/data"), options: options)
+        let download = Download(mirrors: [url], destination: .file(directory + "/data"), window: nil, options: options,
+                                session: session)
         // Set when the limit is passed: the announced size, or nil for a stream that ran past it.
         let refused = Mutex<Int64??>(nil)
         download.start { event in
@@ -74,25 +72,25 @@ extension Download {
             result = try await download.run()
         } catch {
             if let size = refused.withLock({ $0 }) { throw .tooLarge(size: size, limit: limit) }
-            throw .download(error)
+            throw error
         }
         guard result.size <= limit else { throw .tooLarge(size: result.size, limit: limit) }
         return try readAll(result.path, size: result.size)
     }
 
     /// A new directory only this user can enter, under the system's temporary directory.
-    private static func makeTemporaryDirectory() throws(DataDownloadError) -> String {
+    private static func makeTemporaryDirectory() throws(DownloadError) -> String {
         var template = Array((FileManager.default.temporaryDirectory.path + "/rangeget-data-XXXXXX").utf8CString)
         guard let made = mkdtemp(&template) else {
-            throw .download(.io(IOError("create a directory in", FileManager.default.temporaryDirectory.path)))
+            throw .io(IOError("create a directory in", FileManager.default.temporaryDirectory.path))
         }
         return String(cString: made)
     }
 
     /// The `size` bytes of the file at `path`.
-    private static func readAll(_ path: String, size: Int64) throws(DataDownloadError) -> Data {
+    private static func readAll(_ path: String, size: Int64) throws(DownloadError) -> Data {
         let descriptor = retryingOnInterrupt { open(path, O_RDONLY | O_CLOEXEC) }
-        guard descriptor >= 0 else { throw .download(.io(IOError("open", path))) }
+        guard descriptor >= 0 else { throw .io(IOError("open", path)) }
         defer { close(descriptor) }
         var data = Data(count: Int(size))
         let failure: Int32? = data.withUnsafeMutableBytes { buffer in
@@ -105,7 +103,7 @@ extension Download {
             }
             return nil
         }
-        if let failure { throw .download(.io(IOError("read", path, code: failure))) }
+        if let failure { throw .io(IOError("read", path, code: failure)) }
         return data
     }
 }

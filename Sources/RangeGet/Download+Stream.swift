@@ -8,6 +8,7 @@
 // nothing on disk, so a later run cannot resume it, and bytes the reader has
 // taken are never taken back: a file that changes after that fails the
 // download instead of starting over.
+import FoundationEssentials
 import Synchronization
 
 /// The bytes of a download in file order, as chunks, while its connections
@@ -40,9 +41,9 @@ public final class DownloadStream: AsyncSequence, Sendable {
     /// The most bytes in one chunk.
     public static let chunkSize = 256 << 10
 
-    init(mirrors: [String], options: DownloadOptions) {
-        window = StreamWindow(capacity: options.streamWindow, digest: options.checksum?.algorithm)
-        download = Download(mirrors: mirrors, window: window, options: options)
+    init(mirrors: [String], options: DownloadOptions, session: DownloadSession?) {
+        window = StreamWindow(capacity: options.streamWindow, digest: options.checksum?.algorithm.digest)
+        download = Download(mirrors: mirrors, window: window, options: options, session: session)
     }
 
     deinit {
@@ -160,8 +161,32 @@ extension Download {
     /// however slow the reader: the connections wait while it is behind.
     public static func bytes(from url: String, mirrors: [String] = [], options: DownloadOptions = DownloadOptions())
         -> DownloadStream {
-        DownloadStream(mirrors: [url] + mirrors, options: options)
+        DownloadStream(mirrors: [url] + mirrors, options: options, session: nil)
     }
+
+    /// `bytes(from:mirrors:options:)` for `URL`s.
+    public static func bytes(from url: URL, mirrors: [URL] = [], options: DownloadOptions = DownloadOptions())
+        -> DownloadStream {
+        DownloadStream(mirrors: ([url] + mirrors).map(\.absoluteString), options: options, session: nil)
+    }
+}
+
+extension DownloadSession {
+    /// The file at `url` (and its `mirrors`) read in order as it arrives, on
+    /// this session's connections (see ``Download/bytes(from:mirrors:options:)-(String,_,_)``).
+    public func bytes(from url: String, mirrors: [String] = [], options: DownloadOptions = DownloadOptions())
+        -> DownloadStream {
+        DownloadStream(mirrors: [url] + mirrors, options: options, session: self)
+    }
+
+    /// The file at `url` (and its `mirrors`) read in order as it arrives, on this session's connections.
+    public func bytes(from url: URL, mirrors: [URL] = [], options: DownloadOptions = DownloadOptions())
+        -> DownloadStream {
+        DownloadStream(mirrors: ([url] + mirrors).map(\.absoluteString), options: options, session: self)
+    }
+}
+
+extension Download {
 
     /// One attempt of a download read in order: probe, then transfer into
     /// `window` until every byte is read, the download fails or it is stopped.
@@ -202,7 +227,7 @@ extension Download {
                     throw .verification("\(checksum.algorithm.rawValue) of the stream is \(actual), expected "
                                         + "\(checksum.hex); every byte was passed on already")
                 }
-                return finished(path: "-", size: size, tally: tally, since: started, probed: probeReports,
+                return finished(path: "-", size: size, remote: remote, tally: tally, since: started, probed: probeReports,
                                 prober: prober, onEvent: onEvent)
             case let .fail(error):
                 throw error

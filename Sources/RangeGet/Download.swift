@@ -7,7 +7,11 @@
 // DownloadController.swift.
 import Dispatch
 import FoundationEssentials
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Synchronization
 
 /// A download of one remote file, from one URL or several mirrors, to a
@@ -22,33 +26,47 @@ public final class Download: Sendable {
     /// How it is fetched.
     public let options: DownloadOptions
 
+    /// The session whose connections the download shares; nil: it runs alone.
+    public let session: DownloadSession?
+
     /// The life cycle shared by every thread and task that touches this download.
     let controller: DownloadController
     /// Where a download read in order puts its bytes instead of a file (`bytes(from:)`).
     let window: StreamWindow?
 
-    /// A download of `url` to `destination`.
+    /// A download of `url` to `destination` that runs alone: its own
+    /// connections, its transfers on the thread that runs it. To share
+    /// connections with other downloads, make it from a ``DownloadSession``.
     public convenience init(url: String, destination: Destination, options: DownloadOptions = DownloadOptions()) {
         self.init(mirrors: [url], destination: destination, options: options)
     }
 
+    /// A download of `url` to `destination` that runs alone (see ``init(url:destination:options:)-(String,_,_)``).
+    public convenience init(url: URL, destination: Destination, options: DownloadOptions = DownloadOptions()) {
+        self.init(mirrors: [url.absoluteString], destination: destination, options: options)
+    }
+
     /// A download of the file behind `mirrors` (at least one URL; the first
-    /// names the download) to `destination`.
+    /// names the download) to `destination`, running alone.
     public convenience init(mirrors: [String], destination: Destination, options: DownloadOptions = DownloadOptions()) {
-        self.init(mirrors: mirrors, destination: destination, window: nil, options: options)
+        self.init(mirrors: mirrors, destination: destination, window: nil, options: options, session: nil)
     }
 
     /// A download of the file behind `mirrors` into `window`, read in order.
-    convenience init(mirrors: [String], window: StreamWindow, options: DownloadOptions) {
-        self.init(mirrors: mirrors, destination: .file("-"), window: window, options: options)
+    convenience init(mirrors: [String], window: StreamWindow, options: DownloadOptions, session: DownloadSession?) {
+        self.init(mirrors: mirrors, destination: .file("-"), window: window, options: options, session: session)
     }
 
-    private init(mirrors: [String], destination: Destination, window: StreamWindow?, options: DownloadOptions) {
+    init(mirrors: [String], destination: Destination, window: StreamWindow?, options: DownloadOptions,
+         session: DownloadSession?) {
         precondition(!mirrors.isEmpty, "a download needs a URL")
         url = mirrors[0]
         self.mirrors = mirrors
         self.destination = destination
+        var options = options
+        if options.transfer.rateLimit == nil { options.transfer.rateLimit = session?.rateLimit }
         self.options = options
+        self.session = session
         self.window = window
         controller = DownloadController(keepsResumeState: window == nil)
     }

@@ -34,6 +34,10 @@ public enum DownloadError: Error, Sendable, Equatable, CustomStringConvertible {
     /// for a cancel: either way the download stopped because it was told
     /// to, and no option gets past it (no `remedy`).
     case interrupted(keptResumeState: Bool)
+    /// `Download.data(from:limit:options:)` refused a resource larger than
+    /// `limit` bytes; `size` is nil when the server did not announce it and
+    /// the stream ran past the limit.
+    case tooLarge(size: Int64?, limit: Int64)
 
     /// An option of `DownloadOptions` that gets past a failure the download
     /// refuses to work around by itself.
@@ -118,6 +122,10 @@ public enum DownloadError: Error, Sendable, Equatable, CustomStringConvertible {
             return "interrupted; the partial download is kept for a later download to resume"
         case .interrupted(keptResumeState: false):
             return "interrupted; nothing is kept for a later download to resume"
+        case let .tooLarge(size?, limit):
+            return "the resource has \(size) bytes, more than the limit of \(limit)"
+        case let .tooLarge(nil, limit):
+            return "the resource is larger than the limit of \(limit) bytes"
         }
     }
 }

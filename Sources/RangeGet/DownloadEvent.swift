@@ -39,8 +39,10 @@ public struct DownloadProgress: Sendable, Equatable {
 public enum DownloadEvent: Sendable {
     /// The probe learned the file's size, validators and range support.
     case probed(RemoteFile)
-    /// A previous run's bytes are reused.
-    case resuming(bytesDone: Int64)
+    /// The download goes on from a partial download an earlier run (or an
+    /// earlier `Download`) left: `bytesDone` bytes of it are reused from
+    /// disk. Not the same as ``resumed``, which follows a ``Download/pause()``.
+    case reusing(bytesDone: Int64)
     /// The partial download is discarded and started again, and why.
     case restarting(reason: String)
     /// Periodic progress, at most about ten times a second.
@@ -50,23 +52,14 @@ public enum DownloadEvent: Sendable {
     /// then): the `attempt`th of at most `attempts` at them that got nowhere
     /// (a cut that made progress starts the count again).
     case retry(connection: Int, reason: String, delay: Double, attempt: Int, attempts: Int)
-    /// A connection started fetching `range` from the mirror at `url`.
-    case pieceStarted(connection: Int, range: ByteRange, url: String)
-    /// A connection's transfer ended; `written` is what it put on disk.
-    case pieceFinished(connection: Int, written: ByteRange, complete: Bool)
-    /// A free connection took over `range`, the end of connection `from`'s piece.
-    case stolen(from: Int, range: ByteRange)
-    /// The placement moved `count` connections from the mirror at `from`
-    /// to the one at `to`, where they add more (their ranges go back to the queue).
-    case connectionsMoved(from: String, to: String, count: Int)
     /// Something worth telling the user that changes nothing in the outcome.
     case notice(String)
     /// A mirror is no longer used, and why.
     case mirrorDropped(url: String, reason: String)
-    /// A free connection fetches the rest of a slow connection's piece too; the first to finish wins.
-    case raced(connection: Int, range: ByteRange)
-    /// The manifest now records this many durable bytes.
-    case checkpoint(bytesDurable: Int64)
+    /// What the engine did with the file's pieces and connections, for a
+    /// map of the transfers or a log; a progress bar or a status line needs
+    /// none of it (``progress(_:)`` carries the figures).
+    case transfer(TransferEvent)
     /// `pause()` took effect: every transfer stopped and the manifest is
     /// saved; `state` becomes `.paused` next, unless a `resume()` that came
     /// meanwhile continues at once (then `resumed` follows) or a `cancel()`
@@ -85,13 +78,32 @@ public enum DownloadEvent: Sendable {
     case finished(DownloadResult)
 }
 
+/// What the engine did with a download's pieces and connections
+/// (``DownloadEvent/transfer(_:)``).
+public enum TransferEvent: Sendable {
+    /// A connection started fetching `range` from the mirror at `url`.
+    case pieceStarted(connection: Int, range: ByteRange, url: String)
+    /// A connection's transfer ended; `written` is what it put on disk.
+    case pieceFinished(connection: Int, written: ByteRange, complete: Bool)
+    /// A free connection took over `range`, the end of connection `from`'s piece.
+    case stolen(from: Int, range: ByteRange)
+    /// The placement moved `count` connections from the mirror at `from`
+    /// to the one at `to`, where they add more (their ranges go back to the queue).
+    case connectionsMoved(from: String, to: String, count: Int)
+    /// A free connection fetches the rest of a slow connection's piece too; the first to finish wins.
+    case raced(connection: Int, range: ByteRange)
+    /// The manifest now records this many durable bytes.
+    case checkpoint(bytesDurable: Int64)
+}
+
 /// What a finished download did.
 public struct DownloadResult: Sendable, Equatable {
     /// Where the file is.
     public var path: String
     /// Its length in bytes.
     public var size: Int64
-    /// Wall-clock seconds of this run, probe included.
+    /// Seconds the download ran, on the monotonic clock: every attempt,
+    /// probes included, summed; time spent paused is not counted.
     public var seconds: Double
     /// Bytes fetched over the network by this run.
     public var bytesFetched: Int64
@@ -108,6 +120,11 @@ public struct DownloadResult: Sendable, Equatable {
     /// True when the file was there already, complete and still the
     /// server's (same size and validators): nothing was fetched.
     public var alreadyComplete = false
+    /// What the last probe learned of the file: its final URL after
+    /// redirects (``RemoteFile/effectiveURL``), the response's headers
+    /// (``RemoteFile/headers``, ``RemoteFile/contentType``) and validators.
+    /// Nil only for a result made by hand.
+    public var remoteFile: RemoteFile?
 }
 
 /// What one mirror contributed to a download.

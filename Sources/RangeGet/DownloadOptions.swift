@@ -64,22 +64,16 @@ public struct DownloadOptions: Sendable {
     /// classic probe runs only when that answer is not a usable 206, and when
     /// resuming.
     public var probeWithHead = false
-    /// The loop, with its multi handle, that runs the transfers: one shared
-    /// by several downloads (the files of a list) lets each reuse the
-    /// connections the others opened, and bounds their connections together
-    /// (`TransferLoop(connections:)`; each still keeps to `connections`).
-    /// Nil: the download makes its own, driven on the thread that runs it.
-    public var transferLoop: TransferLoop?
     /// Downloads that finish together (the files of a list) make their data
     /// and their directory durable together, one sync for a batch instead
     /// of two per file (a group commit). Nil: this download syncs alone.
-    public var syncGroup: SyncGroup?
+    package var syncGroup: SyncGroup?
     /// The directory several downloads save into (the files of a list), as
     /// it was when they began: a file none of whose names it held, and that
     /// no other of them took, is not looked for before its opening request,
     /// nor after it when that request brought the whole file. Nil: every
     /// name is looked up.
-    public var sharedDirectory: SharedDirectory?
+    package var sharedDirectory: SharedDirectory?
     /// A download read in order (`Download.bytes(from:)`, `-o -`): the most
     /// bytes kept in memory, written ahead of the reader and not yet read
     /// (at least 1 MiB). The connections fetch inside this window, in file

@@ -89,23 +89,34 @@ extension DownloadEvent {
     var cleaned: DownloadEvent {
         let clean = OutgoingText.clean
         switch self {
-        case var .probed(remote):
-            remote.url = clean(remote.url)
-            remote.effectiveURL = clean(remote.effectiveURL)
-            return .probed(remote)
+        case let .probed(remote): return .probed(remote.cleaned)
         case let .restarting(reason): return .restarting(reason: clean(reason))
         case let .retry(connection, reason, delay, attempt, attempts):
             return .retry(connection: connection, reason: clean(reason), delay: delay, attempt: attempt, attempts: attempts)
-        case let .pieceStarted(connection, range, url): return .pieceStarted(connection: connection, range: range, url: clean(url))
-        case let .connectionsMoved(from, to, count): return .connectionsMoved(from: clean(from), to: clean(to), count: count)
+        case let .transfer(.pieceStarted(connection, range, url)):
+            return .transfer(.pieceStarted(connection: connection, range: range, url: clean(url)))
+        case let .transfer(.connectionsMoved(from, to, count)):
+            return .transfer(.connectionsMoved(from: clean(from), to: clean(to), count: count))
         case let .mirrorDropped(url, reason): return .mirrorDropped(url: clean(url), reason: clean(reason))
         case let .notice(message): return .notice(clean(message))
         case var .finished(result):
             result.mirrors = result.mirrors.map(\.cleaned)
+            result.remoteFile = result.remoteFile?.cleaned
             return .finished(result)
-        case .resuming, .progress, .pieceFinished, .stolen, .raced, .checkpoint, .paused, .resumed, .fetched:
+        case .reusing, .progress, .transfer, .paused, .resumed, .fetched:
             return self
         }
+    }
+}
+
+extension RemoteFile {
+    /// The file with its URLs and the response's header values cleaned (`OutgoingText`).
+    var cleaned: RemoteFile {
+        var remote = self
+        remote.url = OutgoingText.clean(url)
+        remote.effectiveURL = OutgoingText.clean(effectiveURL)
+        remote.headers = headers.mapValues(OutgoingText.clean)
+        return remote
     }
 }
 

@@ -3,7 +3,11 @@
 // recommendation in its MirrorChoice; this prints a ranked table and the
 // command line to use, or JSON.
 import FoundationEssentials
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import RangeGet
 
 struct BenchSettings {
@@ -36,7 +40,7 @@ enum BenchCommand {
                 settings.benchmark.samples = try Parse.positiveInteger(text, "samples", max: 64)
             },
             .value("H", "header", "'NAME: VALUE'", "send this request header (not Range or If-Range)") { settings, text throws(UsageError) in
-                settings.benchmark.transfer.headers.append(try Parse.header(text))
+                settings.benchmark.transfer.headerLines.append(try Parse.header(text))
             },
             .flag(nil, "insecure", "do not verify TLS certificates") { $0.benchmark.transfer.insecure = true },
             .flag(nil, "json", "print a JSON object instead of a table") { $0.json = true },
@@ -51,7 +55,7 @@ enum BenchCommand {
             let urls = try command.parse(arguments, into: &settings)
             if settings.help { print(command.help); return ExitCode.success.rawValue }
             guard !urls.isEmpty else { throw UsageError("bench needs at least one URL") }
-            for url in urls { try InputList.check(url: url) }
+            for url in urls { try CommandLineURL.check(url) }
             settings.benchmark.urls = urls
         } catch {
             return fail("\(error)", .usage)

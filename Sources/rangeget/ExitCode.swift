@@ -1,6 +1,10 @@
 // The exit codes of rangeget, as documented in README.md. Errors are mapped
 // to codes only here, in the executable.
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import RangeGet
 
 enum ExitCode: Int32 {
@@ -17,7 +21,8 @@ enum ExitCode: Int32 {
     init(_ error: DownloadError) {
         switch error {
         case .usage: self = .usage
-        case .network, .server: self = .network
+        // (tooLarge: the library's data(from:) alone refuses a size; the command has no limit.)
+        case .network, .server, .tooLarge: self = .network
         case .verification: self = .verification
         case .io, .manifest: self = .local
         case .busy: self = .busy

@@ -1,7 +1,11 @@
 // The main command: `rangeget [OPTIONS] URL`. Parses options into
 // DownloadOptions, runs a Download, shows progress, maps the outcome to an
 // exit code. All the work happens in the RangeGet library.
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Dispatch
 import FoundationEssentials
 import RangeGet
@@ -91,7 +95,7 @@ enum GetCommand {
             },
             .flag(nil, "netrc", "read credentials from ~/.netrc") { $0.options.transfer.useNetrc = true },
             .value("H", "header", "'NAME: VALUE'", "send this request header (never stored on disk; not Range or If-Range)") { settings, text throws(UsageError) in
-                settings.options.transfer.headers.append(try Parse.header(text))
+                settings.options.transfer.headerLines.append(try Parse.header(text))
             },
             .value(nil, "user-agent", "TEXT", "the User-Agent header") { settings, text throws(UsageError) in
                 settings.options.transfer.userAgent = try Parse.headerValue(text, "user-agent")
@@ -149,9 +153,12 @@ enum GetCommand {
                 guard urls.isEmpty else { throw UsageError("give URLs either on the command line or with -i, not both") }
                 guard settings.output == nil else { throw UsageError("-o names one file; with -i use out=NAME in the list") }
                 try validate(urls: ["http://list/"], settings: settings)
-                let reading = InputList.read(try readList(list))
+                let reading = ListFile(parsing: try readList(list))
                 guard !reading.entries.isEmpty || !reading.problems.isEmpty else { throw UsageError("\(list) lists no URL") }
-                let checksums = try settings.checksumFile.map { try ChecksumList.parse(try readList($0)) }
+                let checksums = try settings.checksumFile.map { file throws(UsageError) in
+                    let text = try readList(file)
+                    do throws(DownloadError) { return try Checksum.list(parsing: text) } catch { throw UsageError(error.problem) }
+                }
                 for notice in reading.entries.compactMap(\.outputNotice) { warn(notice) }
                 return BatchRun(entries: reading.entries, problems: reading.problems, settings: settings, checksums: checksums)
                     .run(jobs: settings.jobs ?? settings.options.connections)
@@ -182,7 +189,7 @@ enum GetCommand {
             let result = try download.run { event in
                 resumability.withLock { $0 = $0.after(event) }
                 switch event {
-                case let .resuming(bytes) where bytes > 0: kept.withLock { $0 = true }
+                case let .reusing(bytes) where bytes > 0: kept.withLock { $0 = true }
                 case let .progress(progress) where progress.bytesDone > 0: kept.withLock { $0 = true }
                 default: break
                 }
@@ -238,7 +245,7 @@ enum GetCommand {
                 throw UsageError("unknown command '\(url)'; did you mean 'rangeget \(command)'? (see 'rangeget --help')")
             }
         }
-        for url in urls { try InputList.check(url: url) }
+        for url in urls { try CommandLineURL.check(url) }
         if let directory = settings.directory {
             try OutputDirectory.prepare(directory, create: true, name: "--dir \(directory)")
         }
@@ -274,7 +281,7 @@ enum GetCommand {
                 + (streaming ? "" : " (a later run resumes it only if the server then serves them)"))
         case let .restarting(reason):
             say(reason)
-        case let .resuming(bytes):
+        case let .reusing(bytes):
             display.discount(bytes)
             say("resuming: \(ByteCount.format(bytes)) already done")
         case let .mirrorDropped(url, reason):
@@ -286,8 +293,7 @@ enum GetCommand {
             if announcedWaits.withLock({ $0.insert(attempt).inserted }) {
                 say("\(reason); retrying: attempt \(attempt) of \(attempts) in \(Int(delay.rounded())) s")
             }
-        case .probed, .retry, .stolen, .raced, .connectionsMoved, .checkpoint, .fetched, .finished, .pieceStarted,
-             .pieceFinished, .paused, .resumed:
+        case .probed, .retry, .transfer, .fetched, .finished, .paused, .resumed:
             break
         }
     }

@@ -5,7 +5,12 @@
 // be written into is a usage error (exit 2) with the system's reason, found by
 // creating a file there: access(2) says yes to root in /proc, where no file
 // can be made.
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import RangeGet
 
 enum OutputDirectory {
     /// Makes sure files can be created in `path`, creating it first when
@@ -17,24 +22,13 @@ enum OutputDirectory {
             let reason = errno
             guard reason == ENOENT || reason == ENOTDIR else { throw UsageError("cannot reach \(name): \(systemReason(reason))") }
             guard create else { throw UsageError("\(name) does not exist") }
-            if let failure = makeDirectories(path) {
+            if let failure = Directories.make(path) {
                 throw UsageError("\(name) does not exist and cannot be created: \(failure)")
             }
         } else if (info.st_mode & S_IFMT) != S_IFDIR {
             throw UsageError("\(name) is not a directory")
         }
         if let failure = createTestFile(in: path) { throw UsageError("cannot write to directory \(path): \(failure)") }
-    }
-
-    /// Creates `path` and every missing parent; the reason of the first failure, or nil.
-    private static func makeDirectories(_ path: String) -> String? {
-        var prefix = path.hasPrefix("/") ? "/" : ""
-        for component in path.split(separator: "/") {
-            prefix += component
-            if mkdir(prefix, 0o777) != 0, errno != EEXIST { return systemReason(errno) }
-            prefix += "/"
-        }
-        return nil
     }
 
     /// Creates and removes an empty file in `directory`; why it failed, or nil.

@@ -136,32 +136,32 @@ final class CommandLineFormattingTests: XCTestCase {
         // Read as bytes: characters of several bytes, a break right after one, a CR then LF apart.
         XCTAssertEqual("é\nü\u{301}\r\r\n日本\n\r".textLines, ["é", "ü\u{301}", "", "日本", "", ""])
         XCTAssertEqual("".textLines, [""])
-        let spaced = InputList.read("\thttp://h/é  http://m/é\t# a comment, out=z\n \t out=ü.bin # too\n#\n").entries
+        let spaced = ListFile(parsing: "\thttp://h/é  http://m/é\t# a comment, out=z\n \t out=ü.bin # too\n#\n").entries
         XCTAssertEqual(spaced.map(\.urls), [["http://h/é", "http://m/é"]])
         XCTAssertEqual(spaced.map(\.output), ["ü.bin"])
         // A '#' or a space with a mark joined to it is part of its Character, not a delimiter.
-        let joined = InputList.read("http://h/a out=#\u{FE0F}\u{20E3}.txt\nhttp://h/b out=x#\u{301}y\n").entries
+        let joined = ListFile(parsing: "http://h/a out=#\u{FE0F}\u{20E3}.txt\nhttp://h/b out=x#\u{301}y\n").entries
         XCTAssertEqual(joined.map(\.output), ["#\u{FE0F}\u{20E3}.txt", "x#\u{301}y"])
-        let entries = InputList.read("http://h/a\r\n  out=x.bin\r\n# c\r\nhttp://h/b out=../y\r\n").entries
+        let entries = ListFile(parsing: "http://h/a\r\n  out=x.bin\r\n# c\r\nhttp://h/b out=../y\r\n").entries
         XCTAssertEqual(entries.map(\.urls), [["http://h/a"], ["http://h/b"]])
         XCTAssertEqual(entries.map(\.output), ["x.bin", "y"])
         XCTAssertEqual(entries.map(\.line), [1, 4])
         XCTAssertEqual(entries[1].outputNotice, "input line 4: out=../y is not a plain file name; saving it as y")
         // A token with '=' is an option unless it is a URL (whose query may hold one), on ASCII lines and others.
-        let queries = InputList.read("http://h/a?x=1 http://m/a?x=1\nhttp://h/é?q=ü\n").entries
+        let queries = ListFile(parsing: "http://h/a?x=1 http://m/a?x=1\nhttp://h/é?q=ü\n").entries
         XCTAssertEqual(queries.map(\.urls), [["http://h/a?x=1", "http://m/a?x=1"], ["http://h/é?q=ü"]])
         for line in ["http://h/a dir=x\n", "http://h/é dir=ü\n", "http://h/a x=\n"] {
-            let reading = InputList.read(line)
+            let reading = ListFile(parsing: line)
             XCTAssertEqual(reading.entries, [], line)
             XCTAssertTrue(reading.problems.first?.message.contains("input line 1: unknown option") == true, "\(reading.problems)")
         }
         let digest = String(repeating: "ab", count: 32)
-        let sums = try ChecksumList.parse("\(digest)  a.bin\r\n\r\n\(digest.uppercased()) *./b.bin\r\n")
+        let sums = try Checksum.list(parsing: "\(digest)  a.bin\r\n\r\n\(digest.uppercased()) *./b.bin\r\n")
         XCTAssertEqual(sums.keys.sorted(), ["a.bin", "b.bin"])
-        XCTAssertThrowsError(try ChecksumList.parse("\(digest)  a\r\nnot a sum\r\n")) { error in
+        XCTAssertThrowsError(try Checksum.list(parsing: "\(digest)  a\r\nnot a sum\r\n")) { error in
             XCTAssertTrue("\(error)".contains("line 2"), "\(error)")
         }
-        XCTAssertThrowsError(try ChecksumList.parse("\(digest)  a\n\(String(repeating: "cd", count: 32))  a\n"))
+        XCTAssertThrowsError(try Checksum.list(parsing: "\(digest)  a\n\(String(repeating: "cd", count: 32))  a\n"))
     }
 
     /// A list's progress line (issues 15 and 37): the bytes of the whole
@@ -251,7 +251,7 @@ final class CommandLineFormattingTests: XCTestCase {
                 text += random.pick(breaks)
             }
             if random.chance(0.5) { text.removeLast() }
-            let read = InputList.read(text)
+            let read = ListFile(parsing: text)
             XCTAssertEqual(read, Self.plainReading(text), "\(text.debugDescription)")
             if read.problems.isEmpty, !read.entries.isEmpty { accepted += 1 }
         }
@@ -271,8 +271,8 @@ final class CommandLineFormattingTests: XCTestCase {
     /// The rules of an input list, read by Characters over `textLines`: a
     /// bad line is a problem and leaves out its entry (a bad option line,
     /// the entry it belongs to), and the option lines below a left-out entry.
-    private static func plainReading(_ text: String) -> ListReading {
-        var reading = ListReading()
+    private static func plainReading(_ text: String) -> ListFile {
+        var reading = ListFile()
         var skipping = false
         for (index, line) in text.textLines.enumerated() {
             let number = index + 1
@@ -288,14 +288,14 @@ final class CommandLineFormattingTests: XCTestCase {
             for token in tokens where problem == nil {
                 if token.hasPrefix("out=") {
                     do {
-                        (output, notice) = try InputList.outputName(String(token.dropFirst(4)), line: number)
+                        (output, notice) = try ListFileReader.outputName(String(token.dropFirst(4)), line: number)
                     } catch {
                         problem = "\(error)"
                     }
                 } else if isOption(token) {
                     problem = "input line \(number): unknown option '\(token)' (only out=NAME is known)"
                 } else {
-                    do { try InputList.check(url: token, line: number) } catch { problem = "\(error)" }
+                    do { try ListFileReader.check(url: token, line: number) } catch { problem = "\(error)" }
                     urls.append(token)
                 }
             }
@@ -307,12 +307,12 @@ final class CommandLineFormattingTests: XCTestCase {
                 if indented, optionsOnly, !skipping, let owner = reading.entries.popLast() {
                     problem += "; the file of input line \(owner.line) is left out"
                 }
-                reading.problems.append(ListProblem(line: number, message: problem))
+                reading.problems.append(DownloadList.Problem(line: number, message: problem))
                 skipping = true
                 continue
             }
             if !urls.isEmpty {
-                reading.entries.append(ListEntry(urls: urls, output: output, line: number, outputNotice: notice))
+                reading.entries.append(DownloadList.Entry(urls: urls, output: output, line: number, outputNotice: notice))
             } else if !skipping, let output {
                 reading.entries[reading.entries.count - 1].output = output
                 reading.entries[reading.entries.count - 1].outputNotice = notice

@@ -46,7 +46,7 @@ final class DistrustedRaceTests: EndToEndTestCase {
         let faults = server.statistics.requests.compactMap { request in request.fault.map { (request.rangeHeader, $0) } }
         XCTAssertEqual(faults.map(\.1), ["delay:1800", "overlong:1000"], "\(faults)")
         XCTAssertTrue(run.events.contains { event in
-            if case let .raced(_, range) = event { return range.start == late }
+            if case let .transfer(.raced(_, range)) = event { return range.start == late }
             return false
         }, "the late piece was never raced")
         let left = try XCTUnwrap(leftAtTheKill.withLock { $0 }, "no answer was distrusted")

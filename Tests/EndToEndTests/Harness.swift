@@ -47,6 +47,9 @@ enum CLI {
     /// The `rangeget-example` executable (Examples/fetch), built beside it.
     static let example = builtProduct("rangeget-example")
 
+    /// The `rangeget-list-example` executable (Examples/list, the README's list example).
+    static let listExample = builtProduct("rangeget-list-example")
+
     /// The executable `name` that `swift build` made: next to this test
     /// bundle, else in the package's .build/debug.
     private static func builtProduct(_ name: String) -> String {

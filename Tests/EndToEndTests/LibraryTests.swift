@@ -119,7 +119,7 @@ final class LibraryTests: EndToEndTestCase {
         assertNotAskedAgain(done, in: server.requestedRanges, saved: "at the pause")
         let events = await watch.events
         let resumed = events.compactMap { event -> Int64? in
-            if case let .resuming(bytes) = event { return bytes }
+            if case let .reusing(bytes) = event { return bytes }
             return nil
         }
         XCTAssertEqual(resumed, [saved], "the resume reused the bytes saved at the pause")

@@ -4,6 +4,7 @@
 // number and reason, the good entries are downloaded, and the run exits with
 // the code of its first failed entry in list order (a bad line's is 2).
 import Foundation
+import RangeGet
 import RangeServer
 import XCTest
 @testable import rangeget
@@ -87,7 +88,7 @@ final class ListProblemTests: EndToEndTestCase {
 
     /// Reading alone: each bad line once, its entry and its option lines left out, the rest kept.
     func testReadingAListKeepsEveryGoodEntry() {
-        let reading = InputList.read("""
+        let reading = ListFile(parsing: """
             http://h/a
               out=a.bin
             notaurl

@@ -243,12 +243,12 @@ private struct EventRecord {
         var current: [Int: String] = [:]
         for (index, (time, event)) in events.enumerated() {
             switch event {
-            case let .pieceStarted(connection, _, url):
+            case let .transfer(.pieceStarted(connection, _, url)):
                 current[connection] = url
                 starts.append(Start(index: index, connection: connection, url: url))
-            case let .pieceFinished(connection, _, _):
+            case let .transfer(.pieceFinished(connection, _, _)):
                 current[connection] = nil
-            case let .connectionsMoved(from, to, count):
+            case let .transfer(.connectionsMoved(from, to, count)):
                 moves.append(Move(index: index, time: time, from: from, to: to, count: count))
             default:
                 break

@@ -445,7 +445,7 @@ final class ReliabilityDiskCallTests: EndToEndTestCase {
         server.setRatePerConnection(512 << 10)
         defer { server.setRatePerConnection(nil) }
         let stopped = runLibrary([server.url("f")], to: output, stopWhen: { event in
-            if case .checkpoint = event { return true }
+            if case .transfer(.checkpoint) = event { return true }
             return false
         }) { options in
             options.connections = 4

@@ -266,7 +266,7 @@ final class ReliabilityFileSafetyTests: EndToEndTestCase {
         let seen = Mutex<(samples: Int, unsynced: [String], quickAhead: Bool)>((0, [], false))
         let durableSaved = Atomic<Bool>(false)
         let run = runLibrary([server.url("f")], to: output, probe: probe, stopWhen: { [probe] event in
-            if case .checkpoint = event { durableSaved.store(true, ordering: .relaxed) }
+            if case .transfer(.checkpoint) = event { durableSaved.store(true, ordering: .relaxed) }
             guard case .progress = event, durableSaved.load(ordering: .relaxed),
                   let data = FileManager.default.contents(atPath: manifest) else { return false }
             let synced = probe.synced(manifest + ".tmp").contains(data)

@@ -187,7 +187,7 @@ final class SchedulingTests: EndToEndTestCase {
     private func firstSplitPieces(_ options: DownloadOptions) throws -> [Int: ByteRange] {
         let pieces = Mutex<[Int: ByteRange]>([:])
         _ = try Download(url: server.url("f"), destination: .file(path("dry")), options: options).run { event in
-            if case let .pieceStarted(connection, range, _) = event, range.start > 0 {
+            if case let .transfer(.pieceStarted(connection, range, _)) = event, range.start > 0 {
                 pieces.withLock { if $0[connection] == nil { $0[connection] = range } }
             }
         }
@@ -233,9 +233,9 @@ final class SchedulingTests: EndToEndTestCase {
         var reservedStarts: [Int] = []
         for event in events.withLock({ $0 }) {
             switch event {
-            case let .pieceFinished(_, written, true) where written.end <= reserve.lowerBound && written.count > split:
+            case let .transfer(.pieceFinished(_, written, true)) where written.end <= reserve.lowerBound && written.count > split:
                 finishedBelow += 1
-            case let .pieceStarted(_, range, _) where reserve.contains(range.start):
+            case let .transfer(.pieceStarted(_, range, _)) where reserve.contains(range.start):
                 reservedStarts.append(finishedBelow)
             default:
                 break
@@ -279,7 +279,7 @@ final class SchedulingTests: EndToEndTestCase {
         Thread.detachNewThread {
             let result = Result { () throws(DownloadError) in
                 try download.run { event in
-                    if case .stolen = event { stolen.withLock { $0 += 1 } }
+                    if case .transfer(.stolen) = event { stolen.withLock { $0 += 1 } }
                 }
             }
             outcome.withLock { $0 = result }
@@ -422,7 +422,7 @@ final class SharedLoopConnectionTests: EndToEndTestCase {
         for (index, resource) in resources.enumerated() { server.setResource(resource, at: "f\(index)") }
         server.setRatePerConnection(4 << 20)
         server.setFaults([FaultRule(.cutAfter(200_000), when: .probability(0.3, seed: 5))])
-        let loop = try TransferLoop(connections: 3)
+        let session = DownloadSession(configuration: .init(connections: 3))
         let outcomes = Mutex<[Int: Result<DownloadResult, DownloadError>]>([:])
         let urls = (0..<2).map { server.url("f\($0)") }
         let outputs = (0..<2).map { path("f\($0)") }
@@ -431,8 +431,7 @@ final class SharedLoopConnectionTests: EndToEndTestCase {
             options.connections = 4
             options.retries = 20
             options.retryWait = 0.01
-            options.transferLoop = loop
-            let download = Download(url: urls[index], destination: .file(outputs[index]), options: options)
+            let download = session.download(from: urls[index], to: .file(outputs[index]), options: options)
             let outcome = Result { () throws(DownloadError) in try download.run { _ in } }
             outcomes.withLock { $0[index] = outcome }
         }
@@ -440,6 +439,7 @@ final class SharedLoopConnectionTests: EndToEndTestCase {
             if case let .failure(error)? = outcomes.withLock({ $0[index] }) { XCTFail("download \(index): \(error)") }
             assertSameBytes(path("f\(index)"), resources[index])
         }
+        let loop = try session.transferLoop()
         XCTAssertEqual(loop.peakConnectionsInUse, 3, "both downloads wanted 4: the loop's limit of 3 bound them")
         XCTAssertEqual(loop.connectionsInUse, 0, "no transfer is left running")
         XCTAssertEqual(loop.slotsTaken, 0, "every slot taken was given back")
@@ -457,14 +457,14 @@ final class SharedLoopConnectionTests: EndToEndTestCase {
         server.setResource(resource, at: "f")
         server.setRatePerConnection(2 << 20)
         server.setFaults([FaultRule(.stallAfter(64 << 10), when: .nthRequest(2))])
-        let loop = try TransferLoop(connections: 2)
+        let session = DownloadSession(configuration: .init(connections: 2))
+        let loop = try session.transferLoop()
         var options = DownloadOptions()
         options.connections = 3
         options.minimumSplit = 256 << 10
-        options.transferLoop = loop
         let steals = Mutex<[ByteRange]>([])
-        let result = try Download(url: server.url("f"), destination: .file(path("f")), options: options).run { event in
-            if case let .stolen(_, range) = event { steals.withLock { $0.append(range) } }
+        let result = try session.download(from: server.url("f"), to: .file(path("f")), options: options).run { event in
+            if case let .transfer(.stolen(_, range)) = event { steals.withLock { $0.append(range) } }
         }
         assertSameBytes(result.path, resource)
         let stalled = try XCTUnwrap(server.requestedRanges.dropFirst().first, "the second request")
@@ -481,15 +481,15 @@ final class SharedLoopConnectionTests: EndToEndTestCase {
         let count = 12
         let resources = (0..<count).map { Resource.generated(size: 16 << 10, seed: 430 + UInt64($0)) }
         for (index, resource) in resources.enumerated() { server.setResource(resource, at: "f\(index)") }
-        let loop = try TransferLoop(connections: 2)
+        let session = DownloadSession(configuration: .init(connections: 2))
+        let loop = try session.transferLoop()
         loop.recycleConnections(upTo: 4)
-        var options = DownloadOptions()
-        options.transferLoop = loop
+        let options = DownloadOptions()
         for index in 0..<count {
             let url = index % 3 == 0
                 ? server.url("f\(index)").replacingOccurrences(of: "http://", with: "http://u\(index):p\(index)@")
                 : server.url("f\(index)")
-            let download = Download(url: url, destination: .file(path("f\(index)")), options: options)
+            let download = session.download(from: url, to: .file(path("f\(index)")), options: options)
             _ = try download.run { _ in }
             assertSameBytes(path("f\(index)"), resources[index])
         }

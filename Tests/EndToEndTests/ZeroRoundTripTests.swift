@@ -61,7 +61,7 @@ final class ZeroRoundTripTests: EndToEndTestCase {
         XCTAssertNil(run.error)
         assertSameBytes(path("f"), resource)
         let started = run.events.compactMap { event -> (Int, ByteRange)? in
-            guard case let .pieceStarted(connection, range, _) = event else { return nil }
+            guard case let .transfer(.pieceStarted(connection, range, _)) = event else { return nil }
             return (connection, range)
         }
         XCTAssertEqual(started.first?.0, 0)

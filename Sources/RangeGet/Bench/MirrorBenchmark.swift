@@ -6,48 +6,52 @@
 // same places on every mirror (SpotCheck.samples: one at a random place in
 // each equal stripe of the file), so a mirror serving other bytes is
 // caught before anyone splices from it. What to use is MirrorChoice's call.
-import Digests
+internal import Digests
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Synchronization
 
 /// Figures for one mirror.
-public struct MirrorMeasurement: Sendable, Codable, Equatable {
+package struct MirrorMeasurement: Sendable, Codable, Equatable {
     /// The URL measured.
-    public var url: String
+    package var url: String
     /// Why it could not be measured, nil when it could.
-    public var error: String?
+    package var error: String?
     /// Seconds the probe took (HEAD, or the GET fallback).
-    public var probeSeconds: Double?
+    package var probeSeconds: Double?
     /// Seconds from a one-byte ranged GET to its first byte.
-    public var timeToFirstByte: Double?
+    package var timeToFirstByte: Double?
     /// "1.1", "2", ...
-    public var httpVersion: String?
+    package var httpVersion: String?
     /// The `Server` header.
-    public var server: String?
+    package var server: String?
     /// The file's size as this mirror reports it.
-    public var size: Int64?
+    package var size: Int64?
     /// Bytes per second on one connection (the median of the runs).
-    public var oneConnection: Double?
+    package var oneConnection: Double?
     /// Bytes per second on `connections` connections (the median of the runs).
-    public var manyConnections: Double?
+    package var manyConnections: Double?
     /// Each run's bytes per second on one connection, in run order
     /// (`MirrorBenchmark.runs`): the spread behind `oneConnection`.
-    public var oneConnectionRuns: [Double] = []
+    package var oneConnectionRuns: [Double] = []
     /// Each run's bytes per second on `connections` connections, in run
     /// order: the spread behind `manyConnections`.
-    public var manyConnectionsRuns: [Double] = []
+    package var manyConnectionsRuns: [Double] = []
     /// How the rate grew from one connection to `connections`; nil when
     /// either was not measured or both were on one connection.
-    public var limit: RateLimit?
+    package var limit: RateLimit?
     /// TCP connections the `connections`-connection download opened, its probe included.
-    public var tcpConnections: Int?
+    package var tcpConnections: Int?
     /// SHA-256 of each sampled range, in offset order.
-    public var sampleDigests: [String] = []
+    package var sampleDigests: [String] = []
     /// False when a sampled range differs from what most mirrors serve.
-    public var sameBytes: Bool?
+    package var sameBytes: Bool?
 
     /// What limits a mirror's rate, told from its total on 1 and on N connections.
-    public enum RateLimit: String, Sendable, Codable, Equatable {
+    package enum RateLimit: String, Sendable, Codable, Equatable {
         /// Each connection is capped (nginx's limit_rate, per-flow shaping):
         /// N connections gave at least 3/4 of N times one connection's rate.
         case perConnection = "per-connection"
@@ -58,7 +62,7 @@ public struct MirrorMeasurement: Sendable, Codable, Equatable {
 
         /// The kind `one` (bytes per second on 1 connection) and `many` (on
         /// `connections`) show; nil without two rates to compare.
-        public init?(one: Double?, many: Double?, connections: Int) {
+        package init?(one: Double?, many: Double?, connections: Int) {
             guard connections > 1, let one, let many, one > 0, many > 0 else { return nil }
             let speedup = many / one
             if speedup >= 0.75 * Double(connections) {
@@ -73,32 +77,32 @@ public struct MirrorMeasurement: Sendable, Codable, Equatable {
 }
 
 /// How to benchmark the mirrors of one file.
-public struct MirrorBenchmark: Sendable {
+package struct MirrorBenchmark: Sendable {
     /// The mirrors.
-    public var urls: [String]
+    package var urls: [String]
     /// Connections for the multi-connection measurement.
-    public var connections = 8
+    package var connections = 8
     /// Seconds per throughput measurement. 1.25 s keeps a bench of three
     /// mirrors (two measurements each, one after another) within 10 s.
-    public var seconds = 1.25
+    package var seconds = 1.25
     /// Times each throughput is measured; the figures are the medians, and
     /// the runs show the spread.
-    public var runs = 1
+    package var runs = 1
     /// Ranges sampled per mirror, and their length.
-    public var samples = 4
-    public var sampleLength: Int64 = 64 << 10
+    package var samples = 4
+    package var sampleLength: Int64 = 64 << 10
     /// Request settings (headers, TLS, timeouts).
-    public var transfer = TransferOptions()
+    package var transfer = TransferOptions()
     /// Directory for the throwaway throughput downloads.
-    public var scratchDirectory = "/tmp"
+    package var scratchDirectory = "/tmp"
 
     /// A benchmark of `urls` with default settings.
-    public init(urls: [String]) {
+    package init(urls: [String]) {
         self.urls = urls
     }
 
     /// Measures every mirror, one after another so they don't share the link.
-    public func run(onStep: @Sendable (String) -> Void = { _ in }) -> [MirrorMeasurement] {
+    package func run(onStep: @Sendable (String) -> Void = { _ in }) -> [MirrorMeasurement] {
         var results = urls.map { MirrorMeasurement(url: $0) }
         var ranges: [ByteRange]?
         for index in urls.indices {

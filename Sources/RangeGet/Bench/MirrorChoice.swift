@@ -9,17 +9,17 @@
 // gets one. Pure: MirrorBenchmark measures.
 
 /// The mirrors and connection count that were fastest in a benchmark.
-public struct MirrorChoice: Sendable, Codable, Equatable {
+package struct MirrorChoice: Sendable, Codable, Equatable {
     /// The mirrors to use, the one whose first connection adds most first.
-    public var mirrors: [String]
+    package var mirrors: [String]
     /// Connections each of `mirrors` gets, in the same order.
-    public var connectionsPerMirror: [Int]
+    package var connectionsPerMirror: [Int]
     /// The `-n` to use: all of `connectionsPerMirror`.
-    public var connections: Int
+    package var connections: Int
     /// The total the curves predict with these, in bytes per second.
-    public var predictedBytesPerSecond: Double
+    package var predictedBytesPerSecond: Double
     /// Why, in one short line.
-    public var reason: String
+    package var reason: String
 
     /// A count whose total is this fraction below the best is close enough:
     /// the rest of the connections would add little.
@@ -31,7 +31,7 @@ public struct MirrorChoice: Sendable, Codable, Equatable {
     /// The best use of at most `connections` connections (the count the
     /// many-connection measurement used) over `measurements`; a mirror that
     /// failed or serves other bytes never gets one.
-    public init(_ measurements: [MirrorMeasurement], connections: Int) {
+    package init(_ measurements: [MirrorMeasurement], connections: Int) {
         precondition(connections > 0, "a benchmark measures at least one connection")
         let curves = measurements.map { Self.curve($0, connections: connections) }
         let usable = measurements.indices.filter { index in

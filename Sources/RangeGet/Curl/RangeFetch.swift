@@ -20,7 +20,7 @@ struct RangeFetch {
     init(url: String, range: ByteRange, options: TransferOptions) throws(CurlError) {
         let easy = try EasyHandle()
         try easy.configure(url: url, options: options)
-        try easy.setHeaders(options.headers)
+        try easy.setHeaders(options.headerLines)
         try easy.setRange(range)
         try easy.set(CURLOPT_TIMEOUT_MS, Int((options.connectTimeout + options.stallTimeout * 2) * 1000))
         let headers = HeaderCollector()

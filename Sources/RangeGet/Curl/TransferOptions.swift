@@ -2,12 +2,28 @@
 // GET (headers, TLS, timeouts, redirects), applied to an easy handle in one place.
 import CCurl
 import CCurlShim
-import Digests
+internal import Digests
 
 /// How every request of a download is made.
 public struct TransferOptions: Sendable {
-    /// Extra request header lines, `Name: value`. Never stored in a manifest.
-    public var headers: [String] = []
+    /// Extra request headers, as name/value pairs:
+    /// `[("Authorization", "Bearer TOKEN")]`. Never stored in a manifest,
+    /// and sent after a redirect to another origin only when they cannot
+    /// carry a credential (`Accept`, `User-Agent`, ...). A name must be an
+    /// HTTP token and a value must hold no line break or control character
+    /// (a download with one fails with `.usage` before any request), and
+    /// `Range` and `If-Range` are the engine's own.
+    public var headers: [(name: String, value: String)] {
+        get {
+            headerLines.map { line in
+                let name = line.prefix { $0 != ":" }
+                return (String(name), String(line.dropFirst(name.count + 1).drop { $0 == " " || $0 == "\t" }))
+            }
+        }
+        set { headerLines = newValue.map { "\($0.name): \($0.value)" } }
+    }
+    /// The header lines as sent, `Name: value` (the command line's `-H`, checked as it parses them).
+    package var headerLines: [String] = []
     /// The `User-Agent` header.
     public var userAgent = "rangeget/\(RangeGetVersion.current)"
     /// Seconds to wait for a TCP/TLS connection: finite, from 0.001 (the
@@ -27,7 +43,7 @@ public struct TransferOptions: Sendable {
     /// Read credentials from `~/.netrc` when the URL has none (`--netrc`).
     public var useNetrc = false
     /// A cap shared by every transfer that holds the same value (`--max-speed`).
-    public var rateLimit: RateLimit?
+    package var rateLimit: RateLimit?
     /// libcurl's receive buffer per clear-text transfer (`CURLOPT_BUFFERSIZE`):
     /// one `recv` fills it, so a large one means fewer system calls.
     public var receiveBufferSize = 512 * 1024
@@ -57,6 +73,14 @@ public struct TransferOptions: Sendable {
         for (name, value) in [("connectTimeout", connectTimeout), ("stallTimeout", stallTimeout)]
         where !Self.timeoutRange.contains(value) {
             return "\(name) must be from \(Self.timeoutRange.lowerBound) to \(Self.timeoutRange.upperBound) seconds, not \(value)"
+        }
+        for (name, value) in headers {
+            let token = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789!#$%&'*+-.^_`|~")
+            guard !name.isEmpty, name.allSatisfy(token.contains) else { return "the header name '\(name)' is not an HTTP token" }
+            if ["range", "if-range"].contains(name.lowercased()) { return "the header \(name) is the engine's own" }
+            if value.unicodeScalars.contains(where: { ($0.value < 0x20 && $0 != "\t") || $0.value == 0x7F }) {
+                return "the value of the header \(name) holds a line break or a control character"
+            }
         }
         return nil
     }
@@ -112,7 +136,7 @@ extension EasyHandle {
             secure = secure || nextIsSecure
             target = HeaderPolicy.carryingUserinfo(of: url, to: next)
             try setTarget(target)
-            try setHeaders(HeaderPolicy.headers(options.headers, givenFor: url, sentTo: target))
+            try setHeaders(HeaderPolicy.headers(options.headerLines, givenFor: url, sentTo: target))
         }
         throw CurlError(CURLE_TOO_MANY_REDIRECTS, message: "Maximum (\(options.maxRedirects)) redirects followed")
     }
@@ -158,20 +182,20 @@ public enum HTTPVersion: String, Sendable, CaseIterable {
 }
 
 /// The version printed by `--version` and sent in `User-Agent`.
-public enum RangeGetVersion {
+package enum RangeGetVersion {
     /// The release number.
-    public static let current = "0.1.0"
+    package static let current = "0.1.0"
 
     /// The commit the binary was built from (abbreviated), with
     /// "+modified" when the tree had changes; "unknown" when it was built
     /// without `make` (scripts/build-info writes it).
-    public static var build: String {
+    package static var build: String {
         String(cString: rg_build_commit()) + (rg_build_dirty() != 0 ? "+modified" : "")
     }
 
     /// libcurl's version line: its own version and its TLS, compression and
     /// HTTP/2 libraries, as `curl -V` prints them.
-    public static var libraries: String {
+    package static var libraries: String {
         _ = CurlGlobal.initialized
         return String(cString: curl_version())
     }
@@ -179,5 +203,5 @@ public enum RangeGetVersion {
     /// The libcrypto that computes checksums, as it names itself at run
     /// time: usually the OpenSSL that `libraries` names, but with a libcurl
     /// on another TLS library (GnuTLS) only this says which one it is.
-    public static var checksumLibrary: String { DigestAlgorithm.library }
+    package static var checksumLibrary: String { DigestAlgorithm.library }
 }

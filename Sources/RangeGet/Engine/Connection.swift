@@ -5,7 +5,11 @@
 // straight to pwrite at the right offset, after one check of the response.
 import CCurl
 import CCurlShim
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 final class Connection {
     let id: Int
@@ -82,7 +86,7 @@ final class Connection {
     init(id: Int, sink: (any ByteSink)?, options: TransferOptions) throws(CurlError) {
         self.id = id
         self.sink = sink
-        baseHeaders = options.headers
+        baseHeaders = options.headerLines
         rateLimit = options.rateLimit
         easy = try EasyHandle()
         try easy.configure(url: "http://127.0.0.1/", options: options)

@@ -84,7 +84,7 @@ extension Engine {
     func reportSavedCheckpoint() {
         guard let durable = checkpointer?.takeSaved() else { return }
         journal?.forget(durable)
-        onEvent(.checkpoint(bytesDurable: durable.byteCount))
+        onEvent(.transfer(.checkpoint(bytesDurable: durable.byteCount)))
     }
 
     /// Saves the manifest on the way out; the error if the disk refused.
@@ -93,7 +93,7 @@ extension Engine {
         do {
             try checkpointer.saveNow(written)
             journal?.forget(written)
-            onEvent(.checkpoint(bytesDurable: written.byteCount))
+            onEvent(.transfer(.checkpoint(bytesDurable: written.byteCount)))
             return nil
         } catch {
             reportSavedCheckpoint()

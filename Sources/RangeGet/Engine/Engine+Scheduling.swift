@@ -35,7 +35,7 @@ extension Engine {
             if needsSlot { slotsHeld += 1 }
             do {
                 let connection = if let reuse { reuse } else { try newConnection() }
-                if race != nil { onEvent(.raced(connection: connection.id, range: piece.range)) }
+                if race != nil { onEvent(.transfer(.raced(connection: connection.id, range: piece.range))) }
                 try launch(connection, piece, from: mirror, race: race, now: now)
             } catch {
                 return .failed(.network(url: mirror.remote.url, message: error.message, failure: error.failure))
@@ -166,7 +166,7 @@ extension Engine {
             for connection in moving where !finishesSoon(connection, now: now) {
                 cancel(connection, reason: "moved to another mirror", requeue: true, now: now)
             }
-            onEvent(.connectionsMoved(from: donor.remote.url, to: mirrors[move.to].remote.url, count: moving.count))
+            onEvent(.transfer(.connectionsMoved(from: donor.remote.url, to: mirrors[move.to].remote.url, count: moving.count)))
         }
     }
 
@@ -281,7 +281,7 @@ extension Engine {
         // its thief's in turn.
         if stolen.start == victim.remaining.start, victim.connection.rate(now: now) == nil { return nil }
         victim.connection.stop(at: stolen.start)
-        onEvent(.stolen(from: victim.connection.id, range: stolen))
+        onEvent(.transfer(.stolen(from: victim.connection.id, range: stolen)))
         if victim.connection.remaining == nil {
             cancel(victim.connection, reason: "its whole remainder was taken over", requeue: false, now: now)
         }

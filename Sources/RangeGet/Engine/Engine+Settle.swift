@@ -11,7 +11,7 @@ extension Engine {
         written.insert(finished.written)
         var complete = false
         if case .complete = finished.end { complete = true }
-        onEvent(.pieceFinished(connection: connection.id, written: finished.written, complete: complete))
+        onEvent(.transfer(.pieceFinished(connection: connection.id, written: finished.written, complete: complete)))
         let mirror = finished.mirror
         switch finished.end {
         case .complete:

@@ -329,7 +329,7 @@ final class Engine: LoopClient {
         }
         let piece = Piece(range: ByteRange(0, end))
         connections[0].adopt(piece, from: mirrors[0], served: served, now: now)
-        onEvent(.pieceStarted(connection: 0, range: piece.range, url: mirrors[0].remote.url))
+        onEvent(.transfer(.pieceStarted(connection: 0, range: piece.range, url: mirrors[0].remote.url)))
     }
 
     /// A new connection, for a transfer when every existing one is busy.
@@ -349,7 +349,7 @@ final class Engine: LoopClient {
     func launch(_ connection: Connection, _ piece: Piece, from mirror: Mirror, race: Race?, now: Double) throws(CurlError) {
         try connection.start(piece, from: mirror, plain: plain, race: race, now: now)
         try loop.add(connection.easy)
-        onEvent(.pieceStarted(connection: connection.id, range: piece.range, url: mirror.remote.url))
+        onEvent(.transfer(.pieceStarted(connection: connection.id, range: piece.range, url: mirror.remote.url)))
     }
 
     /// Ends a running transfer early; what it wrote is kept (up to
@@ -360,7 +360,7 @@ final class Engine: LoopClient {
         let finished = connection.abandon(reason: reason, distrustingFrom: offset, now: now)
         returnSlots()
         written.insert(finished.written)
-        onEvent(.pieceFinished(connection: connection.id, written: finished.written, complete: false))
+        onEvent(.transfer(.pieceFinished(connection: connection.id, written: finished.written, complete: false)))
         if requeue, !partnerIsBusy(connection, in: finished.race) {
             self.requeue(finished.piece, from: max(finished.written.end, finished.race?.frontier ?? 0),
                          failures: 0, notBefore: now)

@@ -6,13 +6,13 @@
 import Synchronization
 
 /// A cap on the bytes per second of everything that shares this value.
-public final class RateLimit: Sendable {
+package final class RateLimit: Sendable {
     /// The cap in bytes per second.
-    public let bytesPerSecond: Int64
+    package let bytesPerSecond: Int64
     private let bucket: Mutex<(tokens: Double, refilled: Double)>
 
     /// A limit of `bytesPerSecond` (at least 1).
-    public init(bytesPerSecond: Int64) {
+    package init(bytesPerSecond: Int64) {
         self.bytesPerSecond = max(1, bytesPerSecond)
         bucket = Mutex((0, MonotonicClock.now()))
     }

@@ -17,7 +17,11 @@
 // ones no longer need.
 import CCurl
 import Dispatch
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Synchronization
 
 /// A user of the loop: its methods run on the loop's thread only.
@@ -45,7 +49,7 @@ protocol LoopClient: AnyObject {
 /// One multi handle and the loop driving every transfer in it. Share one
 /// between downloads (`DownloadOptions.transferLoop`) so that they reuse
 /// each other's connections; a download without one makes its own.
-public final class TransferLoop: @unchecked Sendable {
+package final class TransferLoop: @unchecked Sendable {
     // `multi` is touched only by the thread driving the loop (its `wakeup`
     // by any); `state` is the only thing other threads change.
     let multi: MultiHandle
@@ -94,7 +98,7 @@ public final class TransferLoop: @unchecked Sendable {
     /// thread of its own while it has work, and at most `connections`
     /// transfers at once over all of them (each download also keeps to its
     /// own `DownloadOptions.connections`).
-    public convenience init(connections: Int, multiplex: Bool = false) throws(DownloadError) {
+    package convenience init(connections: Int, multiplex: Bool = false) throws(DownloadError) {
         precondition(connections > 0, "a loop needs a connection")
         do {
             try self.init(threaded: true, multiplex: multiplex, connections: connections, limit: connections)
@@ -111,6 +115,10 @@ public final class TransferLoop: @unchecked Sendable {
         self.threaded = threaded
         connectionLimit = limit
         try multi.set(CURLMOPT_MAXCONNECTS, max(16, connections * 2))
+        // A shared loop's limit holds for the TCP connections too, idle ones
+        // in the cache included: libcurl closes an idle one before it opens
+        // one more (with `-n 8`, never a ninth socket for a list's files).
+        if let limit { try multi.set(CURLMOPT_MAX_TOTAL_CONNECTIONS, limit) }
     }
 
     /// Idle connections of openings that brought a whole small file, kept
@@ -161,12 +169,12 @@ public final class TransferLoop: @unchecked Sendable {
     }
 
     /// Transfers running now over all clients.
-    public var connectionsInUse: Int { transferFigures.load(ordering: .relaxed) }
+    package var connectionsInUse: Int { transferFigures.load(ordering: .relaxed) }
 
     /// The most transfers that ran at once so far, counted in the multi
     /// handle as they start (not the slots taken: a transfer started
     /// without one counts too).
-    public var peakConnectionsInUse: Int { transferPeak.load(ordering: .relaxed) }
+    package var peakConnectionsInUse: Int { transferPeak.load(ordering: .relaxed) }
 
     /// Slots of the connection limit taken and not given back.
     package var slotsTaken: Int { slotFigures.load(ordering: .relaxed) }

@@ -82,7 +82,7 @@ struct Prober {
     private func head(_ url: String) throws -> RemoteFile {
         let easy = try EasyHandle()
         try easy.configure(url: url, options: options)
-        try easy.setHeaders(options.headers)
+        try easy.setHeaders(options.headerLines)
         try easy.set(CURLOPT_NOBODY, true)
         // A HEAD that hangs must not hold up the download: the GET probe follows.
         try easy.set(CURLOPT_TIMEOUT_MS, Int((options.connectTimeout + options.stallTimeout) * 1000))
@@ -107,7 +107,7 @@ struct Prober {
         do {
             easy = try EasyHandle()
             try easy.configure(url: url, options: options)
-            try easy.setHeaders(options.headers)
+            try easy.setHeaders(options.headerLines)
             try easy.setRange(ByteRange(0, 1))
             try easy.stallsAfter(options.stallTimeout)
             exchange = try ProbeExchange(on: easy, stop: stop)

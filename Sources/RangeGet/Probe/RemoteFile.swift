@@ -16,6 +16,14 @@ public struct RemoteFile: Sendable, Equatable {
     public var acceptsRanges: Bool
     /// The file name from `Content-Disposition`, unsanitised.
     public var contentDisposition: String?
+    /// The headers of the response the probe read (the final one, after
+    /// redirects), by lowercased name; a header sent several times has its
+    /// values joined with ", ". Empty when the download went on from its
+    /// resume state without asking the server (a resume from one URL).
+    public var headers: [String: String] = [:]
+
+    /// `Content-Type` as the server sent it, nil when it sent none.
+    public var contentType: String? { headers["content-type"] }
 
     /// The largest size rangeget believes: 4 EiB, more than any disk holds.
     /// A server claiming more is refused at the probe, before a byte is
@@ -31,7 +39,7 @@ public struct RemoteFile: Sendable, Equatable {
     /// The `If-Range` value: a strong ETag, else Last-Modified when there is no
     /// ETag at all, else nil (RFC 9110 13.1.5 forbids weak tags and dates
     /// standing in for a tag).
-    public var ifRange: String? {
+    package var ifRange: String? {
         if let etag { return strongETag == nil ? nil : etag }
         return lastModified
     }
@@ -41,7 +49,7 @@ public struct RemoteFile: Sendable, Equatable {
     /// those that cannot carry a credential (`Accept`, `Accept-Language`,
     /// `Cache-Control`, `User-Agent`; curl CVE-2018-1000007, CVE-2022-27776):
     /// the rest were meant for the origin only.
-    public func headers(from headers: [String]) -> [String] {
+    package func headers(from headers: [String]) -> [String] {
         HeaderPolicy.headers(headers, givenFor: url, sentTo: effectiveURL)
     }
 
@@ -66,5 +74,6 @@ extension RemoteFile {
         lastModified = head.lastModified
         self.acceptsRanges = acceptsRanges
         contentDisposition = head["content-disposition"]
+        headers = head.fields
     }
 }

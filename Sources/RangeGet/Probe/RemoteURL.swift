@@ -7,9 +7,9 @@
 import FoundationEssentials
 
 /// The check every URL of a download passes.
-public enum RemoteURL {
+package enum RemoteURL {
     /// Why `url` cannot be downloaded (one line), or nil when it can.
-    public static func problem(_ url: String) -> String? {
+    package static func problem(_ url: String) -> String? {
         if isHTTP(url) { return nil }
         // A host name with a dot, a port or a path is worth a suggestion; `notaurl` is not.
         if !url.contains("://"), let host = URLComponents(string: "https://" + url)?.host, isHTTP("https://" + url),
@@ -20,7 +20,7 @@ public enum RemoteURL {
     }
 
     /// Throws `DownloadError.usage` with the `problem` of `url`, if it has one.
-    public static func check(_ url: String) throws(DownloadError) {
+    package static func check(_ url: String) throws(DownloadError) {
         if let problem = problem(url) { throw .usage(problem) }
     }
 

@@ -7,7 +7,11 @@
 // a `.part` some other program is writing (a browser's) is never taken over.
 import CCurlShim
 import FoundationEssentials
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Synchronization
 
 /// An open data file: positioned writes, sync, size, an exclusive lock.
@@ -652,7 +656,7 @@ final class Refusals: Sendable {
 extension Manifest {
     /// True when the file at `dataFile` is a partial download rangeget made
     /// (it carries rangeget's mark), with or without a manifest beside it.
-    public static func isPartialDownload(dataFile: String) -> Bool {
+    package static func isPartialDownload(dataFile: String) -> Bool {
         (try? OutputFile(existing: dataFile, calls: .live))?.isMarked ?? false
     }
 }

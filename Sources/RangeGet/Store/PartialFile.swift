@@ -5,7 +5,11 @@
 // manifest and its space, and at the end verifies the data, makes it
 // durable and moves it to its final name. Download drives it; the engine
 // writes into `file` and checkpoints `manifest` at `files.manifest`.
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Synchronization
 
 final class PartialFile {
@@ -105,6 +109,13 @@ final class PartialFile {
         let folder = StateFile.directory(of: output)
         if usableFolders.withLock({ $0.contains(folder) }) { return exists }
         var folderInfo = stat()
+        // A missing directory is created with its parents, as the command
+        // line's `-d` and `-o` (and `mkdir -p`, aria2c, wget) do.
+        if stat(folder, &folderInfo) != 0, errno == ENOENT {
+            if let failure = Directories.make(folder) {
+                throw .usage("\(folder) does not exist and cannot be created: \(failure)")
+            }
+        }
         guard stat(folder, &folderInfo) == 0, (folderInfo.st_mode & S_IFMT) == S_IFDIR else {
             throw .usage("\(folder) is not a directory")
         }
@@ -159,7 +170,7 @@ final class PartialFile {
         guard let remote = sources.first(where: { known.contains(Manifest.redacting($0.url)) }) else {
             try checkSameFile(stored, served: sources[0])
             stored.record(sources.map(\.url))
-            onEvent(.resuming(bytesDone: stored.done.byteCount))
+            onEvent(.reusing(bytesDone: stored.done.byteCount))
             manifest = stored
             return
         }
@@ -184,7 +195,7 @@ final class PartialFile {
             try discard()
             return
         }
-        onEvent(.resuming(bytesDone: stored.done.byteCount))
+        onEvent(.reusing(bytesDone: stored.done.byteCount))
         manifest = stored
     }
 

@@ -23,10 +23,14 @@
 // test: there a name spelt otherwise than the one listed is taken as free,
 // and its link meets the file, as above.) Names are kept as hashes of their
 // bytes (a collision only costs the lookups), 8 bytes a file.
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Synchronization
 
-public final class SharedDirectory: Sendable {
+package final class SharedDirectory: Sendable {
     /// The directory as the outputs' paths name it (no trailing '/').
     private let directory: String
     /// The names it held when the run began.
@@ -37,7 +41,7 @@ public final class SharedDirectory: Sendable {
     /// Reads `directory`'s names; nil when it cannot be read, does not tell
     /// names apart by case, or holds more than `limit` entries (reading
     /// them would cost more than the lookups they save).
-    public init?(directory: String, limit: Int) {
+    package init?(directory: String, limit: Int) {
         var trimmed = Substring(directory)
         while trimmed.utf8.count > 1, trimmed.utf8.last == UInt8(ascii: "/") { trimmed = trimmed.dropLast() }
         self.directory = String(trimmed)

@@ -15,7 +15,7 @@
 // shared is in `state`; the ring's bytes between `released` and `taken` are
 // the reader's alone (writers skip what lies below `taken`), and the rest
 // the writers' alone.
-import Digests
+internal import Digests
 import Dispatch
 import Synchronization
 

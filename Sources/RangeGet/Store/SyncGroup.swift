@@ -22,7 +22,7 @@ import Dispatch
 import Synchronization
 
 /// Commits of finished files by several downloads at once, done in batches.
-public final class SyncGroup: Sendable {
+package final class SyncGroup: Sendable {
     private let state = Mutex(Queue())
 
     private struct Queue {
@@ -70,7 +70,7 @@ public final class SyncGroup: Sendable {
     let refusals = Refusals()
 
     /// A group; share it between the downloads whose commits it should batch.
-    public init() {}
+    package init() {}
 
     /// Makes `file`'s data durable, then runs `publish` (the rename into
     /// place), then makes `directory` durable: together with whatever other

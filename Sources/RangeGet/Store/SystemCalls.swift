@@ -6,7 +6,11 @@
 // `fgetxattr`) and `close` stay outside: they cannot run out of space, and
 // what is durable never depends on them.
 import CCurlShim
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// The calls the store makes to change files and names on disk; `live` is
 /// the real thing. Each returns -1 with `errno` set on failure.
@@ -71,6 +75,38 @@ package struct SystemCalls: Sendable {
         openUnnamed: { rg_open_unnamed($0) },
         linkOpenFile: { rg_link_open_file($0, $1) }
     )
+
+    /// The calls of a system without Linux's own (`O_TMPFILE` and `linkat`
+    /// of an open file, `renameat2`, `syncfs`, `sync_file_range`,
+    /// `posix_fallocate`, extended attributes): each of those fails as a
+    /// file system without it answers (EOPNOTSUPP; EINVAL for a rename that
+    /// cannot refuse to replace), so the store takes its portable way: a
+    /// named `.part` (no unnamed file), a link then an unlink for a rename
+    /// that must not replace, an `fdatasync` of each file for a batch's
+    /// `syncfs`, `ftruncate` for the preallocation, no attributes (with
+    /// no record of the save, a rerun asks for a checksum before it calls
+    /// a finished file complete). The suite runs
+    /// downloads on these (`PortableCallsTests`), so the portable ways are
+    /// tested on Linux; a port would make `live` these.
+    package static let portable: SystemCalls = {
+        var calls = SystemCalls.live
+        let unsupported: @Sendable () -> Int32 = {
+            errno = EOPNOTSUPP
+            return -1
+        }
+        calls.openUnnamed = { _ in unsupported() }
+        calls.linkOpenFile = { _, _ in unsupported() }
+        calls.renameNoReplace = { _, _ in
+            errno = EINVAL
+            return -1
+        }
+        calls.syncfs = { _ in unsupported() }
+        calls.syncFileRange = { _ in unsupported() }
+        calls.posixFallocate = { _, _, _ in unsupported() }
+        calls.fsetxattr = { _, _, _ in unsupported() }
+        calls.fremovexattr = { _, _ in unsupported() }
+        return calls
+    }()
 
     /// Writes all of `count` bytes at `offset` of the file `path` open as
     /// `descriptor`, looping over short writes (`pwrite`).

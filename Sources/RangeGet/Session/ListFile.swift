@@ -5,35 +5,46 @@
 // an out= name is reduced to a base name inside the target directory, as a
 // name a server chose would be: `out=../x` and `out=/etc/x` both save `x`.
 import FoundationEssentials
-import RangeGet
 
-/// One file of an input list.
-struct ListEntry: Equatable {
-    var urls: [String]
-    /// The out= name, reduced to a safe base name.
-    var output: String?
-    /// The line the entry starts on (1-based), for messages.
-    var line: Int
-    /// Says so when `output` is not the out= name as the list gave it.
-    var outputNotice: String?
+/// A list of files as people write it (aria2's input-file style), read into
+/// the entries of a ``DownloadList`` and the lines that could not be read.
+///
+/// One file per line (LF, CRLF or CR). Several whitespace-separated URLs on
+/// a line are mirrors of one file. `#` starts a comment; blank lines are
+/// skipped. `out=NAME`, on the line or on an indented line below it, names
+/// the output, reduced to a base name inside the list's directory (as a name
+/// a server chose would be: `out=../x` and `out=/etc/x` both save `x`):
+///
+///     https://a.example/big.iso https://b.example/big.iso out=big.iso
+///     https://example.org/tools.tar
+///       out=tools-1.2.tar
+///
+/// A bad line costs only its own entry; the others stay.
+public struct ListFile: Sendable, Equatable {
+    /// The files of the good lines, in line order.
+    public var entries: [DownloadList.Entry] = []
+    /// Every line that could not be read, in line order.
+    public var problems: [DownloadList.Problem] = []
+
+    /// Reads the text of a list, every line of it.
+    public init(parsing text: String) {
+        self = ListFileReader.read(text)
+    }
+
+    /// An empty list.
+    package init() {}
 }
 
-/// A line of a list that could not be read, and why (one line, naming it).
-struct ListProblem: Equatable {
-    var line: Int
-    var message: String
+/// A line of a list that could not be read: why, in one line naming it.
+package struct ListLineError: Error, CustomStringConvertible {
+    package let message: String
+    init(_ message: String) { self.message = message }
+    package var description: String { message }
 }
 
-/// A list as read: the entries of its good lines, and every bad line, in
-/// line order. A bad line costs only its own entry: the others run.
-struct ListReading: Equatable {
-    var entries: [ListEntry] = []
-    var problems: [ListProblem] = []
-}
-
-enum InputList {
+package enum ListFileReader {
     /// Reads the text of an input file, every line of it.
-    static func read(_ text: String) -> ListReading {
+    static func read(_ text: String) -> ListFile {
         // Read over the text's own bytes: through Substrings and their UTF-8
         // views, 1000 lines took 13M instructions, a tenth of the fetching of
         // 1000 small files, before the first one started.
@@ -43,8 +54,8 @@ enum InputList {
     }
 
     /// Reads each line of `bytes` in turn into the entries, or the problems.
-    private static func read(bytes: UnsafeBufferPointer<UInt8>) -> ListReading {
-        var reading = ListReading()
+    private static func read(bytes: UnsafeBufferPointer<UInt8>) -> ListFile {
+        var reading = ListFile()
         // True while the lines read belong to an entry left out: its
         // indented option lines go with it.
         var skipping = false
@@ -54,7 +65,7 @@ enum InputList {
                 try read(UnsafeBufferPointer(rebasing: bytes[line]), number: number, into: &reading.entries,
                          afterSkipped: &skipping)
             } catch {
-                reading.problems.append(ListProblem(line: number, message: error.message))
+                reading.problems.append(DownloadList.Problem(line: number, message: error.message))
                 skipping = true
             }
         }
@@ -66,7 +77,7 @@ enum InputList {
     /// above was left out, so an option line is read for its problems only;
     /// a new entry ends it.
     private static func read(_ line: UnsafeBufferPointer<UInt8>, number: Int,
-                             into entries: inout [ListEntry], afterSkipped skipping: inout Bool) throws(UsageError) {
+                             into entries: inout [DownloadList.Entry], afterSkipped skipping: inout Bool) throws(ListLineError) {
         let isBlank = { (byte: UInt8) in byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
         // An ASCII line is split as bytes; any other by Characters, where a
         // '#' or a space joined to a mark after it (`#️⃣`, a keycap emoji)
@@ -88,12 +99,12 @@ enum InputList {
         var urls: [String] = []
         var output: String?
         var notice: String?
-        do throws(UsageError) {
+        do throws(ListLineError) {
             for token in tokens {
                 if token.hasPrefix("out=") {
                     (output, notice) = try outputName(String(token.dropFirst(4)), line: number)
                 } else if isOption(token, ascii: ascii) {
-                    throw UsageError("input line \(number): unknown option '\(token)' (only out=NAME is known)")
+                    throw ListLineError("input line \(number): unknown option '\(token)' (only out=NAME is known)")
                 } else {
                     try check(url: token, line: number)
                     urls.append(token)
@@ -103,16 +114,16 @@ enum InputList {
             // A bad option line leaves out the file it names: not under the name asked for.
             let optionsOnly = tokens.allSatisfy { $0.hasPrefix("out=") || isOption($0, ascii: ascii) }
             guard continues, optionsOnly, !skipping, let owner = entries.popLast() else { throw error }
-            throw UsageError(error.message + "; the file of input line \(owner.line) is left out")
+            throw ListLineError(error.message + "; the file of input line \(owner.line) is left out")
         }
         guard urls.isEmpty else {
-            entries.append(ListEntry(urls: urls, output: output, line: number, outputNotice: notice))
+            entries.append(DownloadList.Entry(urls: urls, output: output, line: number, outputNotice: notice, urlsChecked: true))
             return
         }
         if skipping { return }
         // An indented line of options belongs to the entry above it.
         guard continues, !entries.isEmpty else {
-            throw UsageError("input line \(number): options without a URL line above them")
+            throw ListLineError("input line \(number): options without a URL line above them")
         }
         if let output {
             entries[entries.count - 1].output = output
@@ -137,27 +148,27 @@ enum InputList {
 
     /// The safe base name for `out=name` on line `line`, and a notice when it
     /// is not `name` itself; throws when nothing usable is left (`out=..`).
-    static func outputName(_ name: String, line: Int) throws(UsageError) -> (String, String?) {
-        guard !name.isEmpty else { throw UsageError("input line \(line): out= needs a name") }
+    package static func outputName(_ name: String, line: Int) throws(ListLineError) -> (String, String?) {
+        guard !name.isEmpty else { throw ListLineError("input line \(line): out= needs a name") }
         guard let safe = FileName.sanitize(name) else {
-            throw UsageError("input line \(line): out=\(name) is not a usable file name")
+            throw ListLineError("input line \(line): out=\(name) is not a usable file name")
         }
         let notice = safe == name ? nil : "input line \(line): out=\(name) is not a plain file name; saving it as \(safe)"
         return (safe, notice)
     }
 
     /// Refuses what the library would (`RemoteURL`): anything but an absolute
-    /// http or https URL with a host; names the list's line when given.
-    static func check(url: String, line: Int? = nil) throws(UsageError) {
+    /// http or https URL with a host; names the list's line.
+    package static func check(url: String, line: Int) throws(ListLineError) {
         if let problem = RemoteURL.problem(url) {
-            throw UsageError((line.map { "input line \($0): " } ?? "") + problem)
+            throw ListLineError("input line \(line): " + problem)
         }
     }
 }
 
 extension String {
     /// The lines of a text file as people save them (`textLineRanges`).
-    var textLines: [Substring] {
+    package var textLines: [Substring] {
         var text = self
         text.makeContiguousUTF8()
         let ranges = text.utf8.withContiguousStorageIfAvailable(textLineRanges)!
@@ -172,7 +183,7 @@ extension String {
 /// bytes: a line break is ASCII, and no other character's bytes contain
 /// one. (`"\r\n"` is one Character, so splitting Characters on `"\n"` alone
 /// sees a CRLF file as a single line.)
-func textLineRanges(_ bytes: UnsafeBufferPointer<UInt8>) -> [Range<Int>] {
+package func textLineRanges(_ bytes: UnsafeBufferPointer<UInt8>) -> [Range<Int>] {
     let (lineFeed, carriageReturn) = (UInt8(ascii: "\n"), UInt8(ascii: "\r"))
     var lines: [Range<Int>] = []
     var start = bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? 3 : 0

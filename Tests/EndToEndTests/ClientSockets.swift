@@ -1,0 +1,63 @@
+// ClientSockets: how many TCP connections to a test server the clients hold
+// open, read off the kernel's table (/proc/net/tcp) every 2 ms. The server's
+// own count lags: it sees a connection closed only when it next reads or
+// writes it (a paced response may sleep), while a client that closed one
+// and opened another is within its limit. A socket is the client's open one
+// while it is connecting, established, or closed by the server but not yet
+// by the client (CLOSE_WAIT: idle in the client's cache); after the
+// client's close (FIN_WAIT, TIME_WAIT, LAST_ACK) it is not.
+import Foundation
+import Synchronization
+
+final class ClientSockets: Sendable {
+    private let port: UInt16
+    private let peakOpen = Atomic<Int>(0)
+    private let running = Atomic<Bool>(true)
+    private let done = DispatchSemaphore(value: 0)
+
+    /// Starts watching the client ends of connections to `port` on
+    /// 127.0.0.1; returns once the first look was taken, so a busy machine
+    /// that starts the watcher late misses nothing opened after this.
+    init(toPort port: UInt16) {
+        self.port = port
+        let watching = DispatchSemaphore(value: 0)
+        Thread.detachNewThread { [self] in
+            var first = true
+            while running.load(ordering: .relaxed) {
+                let open = Self.count(toPort: port)
+                if open > peakOpen.load(ordering: .relaxed) { peakOpen.store(open, ordering: .relaxed) }
+                if first { watching.signal() }
+                first = false
+                usleep(2000)
+            }
+            done.signal()
+        }
+        watching.wait()
+    }
+
+    /// Stops watching; the most client sockets seen open at once.
+    func stop() -> Int {
+        running.store(false, ordering: .relaxed)
+        done.wait()
+        return peakOpen.load(ordering: .relaxed)
+    }
+
+    /// Client sockets open now to `port`: lines of /proc/net/tcp whose
+    /// remote end is that port, in state SYN_SENT (02), ESTABLISHED (01)
+    /// or CLOSE_WAIT (08).
+    static func count(toPort port: UInt16) -> Int {
+        // Read to the end: the kernel writes the table a page at a time, and
+        // `String(contentsOfFile:)` stopped after the first 4 KiB of it (a
+        // long table, after other tests, then hid the sockets).
+        guard let file = FileHandle(forReadingAtPath: "/proc/net/tcp"),
+              let data = try? file.readToEnd() else { return 0 }
+        try? file.close()
+        let table = String(decoding: data, as: UTF8.self)
+        let remote = String(format: ":%04X", port)
+        return table.split(separator: "\n").dropFirst().filter { line in
+            let fields = line.split(separator: " ")
+            guard fields.count > 3 else { return false }
+            return fields[2].hasSuffix(remote) && ["01", "02", "08"].contains(fields[3])
+        }.count
+    }
+}
