@@ -1,5 +1,5 @@
 # rangeget: `make demo` shows it working, `make test` proves it.
-.PHONY: deps build docs demo test soak bench install uninstall deb clean
+.PHONY: deps build docs api demo test soak bench install uninstall deb clean
 
 deps:
 	@scripts/install-deps
@@ -13,14 +13,23 @@ build: deps
 	swift build -c release --product rangeget --static-swift-stdlib --disable-local-rpath
 
 # The man page and the completions, as the binary writes them from its
-# registry of commands and their option tables; a test fails when the
-# committed files differ from these.
+# registry of commands and their option tables (a test fails when the
+# committed files differ from these), and the library's reference: its DocC
+# catalog, built into .build/docs (open .build/docs/index.html through a web
+# server, or `docc preview`).
 docs:
 	swift build --product rangeget
 	bin="$$(swift build --show-bin-path)/rangeget" && \
 		"$$bin" help --man >docs/rangeget.1 && \
 		"$$bin" help --completion bash >docs/completion/rangeget.bash && \
 		"$$bin" help --completion zsh >docs/completion/_rangeget
+	scripts/api-check --docs
+
+# The library's public API, written to docs/api/RangeGet.txt: run it when a
+# change to the public API is meant (make test fails while the file differs).
+api:
+	swift build --product rangeget
+	scripts/api-check --update
 
 # make install: where to, by the GNU conventions. DESTDIR stages the tree elsewhere
 # (a package, the tests); zsh's directory has a variable of its own because
@@ -63,6 +72,9 @@ demo: build
 test: deps
 	scripts/build-info
 	swift build --build-tests
+	# The public API as committed, every public symbol documented, and the
+	# DocC catalog built without a warning (a broken link fails it).
+	scripts/api-check --docs
 	# XCTest only: the suite has no swift-testing tests, and its empty run
 	# would otherwise print the last line ("0 tests ... passed"). The last
 	# lines say how many tests were skipped and why.
