@@ -1,8 +1,11 @@
 // The base of every end-to-end test: how a run ended (Run), where the built
 // executables are and how one runs to completion (CLI), and the test case
 // with its fresh directory and RangeServer on 127.0.0.1 (EndToEndTestCase).
-// The other helpers each have a file: Child, FileChecks, ManifestFile,
-// ByteRanges, DiskProbe, LibraryRun, ScriptedServer, NginxServer.
+// The other helpers each have a file beside this one in Support/: Child
+// (child processes), FileChecks, ManifestFile, ByteRanges, DiskProbe (the
+// disk seam), LibraryRun, ScriptedServer, NginxServer, LoopbackSocket,
+// ClientSockets (sockets counted in the kernel's table), FlushGate, Draws,
+// SoakPlan, ReliabilityServerSupport. The test files are the folder above.
 import Foundation
 import RangeServer
 import XCTest
@@ -37,9 +40,10 @@ struct Run {
 }
 
 enum CLI {
-    /// The package's root directory (where Package.swift and the Makefile are).
+    /// The package's root directory (where Package.swift and the Makefile
+    /// are), three folders up from this file's: Support, EndToEndTests, Tests.
     static let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-        .deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
     /// The `rangeget` executable built next to this test bundle.
     static let binary = builtProduct("rangeget")
