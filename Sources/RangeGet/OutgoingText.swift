@@ -15,8 +15,10 @@ package enum OutgoingText {
         escapingControls(withoutUserinfo(text))
     }
 
-    /// `text` with the `user:password@` of every URL in it removed.
-    private static func withoutUserinfo(_ text: String) -> String {
+    /// `text` with the `user:password@` of every URL in it removed: the one
+    /// redaction of credentials, for what the library hands out and for the
+    /// URLs a manifest, an origin record or `--json` keeps.
+    package static func withoutUserinfo(_ text: String) -> String {
         // Userinfo ends with `@`: most text (every URL without credentials) has none.
         guard text.utf8Contains(UInt8(ascii: "@")) else { return text }
         var scalars = String.UnicodeScalarView()

@@ -142,7 +142,7 @@ final class BatchRun: Sendable {
             } else if case .restarting = event {
                 resumability.withLock { $0[index] = ($0[index] ?? .resumable).after(event) }
             }
-            GetCommand.report(event, display: display, quiet: settings.quiet, file: Manifest.redacting(entries[index].urls[0]))
+            GetCommand.report(event, display: display, quiet: settings.quiet, file: OutgoingText.withoutUserinfo(entries[index].urls[0]))
             return
         }
         guard display.draws else { return }
@@ -186,7 +186,7 @@ final class BatchRun: Sendable {
                 alreadyComplete: skipped, failed: failedCount, badLines: problems.count, tcpConnections: tcpConnections))
         } else if !settings.quiet, !entries.isEmpty {
             // (A list of bad lines only was all said as the run began.)
-            let failedNames = failures.sorted { $0.index < $1.index }.map { Manifest.redacting(entries[$0.index].urls[0]) }
+            let failedNames = failures.sorted { $0.index < $1.index }.map { OutgoingText.withoutUserinfo(entries[$0.index].urls[0]) }
                 + (problems.isEmpty ? [] : ["\(problems.count) bad \(problems.count == 1 ? "line" : "lines") of the list"])
                 + (notStarted > 0 ? ["\(notStarted) not started"] : [])
             display.message("\(files - failedCount) of \(files) files downloaded"

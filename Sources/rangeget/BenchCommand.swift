@@ -64,7 +64,7 @@ enum BenchCommand {
         // URLs are shown without user:password (a table or a log must not carry them).
         let results = settings.benchmark.run { step in display.message(OutgoingText.clean(step)) }.map { measurement in
             var shown = measurement
-            shown.url = Manifest.redacting(measurement.url)
+            shown.url = OutgoingText.withoutUserinfo(measurement.url)
             return shown
         }
         let choice = MirrorChoice(results, connections: settings.benchmark.connections)

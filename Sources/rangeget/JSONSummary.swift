@@ -91,7 +91,7 @@ struct JSONSummary: Encodable {
         failure = error.transportFailure?.rawValue
         self.file = file
         mirrors = urls.map {
-            let url = Manifest.redacting($0)
+            let url = OutgoingText.withoutUserinfo($0)
             return Mirror(url: url, bytes: 0, bytesPerSecondPerConnection: 0, errors: error.url == url ? 1 : 0, dropped: nil,
                           tcpConnections: 0, httpVersion: nil)
         }

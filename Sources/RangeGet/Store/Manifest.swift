@@ -41,7 +41,7 @@ package struct Manifest: Codable, Equatable, Sendable {
     /// A manifest with nothing done yet for `remote`.
     package init(remote: RemoteFile, size: Int64) {
         version = Self.currentVersion
-        url = Self.redacting(remote.url)
+        url = OutgoingText.withoutUserinfo(remote.url)
         self.size = size
         etag = remote.etag
         lastModified = remote.lastModified
@@ -54,7 +54,7 @@ package struct Manifest: Codable, Equatable, Sendable {
     /// Records `urls` (redacted) as serving this file too.
     package mutating func record(_ urls: [String]) {
         var known = knownURLs
-        for url in urls.map(Self.redacting) where !known.contains(url) { known.append(url) }
+        for url in urls.map(OutgoingText.withoutUserinfo) where !known.contains(url) { known.append(url) }
         self.urls = known.count > 1 ? Array(known.dropFirst()) : nil
     }
 
@@ -70,18 +70,6 @@ package struct Manifest: Codable, Equatable, Sendable {
             return "its Last-Modified changed from \(lastModified) to \(now)"
         }
         return nil
-    }
-
-    /// `url` without `user:password@`.
-    package static func redacting(_ url: String) -> String {
-        // Credentials come before an `@`: a URL without one has none (the common case, not parsed).
-        guard url.utf8Contains(UInt8(ascii: "@")) else { return url }
-        guard var components = URLComponents(string: url), components.user != nil || components.password != nil else {
-            return url
-        }
-        components.user = nil
-        components.password = nil
-        return components.string ?? url
     }
 
     /// Reads the manifest at `path`; nil when there is none. Its `done` also

@@ -83,7 +83,7 @@ final class PartialFile {
     /// server answers 200, with the new validator).
     static func resumable(url: String, beside output: String) -> RemoteFile? {
         guard let stored = try? Manifest.load(from: PartialFiles(output: output).manifest),
-              stored.knownURLs.contains(Manifest.redacting(url)) else { return nil }
+              stored.knownURLs.contains(OutgoingText.withoutUserinfo(url)) else { return nil }
         let remote = RemoteFile(url: url, effectiveURL: url, size: stored.size, etag: stored.etag,
                                 lastModified: stored.lastModified, acceptsRanges: true, contentDisposition: nil)
         return remote.ifRange == nil ? nil : remote
@@ -167,7 +167,7 @@ final class PartialFile {
         // The manifest belongs to the file, not to one URL: a URL it records
         // is compared as usual; any other must prove it serves the same file.
         let known = stored.knownURLs
-        guard let remote = sources.first(where: { known.contains(Manifest.redacting($0.url)) }) else {
+        guard let remote = sources.first(where: { known.contains(OutgoingText.withoutUserinfo($0.url)) }) else {
             try checkSameFile(stored, served: sources[0])
             stored.record(sources.map(\.url))
             onEvent(.reusing(bytesDone: stored.done.byteCount))
@@ -217,7 +217,7 @@ final class PartialFile {
         let known = stored.knownURLs.joined(separator: ", ")
         func refuse(_ why: String) -> DownloadError {
             .manifest(ManifestError(path: files.manifest, problem: "was started from \(known), and "
-                + "\(Manifest.redacting(remote.url)) \(why) (one of those URLs resumes it)"))
+                + "\(OutgoingText.withoutUserinfo(remote.url)) \(why) (one of those URLs resumes it)"))
         }
         guard remote.size == stored.size else {
             throw refuse("serves \(remote.size.map { "\($0) bytes" } ?? "a file of unknown length"), not \(stored.size)")
@@ -361,7 +361,7 @@ final class PartialFile {
             guard actual == size else {
                 throw DownloadError.verification("\(files.data) has \(actual) bytes, expected \(size)")
             }
-            let origin = FileOrigin(url: options.recordOriginURL ? Manifest.redacting(remote.url) : nil, etag: remote.etag,
+            let origin = FileOrigin(url: options.recordOriginURL ? OutgoingText.withoutUserinfo(remote.url) : nil, etag: remote.etag,
                                     lastModified: remote.lastModified)
             let expected: Checksum?
             do {
