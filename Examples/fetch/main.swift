@@ -85,7 +85,7 @@ let display = Task {
                 say("\(percent)% at \(Int(progress.bytesPerSecond / 1024)) KiB/s")
                 lastPercent = percent
             }
-        case let .retry(connection, reason, delay, attempt, attempts):
+        case let .retry(connection, _, reason, delay, attempt, attempts):
             say("retry on connection \(connection), attempt \(attempt) of \(attempts) in \(delay) s: \(reason)")
         case let .mirrorDropped(url, reason):
             say("dropped mirror \(url): \(reason)")

@@ -47,11 +47,13 @@ public enum DownloadEvent: Sendable {
     case restarting(reason: String)
     /// Periodic progress, at most about ten times a second.
     case progress(DownloadProgress)
-    /// The transfer on `connection` failed and its remaining bytes will be
-    /// fetched again after `delay` seconds (by whichever connection is free
-    /// then): the `attempt`th of at most `attempts` at them that got nowhere
-    /// (a cut that made progress starts the count again).
-    case retry(connection: Int, reason: String, delay: Double, attempt: Int, attempts: Int)
+    /// The transfer on `connection` failed, for `cause` (told in words in
+    /// `reason`), and its remaining bytes will be fetched again after
+    /// `delay` seconds (by whichever connection is free then): the
+    /// `attempt`th of at most `attempts` at them that got nowhere (a cut
+    /// that made progress starts the count again). A probe's retry is on
+    /// connection 0.
+    case retry(connection: Int, cause: RetryCause, reason: String, delay: Double, attempt: Int, attempts: Int)
     /// Something worth telling the user that changes nothing in the outcome.
     case notice(String)
     /// A mirror is no longer used, and why.

@@ -93,8 +93,9 @@ extension DownloadEvent {
         switch self {
         case let .probed(remote): return .probed(remote.cleaned)
         case let .restarting(reason): return .restarting(reason: clean(reason))
-        case let .retry(connection, reason, delay, attempt, attempts):
-            return .retry(connection: connection, reason: clean(reason), delay: delay, attempt: attempt, attempts: attempts)
+        case let .retry(connection, cause, reason, delay, attempt, attempts):
+            return .retry(connection: connection, cause: cause, reason: clean(reason), delay: delay, attempt: attempt,
+                          attempts: attempts)
         case let .transfer(.pieceStarted(connection, range, url)):
             return .transfer(.pieceStarted(connection: connection, range: range, url: clean(url)))
         case let .transfer(.connectionsMoved(from, to, count)):

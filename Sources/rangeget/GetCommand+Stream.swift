@@ -48,7 +48,7 @@ extension GetCommand {
         let retries = Mutex(RetryKinds())
         let outcome = Result { () throws(DownloadError) in
             try stream.download.run { event in
-                if case let .retry(_, reason, _, _, _) = event { retries.withLock { $0.add(reason: reason) } }
+                if case let .retry(_, cause, _, _, _, _) = event { retries.withLock { $0.add(cause) } }
                 report(event, display: display, quiet: quiet, streaming: true)
             }
         }

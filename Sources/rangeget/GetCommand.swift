@@ -193,7 +193,7 @@ enum GetCommand {
                 case let .progress(progress) where progress.bytesDone > 0: kept.withLock { $0 = true }
                 default: break
                 }
-                if case let .retry(_, reason, _, _, _) = event { retries.withLock { $0.add(reason: reason) } }
+                if case let .retry(_, cause, _, _, _, _) = event { retries.withLock { $0.add(cause) } }
                 report(event, display: display, quiet: quiet)
             }
             display.clear()
@@ -288,7 +288,7 @@ enum GetCommand {
             if !quiet { display.message("dropping mirror \(url): \(reason)") }
         case let .notice(message):
             say(message)
-        case let .retry(_, reason, delay, attempt, attempts) where delay >= 1:
+        case let .retry(_, _, reason, delay, attempt, attempts) where delay >= 1:
             // A wait long enough to notice is said once per attempt, not once per connection.
             if announcedWaits.withLock({ $0.insert(attempt).inserted }) {
                 say("\(reason); retrying: attempt \(attempt) of \(attempts) in \(Int(delay.rounded())) s")

@@ -1,12 +1,14 @@
 // RetryKinds: why a run's transfers were retried, for the summary line
 // (`3 retries (2 cuts, 1 stall)`). The engine counts retries and says why each
-// happened in its `retry` events; this sorts those reasons into the kinds a
-// person acts on: the network cut a transfer, a connection stalled, the server
-// answered with an error status, a connection could not be made.
+// happened in its `retry` events (a typed RetryCause); this sorts those
+// causes into the kinds a person acts on: the network cut a transfer, a
+// connection stalled, the server answered with an error status, a connection
+// could not be made.
+import RangeGet
 
 /// Retries counted by kind.
 struct RetryKinds: Sendable {
-    /// What made a transfer fail, from the engine's reason.
+    /// What made a transfer fail, from the engine's cause.
     enum Kind: Hashable, Comparable, Sendable {
         case cut
         case stall
@@ -14,21 +16,15 @@ struct RetryKinds: Sendable {
         case connect
         case other
 
-        /// The kind of a `DownloadEvent.retry` reason.
-        init(reason: String) {
-            let text = reason.lowercased()
-            if text.hasPrefix("http "), let code = Int(text.dropFirst(5).prefix { $0.isNumber }) {
-                self = .status(code)
-            } else if text.contains("(stalled)") || text.contains("too slow") {
-                self = .stall
-            } else if ["short body", "transfer closed", "reset by peer", "recv failure", "send failure", "empty reply",
-                       "connection died", "ran past"].contains(where: text.contains) {
-                self = .cut
-            } else if ["failed to connect", "could not resolve", "couldn't connect", "connection refused", "timed out"]
-                .contains(where: text.contains) {
+        /// The kind of a `DownloadEvent.retry` cause.
+        init(_ cause: RetryCause) {
+            switch cause {
+            case let .status(code): self = .status(code)
+            case .cut: self = .cut
+            case .stall: self = .stall
+            case .transport(.dnsResolution), .transport(.proxy), .transport(.connectFailed), .transport(.timeout):
                 self = .connect
-            } else {
-                self = .other
+            case .transport, .badAnswer: self = .other
             }
         }
 
@@ -47,9 +43,9 @@ struct RetryKinds: Sendable {
 
     private(set) var counts: [Kind: Int] = [:]
 
-    /// Counts one retry event's reason.
-    mutating func add(reason: String) {
-        counts[Kind(reason: reason), default: 0] += 1
+    /// Counts one retry event's cause.
+    mutating func add(_ cause: RetryCause) {
+        counts[Kind(cause), default: 0] += 1
     }
 
     /// `3 retries (2 cuts, 1 stall)` for `total` retries, nil for none.

@@ -30,7 +30,7 @@ final class DistrustedRaceTests: EndToEndTestCase {
         let (manifest, journal) = (output + ".part.json", output + ".part.journal")
         let leftAtTheKill = Mutex<(manifest: Data?, journal: Data?)?>(nil)
         let run = runLibrary([server.url("f")], to: output, stopWhen: { event in
-            guard case let .retry(_, reason, _, _, _) = event, reason.contains("ran past its Content-Range") else {
+            guard case let .retry(_, _, reason, _, _, _) = event, reason.contains("ran past its Content-Range") else {
                 return false
             }
             leftAtTheKill.withLock { $0 = (FileManager.default.contents(atPath: manifest),

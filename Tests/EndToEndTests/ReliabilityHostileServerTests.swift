@@ -198,7 +198,7 @@ final class ReliabilityHostileServerTests: EndToEndTestCase {
         server.setFaults([FaultRule(.claimLength("2000000"))])
         let run = runLibrary([server.url("f")], to: path("f"), stopWhen: { event in
             // Only a guard against the old endless loop.
-            if case let .retry(_, _, delay, _, _) = event { return delay == 0 }
+            if case let .retry(_, _, _, delay, _, _) = event { return delay == 0 }
             return false
         }) { options in
             options.retries = 3

@@ -37,7 +37,7 @@ final class ReliabilityServerTransferTests: EndToEndTestCase {
         assertSameBytes(output, resource)
         XCTAssertEqual(probe.snapshot.wrongWrites, [], "an error page reached the file")
         let retries = run.retries
-        for case let .retry(connection, _, _, _, _) in run.events {
+        for case let .retry(connection, _, _, _, _, _) in run.events {
             XCTAssertGreaterThanOrEqual(connection, 0, "a retry names the connection whose transfer failed")
         }
         let serviceUnavailable = retries.first { $0.reason.contains("503") }
@@ -45,7 +45,7 @@ final class ReliabilityServerTransferTests: EndToEndTestCase {
         XCTAssertGreaterThanOrEqual(serviceUnavailable?.delay ?? 0, 1.0, "Retry-After: 1 honoured")
         // After the first 429/503, fewer connections run at once.
         guard let firstOverload = run.events.firstIndex(where: { event in
-            if case let .retry(_, reason, _, _, _) = event { return reason.contains("503") || reason.contains("429") }
+            if case let .retry(_, _, reason, _, _, _) = event { return reason.contains("503") || reason.contains("429") }
             return false
         }) else { return XCTFail("no 429/503 retry") }
         // The run's last progress event is its closing report (0 connections

@@ -325,24 +325,30 @@ final class Connection {
         }
         if let writeFailure { return release(.localFailure(writeFailure), now: now) }
         if reachedEnd || (result == CURLE_OK && position == end) { return release(.complete, now: now) }
-        if let rejection { return release(.incomplete(reason: rejection.description, rejection: rejection), now: now) }
+        if let rejection {
+            return release(.incomplete(reason: rejection.description, cause: RetryCause(rejection), rejection: rejection),
+                           now: now)
+        }
         if result == CURLE_OK {
             if end == Int64.max { return release(.complete, now: now) }
             if !accepted, let check = ResponseCheck.check(responseHeaders.head, requested: requested, expected: expected) {
-                return release(.incomplete(reason: check.description, rejection: check), now: now)
+                return release(.incomplete(reason: check.description, cause: RetryCause(check), rejection: check), now: now)
             }
-            return release(.incomplete(reason: "short body: got \(transferBytes) bytes", rejection: nil), now: now)
+            return release(.incomplete(reason: "short body: got \(transferBytes) bytes", cause: .cut, rejection: nil),
+                           now: now)
         }
         let error = easy.error(result)
-        return release(.incomplete(reason: error.message, rejection: nil), curlError: error, now: now)
+        return release(.incomplete(reason: error.message, cause: RetryCause(error, delivered: hasDelivered), rejection: nil),
+                       curlError: error, now: now)
     }
 
     /// Abandons the transfer (stall, lost race, shutdown); the caller removes
-    /// the handle. `distrustingFrom`: its bytes from there on do not count.
-    func abandon(reason: String, error: CurlError? = nil, distrustingFrom offset: Int64? = nil,
+    /// the handle. `cause`: a stall, or by default rangeget's own cut.
+    /// `distrustingFrom`: its bytes from there on do not count.
+    func abandon(reason: String, cause: RetryCause = .cut, error: CurlError? = nil, distrustingFrom offset: Int64? = nil,
                  now: Double) -> FinishedTransfer {
         if let offset { disown(from: offset) }
-        return release(.incomplete(reason: reason, rejection: nil), curlError: error, now: now)
+        return release(.incomplete(reason: reason, cause: cause, rejection: nil), curlError: error, now: now)
     }
 
     /// Takes back the bytes of the transfer in flight from `offset` on: they

@@ -29,7 +29,8 @@ extension Engine {
             let reason = "no data for \(Rejection.duration(settings.transfer.stallTimeout)) (stalled)"
             loop.remove(connection.easy)
             // A stall is the timeout libcurl's low-speed limit would report.
-            let stalled = connection.abandon(reason: reason, error: CurlError(CURLE_OPERATION_TIMEDOUT, message: reason), now: now)
+            let stalled = connection.abandon(reason: reason, cause: .stall,
+                                             error: CurlError(CURLE_OPERATION_TIMEDOUT, message: reason), now: now)
             if let outcome = settle(connection, stalled, now: now) {
                 return outcome
             }

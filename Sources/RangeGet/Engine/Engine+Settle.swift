@@ -25,7 +25,7 @@ extension Engine {
             return nil
         case let .localFailure(error):
             return .failed(.io(error))
-        case let .incomplete(reason, rejection):
+        case let .incomplete(reason, cause, rejection):
             if isStopping {
                 if !partnerIsBusy(connection, in: finished.race) {
                     requeue(finished.piece, from: finished.written.end, failures: 0, notBefore: now)
@@ -37,13 +37,14 @@ extension Engine {
                 distrust(finished, of: connection, now: now)
                 finished.race = nil
             }
-            return retry(finished, on: connection.id, reason: reason, rejection: rejection, now: now,
+            return retry(finished, on: connection.id, reason: reason, cause: cause, rejection: rejection, now: now,
                          partnerBusy: partnerIsBusy(connection, in: finished.race))
         }
     }
 
     func retry(
-        _ finished: FinishedTransfer, on connection: Int, reason: String, rejection: Rejection?, now: Double,
+        _ finished: FinishedTransfer, on connection: Int, reason: String, cause: RetryCause, rejection: Rejection?,
+        now: Double,
         partnerBusy: Bool
     ) -> EngineOutcome? {
         let mirror = finished.mirror
@@ -137,7 +138,7 @@ extension Engine {
             // limit came down above, and its working connections take the piece.
         }
         if !mirror.isUsable { delay = 0 }
-        onEvent(.retry(connection: connection, reason: reason, delay: delay, attempt: failures + 1,
+        onEvent(.retry(connection: connection, cause: cause, reason: reason, delay: delay, attempt: failures + 1,
                        attempts: settings.retries + 1))
         if plain { written = RangeSet() }
         requeue(piece, from: plain ? piece.range.start : max(finished.written.end, finished.race?.frontier ?? 0),

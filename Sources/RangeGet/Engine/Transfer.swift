@@ -29,8 +29,8 @@ final class Race {
 enum TransferEnd {
     /// Every byte of the piece was written.
     case complete
-    /// The transfer stopped early; the rest of the piece goes back to the queue.
-    case incomplete(reason: String, rejection: Rejection?)
+    /// The transfer stopped early, for `cause`; the rest of the piece goes back to the queue.
+    case incomplete(reason: String, cause: RetryCause, rejection: Rejection?)
     /// Writing to disk failed: the download cannot go on.
     case localFailure(IOError)
 }

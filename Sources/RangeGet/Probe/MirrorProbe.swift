@@ -53,7 +53,7 @@ extension Download {
             loop = nil
             failures += 1
             let delay = try ProbeRetry.delay(after: failure, failures: failures, options: options)
-            onEvent(.retry(connection: 0, reason: ProbeRetry.reason(failure.error), delay: delay,
+            onEvent(.retry(connection: 0, cause: RetryCause(failure.error), reason: ProbeRetry.reason(failure.error), delay: delay,
                            attempt: failures + 1, attempts: options.retries + 1))
             let until = MonotonicClock.now() + delay
             while !stop.isRequested, MonotonicClock.now() < until {

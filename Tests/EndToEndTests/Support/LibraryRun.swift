@@ -17,7 +17,7 @@ struct LibraryRun {
 
     var retries: [(reason: String, delay: Double)] {
         events.compactMap { event in
-            if case let .retry(_, reason, delay, _, _) = event { return (reason, delay) }
+            if case let .retry(_, _, reason, delay, _, _) = event { return (reason, delay) }
             return nil
         }
     }
