@@ -18,8 +18,9 @@ public struct DownloadOptions: Sendable {
     public var minimumSplit: Int64 = 1 << 20
     /// Attempts at one piece that end with no byte written before giving up.
     public var retries = 5
-    /// First retry delay in seconds; it doubles per failure. Finite and at
-    /// least 0.
+    /// First retry delay in seconds; it doubles per failure, and a 429 (too
+    /// many requests) without `Retry-After` waits four times as long.
+    /// Finite and at least 0.
     public var retryWait = 0.5
     /// The longest retry delay in seconds. Finite and at least 0.
     public var retryWaitLimit = 30.0

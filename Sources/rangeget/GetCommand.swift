@@ -78,7 +78,7 @@ enum GetCommand {
             .value(nil, "retries", "N", "attempts at a piece that fail without progress before giving up (default 5, at most 1000)") { settings, text throws(UsageError) in
                 settings.options.retries = try Parse.count(text, "retries", max: 1000)
             },
-            .value(nil, "retry-wait", "SECONDS", "first delay before a retry, doubling each time (default 0.5; 0.001 to 86400)") { settings, text throws(UsageError) in
+            .value(nil, "retry-wait", "SECONDS", "first delay before a retry, doubling each time, four times as long after a 429 without Retry-After (default 0.5; 0.001 to 86400)") { settings, text throws(UsageError) in
                 settings.options.retryWait = try Parse.seconds(text, "retry-wait")
             },
             .value(nil, "max-wait", "SECONDS", "the longest Retry-After to wait out; a server asking for more is dropped, or the run fails (default 60; 0.001 to 86400)") { settings, text throws(UsageError) in

@@ -2,7 +2,8 @@
 // of its piece goes back to the queue, to a retry after a backoff, or (when
 // the failure says so) the mirror is dropped or the run ends with an outcome
 // the download acts on (the file changed, ranges do not work, a signed URL
-// expired). The retry policy for libcurl's errors is `CurlError.classification`.
+// expired), as RetryPolicy decides. Which libcurl errors are worth another
+// attempt is `CurlError.classification`.
 
 extension Engine {
     /// Records what a finished transfer wrote and decides what happens to the rest.
@@ -42,10 +43,12 @@ extension Engine {
         }
     }
 
+    /// Counts a failed transfer against its mirror and piece, and carries
+    /// out what `RetryPolicy` decides: drop the mirror, fewer connections,
+    /// requeue the rest of the piece after a wait, or end the run.
     func retry(
         _ finished: FinishedTransfer, on connection: Int, reason: String, cause: RetryCause, rejection: Rejection?,
-        now: Double,
-        partnerBusy: Bool
+        now: Double, partnerBusy: Bool
     ) -> EngineOutcome? {
         let mirror = finished.mirror
         let piece = finished.piece
@@ -53,104 +56,48 @@ extension Engine {
         mirror.errors += 1
         mirror.consecutiveFailures = progressed ? 0 : mirror.consecutiveFailures + 1
         retries += 1
-        let others = mirrors.filter { $0.isUsable && $0 !== mirror }.count
         if case let .otherTotal(total)? = rejection {
             sizeDisagreements = lastOtherTotal == total ? sizeDisagreements + 1 : 1
             lastOtherTotal = total
-            if sizeDisagreements >= (unprobed ? 1 : Self.sizeDisagreementLimit), others == 0 {
-                return .remoteChanged("the server reports \(total) bytes in all, not \(size ?? 0)")
-            }
         } else if progressed {
             sizeDisagreements = 0
         }
-        switch rejection {
-        case let .changed(detail)?:
-            if others == 0 { return .remoteChanged(detail) }
-            if let outcome = drop(mirror, because: "it serves another version of the file (\(detail))", now: now) {
-                return outcome
-            }
-        case .rangeIgnored?, .encoded?:
-            if others == 0 { return .rangesUnsupported(rejection!.description) }
-            if let outcome = drop(mirror, because: rejection!.description, now: now) { return outcome }
-        case let .status(code, _)? where code == 429 || code == 503:
-            connectionLimit = max(1, connections.count(where: \.isBusy))
-        // A redirect reaches here only when libcurl may not follow it (a header
-        // that may carry a credential is set): resolving anew follows it by hand.
-        case let .status(code, _)? where (code == 403 || code == 410) && mirror.remote.effectiveURL != mirror.remote.url,
-             let .status(code, _)? where (300..<400).contains(code):
+        let failure = RetryPolicy.Failure(
+            cause: cause, reason: reason, rejection: rejection, curlError: finished.curlError, progressed: progressed,
+            plain: plain, plainRestarts: plainRestarts, pieceFailures: piece.failures,
+            mirrorFailuresInARow: mirror.consecutiveFailures, mirrorUsable: mirror.isUsable,
+            otherMirrors: mirrors.count { $0.isUsable && $0 !== mirror },
+            mirrorHasOtherTransfers: connections.contains { $0.isBusy && $0.mirror === mirror && $0.id != connection },
+            partnerBusy: partnerBusy, redirected: mirror.remote.effectiveURL != mirror.remote.url,
+            sizeDisagreementsReached: sizeDisagreements >= (unprobed ? 1 : Self.sizeDisagreementLimit))
+        let decision = RetryPolicy(settings: settings, url: mirror.remote.url, size: size).decide(failure)
+        if decision.fewerConnections { connectionLimit = max(1, connections.count(where: \.isBusy)) }
+        if decision.restartCounted { plainRestarts += 1 }
+        if let why = decision.dropMirror, let outcome = drop(mirror, because: why, now: now) { return outcome }
+        switch decision.verdict {
+        case let .requeue(delay, failures):
+            onEvent(.retry(connection: connection, cause: cause, reason: reason, delay: delay, attempt: failures + 1,
+                           attempts: settings.retries + 1))
+            if plain { written = RangeSet() }
+            requeue(piece, from: plain ? piece.range.start : max(finished.written.end, finished.race?.frontier ?? 0),
+                    failures: failures, notBefore: now + delay)
+            return nil
+        case .none:
+            return nil
+        case .expired:
             if !partnerBusy { requeue(piece, from: finished.written.end, failures: 0, notBefore: now) }
             return .expired(index: mirror.index, reason: reason)
-        default:
-            break
+        case let .remoteChanged(reason):
+            return .remoteChanged(reason)
+        case let .rangesUnsupported(reason):
+            return .rangesUnsupported(reason)
+        case let .fail(error):
+            return .failed(error)
         }
-        // A curl error another attempt would only repeat (a certificate that
-        // fails verification, a malformed URL: see `CurlError.classification`)
-        // drops the mirror when others remain and otherwise ends the download now.
-        let permanent = finished.curlError.map { !$0.isTransient } ?? false
-        let retryable = !permanent && (rejection?.isTransient ?? true)
-        if mirror.isUsable, others > 0, !retryable || mirror.consecutiveFailures >= Self.mirrorFailureLimit {
-            if let outcome = drop(mirror, because: reason, now: now) { return outcome }
-        }
-        if permanent, mirror.isUsable, let curlError = finished.curlError {
-            let message = "\(reason) (not retried: another attempt would fail the same way)"
-            return .failed(.network(url: mirror.remote.url, message: message, failure: curlError.failure))
-        }
-        if partnerBusy { return nil }
-        // A plain stream starts over from byte 0 after any failure, so a cut
-        // that made progress brings it no nearer the end: every restart counts.
-        if plain { plainRestarts += 1 }
-        var failures = plain ? plainRestarts : progressed ? 1 : piece.failures + 1
-        let exhausted = failures > settings.retries || (!retryable && failures > settings.retries / 2)
-        // A mirror that used up the piece's attempts gives the piece to the
-        // others, and its failures are not held against the piece there.
-        if exhausted, mirror.isUsable, others > 0, let outcome = drop(mirror, because: reason, now: now) {
-            return outcome
-        }
-        if !mirror.isUsable { failures = 0 }
-        if failures > 0, exhausted {
-            let restarts = plain ? " of one stream from byte 0 (the server serves no ranges)" : ""
-            let message = "giving up after \(failures) attempts\(restarts): \(reason)"
-            // The last attempt decides: the network (a refused connection,
-            // a stall, ...) or the server's answer (a status, ...).
-            if let failure = finished.curlError?.failure {
-                return .failed(.network(url: mirror.remote.url, message: message, failure: failure))
-            }
-            var status: Int?
-            if case let .status(code, _)? = rejection { status = code }
-            return .failed(.server(url: mirror.remote.url, message: message, status: status))
-        }
-        // A cut that made progress is retried at once; backoff is for failures that got nowhere.
-        var delay = progressed && !plain ? 0 : settings.backoff(failures: failures)
-        if case let .status(code, retryAfter?)? = rejection {
-            if retryAfter <= settings.longestRetryAfter {
-                delay = max(delay, retryAfter)
-            } else if mirror.isUsable,
-                      !connections.contains(where: { $0.isBusy && $0.mirror === mirror && $0.id != connection }) {
-                // Nothing else of this mirror works: waiting that long is no retry.
-                let wait = Rejection.overlongWait(retryAfter, status: code, longest: settings.longestRetryAfter)
-                if others > 0 {
-                    if let outcome = drop(mirror, because: "it \(wait)", now: now) { return outcome }
-                } else {
-                    return .failed(.server(url: mirror.remote.url, message: "the server \(wait)", status: code))
-                }
-            }
-            // Else an extra connection was refused: the mirror's connection
-            // limit came down above, and its working connections take the piece.
-        }
-        if !mirror.isUsable { delay = 0 }
-        onEvent(.retry(connection: connection, cause: cause, reason: reason, delay: delay, attempt: failures + 1,
-                       attempts: settings.retries + 1))
-        if plain { written = RangeSet() }
-        requeue(piece, from: plain ? piece.range.start : max(finished.written.end, finished.race?.frontier ?? 0),
-                failures: failures, notBefore: now + delay)
-        return nil
     }
 
     /// Answers in a row naming the same other size before the size counts as changed.
     static let sizeDisagreementLimit = 3
-
-    /// Failures in a row without progress before a mirror is dropped (while others remain).
-    static let mirrorFailureLimit = 3
 
     /// Stops using `mirror`; its transfers' ranges go back to the queue.
     func drop(_ mirror: Mirror, because reason: String, now: Double) -> EngineOutcome? {

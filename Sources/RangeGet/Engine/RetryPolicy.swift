@@ -1,0 +1,198 @@
+// RetryPolicy: what happens after a transfer failed, decided from facts
+// alone, like OutcomePolicy after a run and Planner before one. The engine
+// gathers the facts (the typed cause, what the mirror and the piece went
+// through, whether other mirrors remain) and carries the decision out
+// (drops the mirror, requeues the piece, ends the run); the rules are here,
+// in order, each a row of RetryPolicyTests' table. A new rule is a change to
+// this file and that table.
+//
+// The rules, in the order they are tried:
+//  1. The same other total size, again and again, with no other mirror: the
+//     file changed size.
+//  2. The answer says the file changed, or ranges do not work: with no other
+//     mirror that ends the run (start over, or one stream); else the mirror
+//     is dropped.
+//  3. 429 or 503: fewer connections at once from now on.
+//  4. A redirect libcurl may not follow, or 403/410 from where a signed URL
+//     led: the URL expired; resolve it anew.
+//  5. A failure another attempt would repeat, or `mirrorFailureLimit`
+//     failures in a row: the mirror is dropped while others remain.
+//  6. A permanent libcurl failure on a mirror still in use ends the run.
+//  7. A race partner still running takes the piece over: nothing to do.
+//  8. Attempts used up: the mirror is dropped while others remain, else the
+//     run fails.
+//  9. Otherwise the piece waits and goes back to the queue: at once after a
+//     cut that made progress, else the backoff; 429 without `Retry-After`
+//     waits four times the backoff; a `Retry-After` within the limit is
+//     waited; a longer one drops the mirror (or fails the run) when nothing
+//     else of it works; a dropped mirror's piece goes at once to the others.
+
+/// Decides what follows a failed transfer.
+struct RetryPolicy {
+    /// What the engine knows about a failed transfer.
+    struct Failure {
+        /// Why it failed.
+        var cause: RetryCause
+        /// The reason in words, for the messages.
+        var reason: String
+        /// The answer rangeget refused, when it refused one.
+        var rejection: Rejection?
+        /// The libcurl failure, when libcurl reported one.
+        var curlError: CurlError?
+        /// True when it wrote bytes of its piece before failing.
+        var progressed: Bool
+        /// True for a plain stream (no ranges), which restarts from byte 0.
+        var plain: Bool
+        /// Restarts of a plain stream so far, this one not counted.
+        var plainRestarts: Int
+        /// Attempts at the piece that got nowhere so far.
+        var pieceFailures: Int
+        /// The mirror's failures in a row without progress, this one counted.
+        var mirrorFailuresInARow: Int
+        /// True while the mirror is still used.
+        var mirrorUsable: Bool
+        /// Mirrors in use besides this one.
+        var otherMirrors: Int
+        /// True when another connection is still fetching from this mirror.
+        var mirrorHasOtherTransfers: Bool
+        /// True when a race partner still runs on the same piece.
+        var partnerBusy: Bool
+        /// True when the mirror's URL was redirected (a signed URL, say).
+        var redirected: Bool
+        /// True when answers naming the same other total size reached the
+        /// limit (one, for a download that has not probed).
+        var sizeDisagreementsReached: Bool
+    }
+
+    /// What the engine carries out.
+    struct Decision: Equatable {
+        /// Stop using the mirror, for this reason (the run goes on with the others).
+        var dropMirror: String?
+        /// Run fewer connections at once from now on (the server is throttling).
+        var fewerConnections = false
+        /// A plain stream's restart was counted (the decision got past rule 7).
+        var restartCounted = false
+        var verdict: Verdict
+
+        enum Verdict: Equatable {
+            /// Fetch the rest of the piece again after `delay` seconds; `failures`:
+            /// its attempts that got nowhere (0 after its mirror was dropped).
+            case requeue(delay: Double, failures: Int)
+            /// A race partner still runs on the piece: nothing to requeue.
+            case none
+            /// The URL expired: requeue the rest at once (unless a partner runs) and resolve it anew.
+            case expired
+            /// The remote file changed.
+            case remoteChanged(String)
+            /// Ranged requests do not work.
+            case rangesUnsupported(String)
+            /// The run fails with this error.
+            case fail(DownloadError)
+        }
+    }
+
+    /// Attempts at a piece (1 + `DownloadOptions.retries`), their backoff, and the longest `Retry-After` waited.
+    var settings: DownloadOptions
+    /// The mirror's URL, for the errors.
+    var url: String
+    /// The file's size as the probe found it, for the errors.
+    var size: Int64?
+
+    /// Failures in a row without progress before a mirror is dropped (while others remain).
+    static let mirrorFailureLimit = 3
+    /// A 429 without `Retry-After` waits this many times the usual backoff:
+    /// the server says it is throttling, not for how long, and retrying on
+    /// the usual schedule would only be refused again.
+    static let tooManyRequestsFactor = 4.0
+
+    func decide(_ failure: Failure) -> Decision {
+        var decision = Decision(verdict: .none)
+        var usable = failure.mirrorUsable
+        let others = failure.otherMirrors
+        func drop(_ reason: String) {
+            decision.dropMirror = decision.dropMirror ?? reason
+            usable = false
+        }
+        func ending(_ verdict: Decision.Verdict) -> Decision {
+            decision.verdict = verdict
+            return decision
+        }
+        // 1. The size changed.
+        if case let .otherTotal(total)? = failure.rejection, failure.sizeDisagreementsReached, others == 0 {
+            return ending(.remoteChanged("the server reports \(total) bytes in all, not \(size ?? 0)"))
+        }
+        switch failure.rejection {
+        // 2. Another version of the file, or no ranges.
+        case let .changed(detail)?:
+            if others == 0 { return ending(.remoteChanged(detail)) }
+            drop("it serves another version of the file (\(detail))")
+        case .rangeIgnored?, .encoded?:
+            let problem = failure.rejection?.description ?? failure.reason
+            if others == 0 { return ending(.rangesUnsupported(problem)) }
+            drop(problem)
+        // 3. Throttled.
+        case let .status(code, _)? where code == 429 || code == 503:
+            decision.fewerConnections = true
+        // 4. An expired URL.
+        case let .status(code, _)? where (code == 403 || code == 410) && failure.redirected,
+             let .status(code, _)? where (300..<400).contains(code):
+            return ending(.expired)
+        default:
+            break
+        }
+        // 5. Hopeless here, or failing in a row.
+        let permanent = failure.curlError.map { !$0.isTransient } ?? false
+        let retryable = !permanent && (failure.rejection?.isTransient ?? true)
+        if usable, others > 0, !retryable || failure.mirrorFailuresInARow >= Self.mirrorFailureLimit {
+            drop(failure.reason)
+        }
+        // 6. Permanent, on the mirror still in use.
+        if permanent, usable, let curlError = failure.curlError {
+            let message = "\(failure.reason) (not retried: another attempt would fail the same way)"
+            return ending(.fail(.network(url: url, message: message, failure: curlError.failure)))
+        }
+        // 7. The partner goes on.
+        if failure.partnerBusy { return ending(.none) }
+        // 8. Attempts used up. A plain stream starts over from byte 0 after
+        // any failure, so a cut that made progress brings it no nearer the
+        // end: every restart counts.
+        decision.restartCounted = failure.plain
+        var failures = failure.plain ? failure.plainRestarts + 1 : failure.progressed ? 1 : failure.pieceFailures + 1
+        let exhausted = failures > settings.retries || (!retryable && failures > settings.retries / 2)
+        // A mirror that used up the piece's attempts gives the piece to the
+        // others, and its failures are not held against the piece there.
+        if exhausted, usable, others > 0 { drop(failure.reason) }
+        if !usable { failures = 0 }
+        if failures > 0, exhausted {
+            let restarts = failure.plain ? " of one stream from byte 0 (the server serves no ranges)" : ""
+            let message = "giving up after \(failures) attempts\(restarts): \(failure.reason)"
+            // The last attempt decides: the network (a refused connection,
+            // a stall, ...) or the server's answer (a status, ...).
+            if let transport = failure.curlError?.failure {
+                return ending(.fail(.network(url: url, message: message, failure: transport)))
+            }
+            var status: Int?
+            if case let .status(code, _)? = failure.rejection { status = code }
+            return ending(.fail(.server(url: url, message: message, status: status)))
+        }
+        // 9. Wait, then requeue. A cut that made progress is retried at once;
+        // backoff is for failures that got nowhere.
+        var delay = failure.progressed && !failure.plain ? 0 : settings.backoff(failures: failures)
+        if case let .status(code, retryAfter)? = failure.rejection {
+            if code == 429, retryAfter == nil {
+                delay = max(delay, settings.backoff(failures: failures) * Self.tooManyRequestsFactor)
+            } else if let retryAfter, retryAfter <= settings.longestRetryAfter {
+                delay = max(delay, retryAfter)
+            } else if let retryAfter, usable, !failure.mirrorHasOtherTransfers {
+                // Nothing else of this mirror works: waiting that long is no retry.
+                let wait = Rejection.overlongWait(retryAfter, status: code, longest: settings.longestRetryAfter)
+                if others == 0 { return ending(.fail(.server(url: url, message: "the server \(wait)", status: code))) }
+                drop("it \(wait)")
+            }
+            // Else an extra connection was refused: the mirror's connection
+            // limit came down (rule 3), and its working connections take the piece.
+        }
+        if !usable { delay = 0 }
+        return ending(.requeue(delay: delay, failures: failures))
+    }
+}
