@@ -58,7 +58,7 @@ final class PieceSourceTests: TemporaryDirectoryTestCase {
         }
     }
 
-    /// An engine for an 8 MiB file of a near server, 4 connections, on a loop it never runs.
+    /// An engine for an 8 MiB file of a near server, 4 connections, on a loop this thread drives and never runs.
     private func makeEngine(_ index: Int) throws -> Engine {
         var settings = DownloadOptions()
         settings.connections = 4
@@ -67,6 +67,8 @@ final class PieceSourceTests: TemporaryDirectoryTestCase {
         let remote = RemoteFile(url: "http://127.0.0.1:9/f", effectiveURL: nil, head: head, size: 8 * mib, acceptsRanges: true)
         let file = try OutputFile(creating: directory + "/f\(index)", calls: settings.systemCalls)
         let loop = try TransferLoop(threaded: false, multiplex: false, connections: 4)
+        // The engine's methods assert they run on the thread driving its loop.
+        loop.driveOnThisThread()
         return Engine(mirrors: [remote], sink: .file(file), manifest: nil, manifestPath: nil, settings: settings,
                       plain: false, loop: loop, onEvent: { _ in })
     }

@@ -21,6 +21,7 @@ extension Engine {
 
     /// Samples every transfer's progress; abandons those silent for the stall timeout.
     func watchTransfers(now: Double) -> EngineOutcome? {
+        loop.assertOnLoopThread()
         for connection in connections where connection.isBusy {
             connection.resumeIfAllowed()
             if connection.isPaused { continue }
@@ -44,6 +45,7 @@ extension Engine {
     }
 
     func report(now: Double, force: Bool) {
+        loop.assertOnLoopThread()
         guard force || now - lastReport >= 0.1 else { return }
         lastReport = now
         let completed = writtenSnapshot()
@@ -66,6 +68,7 @@ extension Engine {
 
     /// Starts durable saves, and writeback in between, when due.
     func checkpointIfDue(now: Double) {
+        loop.assertOnLoopThread()
         guard let checkpointer else { return }
         if now - lastCheckpoint >= settings.checkpointInterval {
             // A writeback still running makes this wait for the next loop turn.

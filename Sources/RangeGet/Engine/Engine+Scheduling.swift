@@ -11,6 +11,7 @@ extension Engine {
     /// runs on a slot of the loop's connection limit (shared by the files of
     /// a list): it stops here when the loop has none to give.
     func startIdleConnections(now: Double) -> EngineOutcome? {
+        loop.assertOnLoopThread()
         planAhead()
         while true {
             // Counted anew each turn: a steal below may end a transfer.
@@ -51,6 +52,7 @@ extension Engine {
     /// together, are small, so the reader is not left with the burst of all
     /// of them at once after the last byte arrives.
     func planAhead() {
+        loop.assertOnLoopThread()
         guard let window, !unplanned.isEmpty else { return }
         let limit = window.limit
         while queue.count < connectionLimit, let next = unplanned.ranges.first {
@@ -113,6 +115,7 @@ extension Engine {
     /// the loop can use them: called whenever a transfer ends, so that
     /// slotsHeld == busy between turns.
     func returnSlots() {
+        loop.assertOnLoopThread()
         let unused = slotsHeld - connections.count(where: \.isBusy)
         guard unused > 0 else { return }
         loop.giveSlots(unused)
@@ -144,6 +147,7 @@ extension Engine {
     /// a moved transfer stops where it is (its range goes back to the queue)
     /// and its connection starts on the recipient.
     func placeConnections(now: Double) {
+        loop.assertOnLoopThread()
         guard mirrors.count > 1, now - lastPlacement >= 0.01 else { return }
         lastPlacement = now
         for mirror in mirrors {

@@ -8,6 +8,7 @@
 extension Engine {
     /// Records what a finished transfer wrote and decides what happens to the rest.
     func settle(_ connection: Connection, _ finished: FinishedTransfer, now: Double) -> EngineOutcome? {
+        loop.assertOnLoopThread()
         returnSlots()
         written.insert(finished.written)
         var complete = false
@@ -50,6 +51,7 @@ extension Engine {
         _ finished: FinishedTransfer, on connection: Int, reason: String, cause: RetryCause, rejection: Rejection?,
         now: Double, partnerBusy: Bool
     ) -> EngineOutcome? {
+        loop.assertOnLoopThread()
         let mirror = finished.mirror
         let piece = finished.piece
         let progressed = !finished.written.isEmpty && finished.written.end > piece.range.start
@@ -101,6 +103,7 @@ extension Engine {
 
     /// Stops using `mirror`; its transfers' ranges go back to the queue.
     func drop(_ mirror: Mirror, because reason: String, now: Double) -> EngineOutcome? {
+        loop.assertOnLoopThread()
         mirror.droppedBecause = reason
         placement.drop(mirror.index)
         onEvent(.mirrorDropped(url: mirror.remote.url, reason: reason))
@@ -123,6 +126,7 @@ extension Engine {
     /// a checkpoint saved with them is saved again without them, all before
     /// the transfers go on.
     func distrust(_ finished: FinishedTransfer, of connection: Connection, now: Double) {
+        loop.assertOnLoopThread()
         let untrusted = finished.piece.range
         if let race = finished.race {
             for other in connections where other !== connection && other.race === race && other.isBusy {
@@ -141,6 +145,7 @@ extension Engine {
     }
 
     func requeue(_ piece: Piece, from start: Int64, failures: Int, notBefore: Double) {
+        loop.assertOnLoopThread()
         guard start < piece.range.end else { return }
         let rest = Piece(range: ByteRange(start, piece.range.end), failures: failures, notBefore: notBefore)
         let index = queue.firstIndex(where: { $0.range.start > start }) ?? queue.endIndex

@@ -179,10 +179,12 @@ final class Engine: LoopClient {
     /// first slots meanwhile (issue 36: one answering 503 with Retry-After
     /// kept a large file of the list on one connection of 4).
     func waitsForFirstConnection(now: Double) -> Bool {
-        slotsHeld == 0 && outcome == nil && !pieceSources(now: now).isEmpty
+        loop.assertOnLoopThread()
+        return slotsHeld == 0 && outcome == nil && !pieceSources(now: now).isEmpty
     }
 
     func begin(now: Double) {
+        loop.assertOnLoopThread()
         // A plain stream starts from byte 0 anyway; a ranged plan needs byte 0 to be missing.
         let adopted = opening.flatMap { opening in
             opening.isUsable && !opening.isHeld && (plain || !written.contains(ByteRange(0, 1))) ? opening : nil
@@ -230,6 +232,7 @@ final class Engine: LoopClient {
     }
 
     func beforeTransfers(now: Double) -> Bool {
+        loop.assertOnLoopThread()
         if outcome != nil { return true }
         if isStopping {
             // On a stop (Ctrl-C, pause), what has already arrived in the sockets
@@ -255,6 +258,7 @@ final class Engine: LoopClient {
     }
 
     func transferFinished(_ connection: Connection, result: CURLcode, now: Double) -> Bool {
+        loop.assertOnLoopThread()
         // A transfer whose first byte came in the turn it ended is timed too.
         sample(connection, now: now)
         let outcome = settle(connection, connection.finish(result: result, now: now), now: now)
@@ -264,6 +268,7 @@ final class Engine: LoopClient {
     }
 
     func afterTransfers(now: Double) -> Bool {
+        loop.assertOnLoopThread()
         if outcome != nil { return true }
         if isStopping { return false }
         if let outcome = watchTransfers(now: now) { return ended(outcome) }
@@ -275,6 +280,7 @@ final class Engine: LoopClient {
     }
 
     func loopFailed(_ error: CurlError) {
+        loop.assertOnLoopThread()
         outcome = outcome ?? .failed(.network(url: mirrors[0].remote.url, message: error.message, failure: error.failure))
     }
 
@@ -282,6 +288,7 @@ final class Engine: LoopClient {
     /// the manifest is saved, and the connections' handles are released here,
     /// on the loop's thread (their connections stay in the loop's cache).
     func end() {
+        loop.assertOnLoopThread()
         var outcome = self.outcome ?? .stopped
         for connection in connections where connection.isBusy {
             cancel(connection, reason: "stopped", requeue: true, now: MonotonicClock.now())
@@ -338,6 +345,7 @@ final class Engine: LoopClient {
     /// uses; an idle one is always reused first (its handle keeps its
     /// connection alive).
     func newConnection() throws(CurlError) -> Connection {
+        loop.assertOnLoopThread()
         let connection = try Connection(id: connections.count, sink: sink, options: settings.transfer)
         connection.attach(sink, journal: journal)
         connection.client = self
@@ -347,6 +355,7 @@ final class Engine: LoopClient {
 
     /// Starts `piece` on `connection`.
     func launch(_ connection: Connection, _ piece: Piece, from mirror: Mirror, race: Race?, now: Double) throws(CurlError) {
+        loop.assertOnLoopThread()
         try connection.start(piece, from: mirror, plain: plain, race: race, now: now)
         try loop.add(connection.easy)
         onEvent(.transfer(.pieceStarted(connection: connection.id, range: piece.range, url: mirror.remote.url)))
@@ -356,6 +365,7 @@ final class Engine: LoopClient {
     /// `distrustingFrom`, when given), the rest is queued again if `requeue`.
     func cancel(_ connection: Connection, reason: String, requeue: Bool, distrustingFrom offset: Int64? = nil,
                 now: Double) {
+        loop.assertOnLoopThread()
         loop.remove(connection.easy)
         let finished = connection.abandon(reason: reason, distrustingFrom: offset, now: now)
         returnSlots()
@@ -368,6 +378,7 @@ final class Engine: LoopClient {
     }
 
     func pollTimeout(now: Double) -> Double {
+        loop.assertOnLoopThread()
         if drain != nil { return 0.001 }
         var timeout = connections.contains(where: \.isPaused) ? 0.01 : 0.1
         if let wake = queue.map(\.notBefore).min(), wake > now { timeout = min(timeout, wake - now) }

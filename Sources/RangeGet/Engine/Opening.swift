@@ -186,6 +186,7 @@ final class Opening: LoopClient {
     func waitsForFirstConnection(now: Double) -> Bool { !holdsSlot && !ended && !completed }
 
     func begin(now: Double) {
+        loop.assertOnLoopThread()
         _ = send(now: now)
     }
 
@@ -211,12 +212,14 @@ final class Opening: LoopClient {
     }
 
     func beforeTransfers(now: Double) -> Bool {
+        loop.assertOnLoopThread()
         if stop.isRequested, !completed { ended = true }
         if !holdsSlot, !ended, !completed, !send(now: now) { return false }
         return waited(now: now)
     }
 
     func transferFinished(_ connection: Connection, result: CURLcode, now: Double) -> Bool {
+        loop.assertOnLoopThread()
         isRunning = false
         if connection.responseHead.isFinal { timeHead(now: now) }
         if result == CURLE_OK, connection.holdsWholeBody {
@@ -237,10 +240,12 @@ final class Opening: LoopClient {
     func pollTimeout(now: Double) -> Double { holdsSlot ? max(0.001, min(0.1, deadline - now)) : 0.1 }
 
     func loopFailed(_ error: CurlError) {
+        loop.assertOnLoopThread()
         ended = true
     }
 
     func end() {
+        loop.assertOnLoopThread()
         connection.client = nil
         // A head that comes from now on finds the body's fate decided: paused, not kept.
         connection.settleHold()

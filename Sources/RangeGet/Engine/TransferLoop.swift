@@ -268,12 +268,20 @@ package final class TransferLoop: @unchecked Sendable {
         if transfers > transferPeak.load(ordering: .relaxed) { transferPeak.store(transfers, ordering: .relaxed) }
     }
 
+    /// Makes the calling thread the one that drives this loop, which must be
+    /// one without a thread of its own: what `run` does first, and what a
+    /// test does before it calls a client's methods by hand.
+    func driveOnThisThread() {
+        precondition(!threaded, "a threaded loop is driven by its own thread")
+        driver.store(UInt(bitPattern: Int(bitPattern: pthread_self())), ordering: .relaxed)
+    }
+
     /// Serves `client` until it is done; returns on the calling thread after
     /// the client's `end()`.
     func run(_ client: LoopClient) {
         guard threaded else {
             let entry = Client(client, done: nil)
-            driver.store(UInt(bitPattern: Int(bitPattern: pthread_self())), ordering: .relaxed)
+            driveOnThisThread()
             client.begin(now: MonotonicClock.now())
             clients.append(entry)
             while !entry.finished { turn() }
