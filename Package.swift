@@ -24,21 +24,24 @@ let package = Package(
             providers: [.apt(["libssl-dev"])]
         ),
         // Digests over libcrypto, kept apart from the curl module.
-        .target(name: "Digests", dependencies: ["CCrypto"]),
+        .target(name: "Digests", dependencies: ["CCrypto", "SystemSupport"]),
+        // The helpers over the C library every target needs, in one copy:
+        // the monotonic clock, EINTR retries, named threads.
+        .target(name: "SystemSupport"),
         // Typed, non-variadic wrappers for curl_easy_setopt and friends.
         .target(name: "CCurlShim", dependencies: ["CCurl"]),
         // The library: probe, plan, engine, store, public API.
-        .target(name: "RangeGet", dependencies: ["CCurl", "CCurlShim", "Digests"]),
+        .target(name: "RangeGet", dependencies: ["CCurl", "CCurlShim", "Digests", "SystemSupport"]),
         // A range-capable HTTP/1.1 test server with injectable faults.
-        .target(name: "RangeServer", exclude: ["README.md"]),
+        .target(name: "RangeServer", dependencies: ["SystemSupport"], exclude: ["README.md"]),
         // The command-line tool: wiring only.
-        .executableTarget(name: "rangeget", dependencies: ["RangeGet", "RangeServer"]),
+        .executableTarget(name: "rangeget", dependencies: ["RangeGet", "RangeServer", "SystemSupport"]),
         // A small program that uses only the library's public API (README: "Using the library").
         .executableTarget(name: "rangeget-example", dependencies: ["RangeGet"], path: "Examples/fetch"),
         // The README's list example: several files through one DownloadSession.
         .executableTarget(name: "rangeget-list-example", dependencies: ["RangeGet"], path: "Examples/list"),
-        .testTarget(name: "RangeGetTests", dependencies: ["RangeGet", "RangeServer"]),
-        .testTarget(name: "EndToEndTests", dependencies: ["RangeGet", "RangeServer", "rangeget"]),
+        .testTarget(name: "RangeGetTests", dependencies: ["RangeGet", "RangeServer", "SystemSupport"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["RangeGet", "RangeServer", "SystemSupport", "rangeget"]),
         .testTarget(name: "RangeServerTests", dependencies: ["RangeServer"]),
     ]
 )

@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <unistd.h>
 #include <stdio.h>
-#include <sys/prctl.h>
 #include <sys/vfs.h>
 #include <sys/xattr.h>
 #include "CCurlShim.h"
@@ -114,8 +113,4 @@ void rg_tune_malloc(int arenas, int largest_kept) {
     mallopt(M_ARENA_MAX, arenas);
     mallopt(M_MMAP_THRESHOLD, largest_kept);
     mallopt(M_TRIM_THRESHOLD, 8 * largest_kept);
-}
-
-void rg_name_thread(const char *name) {
-    prctl(PR_SET_NAME, name, 0, 0, 0);
 }

@@ -1,3 +1,4 @@
+import SystemSupport
 // Digests: SHA-256, SHA-1, MD5 and SHA-512 with OpenSSL's libcrypto, in a
 // module of its own (importing OpenSSL's headers next to curl's in one module
 // broke curl's constants in optimized builds).
@@ -48,11 +49,8 @@ public enum DigestAlgorithm: String, Sendable, CaseIterable {
         defer { buffer.deallocate() }
         var offset: off_t = 0
         while true {
-            let count = pread(descriptor, buffer, size, offset)
-            if count < 0 {
-                if errno == EINTR { continue }
-                return nil
-            }
+            let count = retryingOnInterrupt { pread(descriptor, buffer, size, offset) }
+            if count < 0 { return nil }
             if count == 0 { break }
             digester.update(UnsafeRawBufferPointer(start: buffer, count: count))
             offset += off_t(count)

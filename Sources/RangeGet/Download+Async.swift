@@ -1,3 +1,4 @@
+import SystemSupport
 // Download's API for Swift concurrency: start and await, events as an async
 // sequence, pause, resume and cancel from any thread or task. The transfers
 // run on a thread of the download's own, never on the cooperative pool;

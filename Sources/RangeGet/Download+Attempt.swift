@@ -8,6 +8,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import SystemSupport
 
 extension Download {
     /// One attempt: probe, then transfer until the file is complete, the

@@ -9,6 +9,7 @@ import Glibc
 import Darwin
 #endif
 import Synchronization
+import SystemSupport
 
 extension Download {
     /// The default limit of `data(from:limit:options:)`: 16 MiB.

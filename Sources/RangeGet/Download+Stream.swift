@@ -10,6 +10,7 @@
 // download instead of starting over.
 import FoundationEssentials
 import Synchronization
+import SystemSupport
 
 /// The bytes of a download in file order, as chunks, while its connections
 /// fetch ahead inside a window of `DownloadOptions.streamWindow` bytes.

@@ -1,5 +1,6 @@
 // The compact text form of fault rules, for the command line and benchmarks.
 import FoundationEssentials
+import SystemSupport
 
 /// A fault rule spec that could not be read, and why.
 public struct FaultSpecError: Error, Equatable, CustomStringConvertible {
@@ -217,7 +218,7 @@ extension FaultRule {
     /// `%XX` escapes decoded; CR and LF would end the field, so they are refused.
     private static func fieldValue(_ fields: ArraySlice<String>) throws(ArgumentError) -> String {
         let text = fields.joined(separator: ":")
-        guard let value = HTTPRequest.percentDecoded(Substring(text)) else {
+        guard let value = percentDecoded(Substring(text)) else {
             throw .invalid(text, expected: "a value with valid %XX escapes")
         }
         guard !value.contains(where: { $0.unicodeScalars.contains { $0 == "\r" || $0 == "\n" } }) else {

@@ -1,5 +1,6 @@
 // Reading one HTTP/1.1 request head (RFC 9112) from received bytes.
 import FoundationEssentials
+import SystemSupport
 
 /// A request head: request line and header fields.
 struct HTTPRequest: Equatable {
@@ -41,7 +42,7 @@ struct HTTPRequest: Equatable {
         }
         guard rest.hasPrefix("/") else { return nil }
         if let end = rest.firstIndex(where: { $0 == "?" || $0 == "#" }) { rest = rest[..<end] }
-        return Self.percentDecoded(rest)
+        return percentDecoded(rest)
     }
 
     /// Whether the client lets the connection stay open after this request.
@@ -160,32 +161,6 @@ struct HTTPRequest: Equatable {
                     && (scalar.properties.isAlphabetic || ("0"..."9").contains(scalar)
                         || "!#$%&'*+-.^_`|~".unicodeScalars.contains(scalar))
             }
-    }
-
-    /// `%XX` escapes decoded; nil for a malformed escape or invalid UTF-8.
-    static func percentDecoded(_ text: Substring) -> String? {
-        var bytes: [UInt8] = []
-        var iterator = text.utf8.makeIterator()
-        while let byte = iterator.next() {
-            guard byte == UInt8(ascii: "%") else {
-                bytes.append(byte)
-                continue
-            }
-            guard let high = iterator.next().flatMap(hexValue), let low = iterator.next().flatMap(hexValue) else {
-                return nil
-            }
-            bytes.append(high << 4 | low)
-        }
-        return String(bytes: bytes, encoding: .utf8)
-    }
-
-    private static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-        default: nil
-        }
     }
 }
 

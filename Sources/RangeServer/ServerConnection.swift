@@ -7,6 +7,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import SystemSupport
 
 final class ServerConnection {
     private let core: ServerCore
@@ -220,14 +221,14 @@ final class ServerConnection {
             if let rate = rates.perConnection {
                 if let burst = rates.burst {
                     if burstLeft == 0 {
-                        guard stop.sleep(pacer.delay(now: monotonicSeconds())) else { throw Stopped() }
+                        guard stop.sleep(pacer.delay(now: MonotonicClock.now())) else { throw Stopped() }
                         burstLeft = burst
                     }
                     maxCount = min(maxCount, burstLeft)
                 } else {
                     burstLeft = 0
                     maxCount = min(maxCount, Pacer.sliceSize(rate: rate))
-                    guard stop.sleep(pacer.delay(now: monotonicSeconds())) else { throw Stopped() }
+                    guard stop.sleep(pacer.delay(now: MonotonicClock.now())) else { throw Stopped() }
                 }
             }
             if prepaid > 0 {
@@ -236,11 +237,11 @@ final class ServerConnection {
                 let booking = rates.burst.map { Int(min(Int64($0), count - done)) }
                     ?? min(maxCount, core.uplink.sliceSize(rate: total))
                 maxCount = min(maxCount, booking)
-                let start = core.uplink.book(booking, rate: total, now: monotonicSeconds())
+                let start = core.uplink.book(booking, rate: total, now: MonotonicClock.now())
                 prepaid = booking
-                guard stop.sleep(start - monotonicSeconds()) else { throw Stopped() }
+                guard stop.sleep(start - MonotonicClock.now()) else { throw Stopped() }
             }
-            let now = monotonicSeconds()
+            let now = MonotonicClock.now()
             let sent = try write(done, maxCount)
             if let rate = rates.perConnection { pacer.book(sent, rate: rate, now: now) }
             prepaid = max(0, prepaid - sent)

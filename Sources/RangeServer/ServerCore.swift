@@ -109,7 +109,7 @@ final class ServerCore: Sendable {
             throw .alreadyRunning
         }
         run.threads.enter()
-        detachThread { [self] in
+        detachThread("rangeserver") { [self] in
             acceptConnections(run)
             run.threads.leave()
         }
@@ -200,7 +200,7 @@ final class ServerCore: Sendable {
                 return
             }
             run.threads.enter()
-            detachThread { [self] in
+            detachThread("rangeserver conn") { [self] in
                 ServerConnection(core: self, socket: ClientSocket(fd: client), number: number, stop: run.stop).run()
                 state.withLock { state in
                     // Closed under the lock, so stop() never shuts down a

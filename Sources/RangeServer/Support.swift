@@ -6,6 +6,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import SystemSupport
 
 extension StringProtocol {
     /// The text without leading and trailing spaces and tabs.
@@ -18,22 +19,10 @@ extension StringProtocol {
     }
 }
 
-/// Runs `body` on a new detached POSIX thread; if no thread can be made
+/// Runs `body` on a new thread named `name`; if no thread can be made
 /// (resource exhaustion), the process cannot serve and stops with a message.
-func detachThread(_ body: @escaping @Sendable () -> Void) {
-    final class Box: Sendable {
-        let body: @Sendable () -> Void
-        init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+func detachThread(_ name: String, _ body: @escaping @Sendable () -> Void) {
+    guard tryStartThread(name, body) else {
+        fatalError("RangeServer: cannot start a thread: \(String(cString: strerror(errno)))")
     }
-    let box = Unmanaged.passRetained(Box(body)).toOpaque()
-    var thread = pthread_t()
-    let result = pthread_create(&thread, nil, { raw in
-        let box = Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue()
-        box.body()
-        return nil
-    }, box)
-    guard result == 0 else {
-        fatalError("RangeServer: cannot start a thread: \(String(cString: strerror(result)))")
-    }
-    pthread_detach(thread)
 }

@@ -7,6 +7,7 @@ import Glibc
 import Darwin
 #endif
 import Synchronization
+import SystemSupport
 
 /// Calls `call` until it does not fail with EINTR; a result of -1 becomes a
 /// ``RangeServerError`` naming `operation`.
@@ -14,19 +15,9 @@ import Synchronization
 func retryingInterrupts<T: FixedWidthInteger>(
     _ operation: @autoclosure () -> String, _ call: () -> T
 ) throws(RangeServerError) -> T {
-    while true {
-        let result = call()
-        if result != -1 { return result }
-        if errno == EINTR { continue }
-        throw RangeServerError.errno(operation())
-    }
-}
-
-/// Seconds on the monotonic clock (`clock_gettime(CLOCK_MONOTONIC)`).
-func monotonicSeconds() -> Double {
-    var now = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &now)
-    return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
+    let result = retryingOnInterrupt(call)
+    if result == -1 { throw RangeServerError.errno(operation()) }
+    return result
 }
 
 /// Marks `fd` close-on-exec (`fcntl(F_SETFD, FD_CLOEXEC)`), for calls that
@@ -73,14 +64,14 @@ final class StopSignal: Sendable {
     /// Waits until `fd` is readable (or hung up), the signal fires, or
     /// `timeout` seconds pass (`nil`: no limit). With `fd` nil it only sleeps.
     func wait(forReadable fd: Int32?, timeout: Double?) -> WaitOutcome {
-        let deadline = timeout.map { monotonicSeconds() + $0 }
+        let deadline = timeout.map { MonotonicClock.now() + $0 }
         var fds = [pollfd(fd: readEnd, events: Int16(POLLIN), revents: 0)]
         if let fd { fds.append(pollfd(fd: fd, events: Int16(POLLIN), revents: 0)) }
         while true {
             if isFired { return .stopped }
             var milliseconds: Int32 = -1
             if let deadline {
-                let left = deadline - monotonicSeconds()
+                let left = deadline - MonotonicClock.now()
                 if left <= 0 { return .timedOut }
                 // poll() counts whole milliseconds: sleep the last fraction
                 // with nanosleep so rate pacing stays accurate.
@@ -146,10 +137,10 @@ struct ClientSocket {
     /// input would reset the connection and could destroy our last response.
     func lingeringShutdown(stop: StopSignal) {
         _ = shutdown(fd, Int32(SHUT_WR))
-        let deadline = monotonicSeconds() + 2
+        let deadline = MonotonicClock.now() + 2
         var scratch = [UInt8](repeating: 0, count: 4096)
         while true {
-            let left = deadline - monotonicSeconds()
+            let left = deadline - MonotonicClock.now()
             guard left > 0, stop.wait(forReadable: fd, timeout: left) == .ready else { return }
             let received = scratch.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
             if received <= 0 && !(received < 0 && errno == EINTR) { return }

@@ -6,6 +6,7 @@ import Glibc
 import Darwin
 #endif
 import RangeGet
+import SystemSupport
 
 enum ExitCode: Int32 {
     case success = 0
@@ -47,8 +48,7 @@ func write(_ text: String, to descriptor: Int32) {
 func writeAll(_ bytes: UnsafeRawBufferPointer, to descriptor: Int32) -> Int32? {
     var offset = 0
     while offset < bytes.count {
-        let written = Glibc.write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
-        if written < 0, errno == EINTR { continue }
+        let written = retryingOnInterrupt { Glibc.write(descriptor, bytes.baseAddress! + offset, bytes.count - offset) }
         if written <= 0 { return written == 0 ? EIO : errno }
         offset += written
     }

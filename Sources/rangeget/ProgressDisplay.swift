@@ -14,6 +14,7 @@ import Darwin
 #endif
 import RangeGet
 import Synchronization
+import SystemSupport
 
 final class ProgressDisplay: Sendable {
     private enum Mode { case off, terminal, lines }

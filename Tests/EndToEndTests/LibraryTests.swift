@@ -7,6 +7,7 @@ import Foundation
 import RangeGet
 import RangeServer
 import Synchronization
+import SystemSupport
 import XCTest
 
 final class LibraryTests: EndToEndTestCase {

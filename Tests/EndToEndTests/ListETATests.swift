@@ -10,6 +10,7 @@ import Foundation
 import Glibc
 import RangeGet
 import RangeServer
+import SystemSupport
 import XCTest
 
 final class ListETATests: EndToEndTestCase {

@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
 @testable import RangeGet
+import SystemSupport
 
 final class ContentRangeTests: XCTestCase {
     func testParsesValidAndRejectsInvalidValues() {
@@ -85,7 +86,7 @@ extension FileNameTests {
         for url in urls {
             let components = try XCTUnwrap(URLComponents(string: url), url)
             let reference = components.percentEncodedPath.split(separator: "/").last
-                .map { FileName.percentDecoded($0) ?? String($0) }
+                .map { percentDecoded($0) ?? String($0) }
             XCTAssertEqual(FileName.fromURL(url), reference, url)
         }
     }

@@ -61,10 +61,6 @@ int rg_link_open_file(int fd, const char *to);
 /// stays free at an arena's top before it is given back to the kernel.
 void rg_tune_malloc(int arenas, int largest_kept);
 
-/// Names the calling thread (`prctl(PR_SET_NAME)`: at most 15 bytes are
-/// kept), as `top -H`, perf and gdb show it.
-void rg_name_thread(const char *name);
-
 /// `fsetxattr(fd, name, value, size, 0)`: 0 or -1 with errno (ENOTSUP where
 /// the file system has no extended attributes).
 int rg_set_attribute(int fd, const char *name, const void *value, size_t size);

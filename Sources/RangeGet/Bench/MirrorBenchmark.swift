@@ -1,3 +1,4 @@
+import SystemSupport
 // MirrorBenchmark: `rangeget bench URL...`. For each mirror of one file: the
 // probe time, time to first byte, HTTP version and server, throughput on one
 // connection and on N (each for a few seconds, through the real engine) and

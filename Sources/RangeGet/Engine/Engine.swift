@@ -9,6 +9,7 @@
 // checkpoints are watched in Engine+Progress.swift.
 import CCurl
 import Synchronization
+import SystemSupport
 
 /// Where an engine's bytes go.
 enum Sink {

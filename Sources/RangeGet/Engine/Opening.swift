@@ -17,6 +17,7 @@
 // coded 206, no head in time) ends the request, and the classic probe
 // (Prober) decides.
 import CCurl
+import SystemSupport
 
 final class Opening: LoopClient {
     /// The loop the engine goes on with.

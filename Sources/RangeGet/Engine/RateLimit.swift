@@ -4,6 +4,7 @@
 // it once tokens are back. libcurl's own per-transfer limit is not used: it
 // averages over seconds and lets short transfers through unthrottled.
 import Synchronization
+import SystemSupport
 
 /// A cap on the bytes per second of everything that shares this value.
 package final class RateLimit: Sendable {

@@ -1,9 +1,6 @@
-// Threads for blocking work: the transfer loop, a started download, the probes
-// of several mirrors, and (through `tryStartThread`) the lanes of a list. Plain
-// POSIX threads: the global dispatch queue runs only about one blocking job
-// per core, and Foundation's Thread would pull all of Foundation (and ICU)
-// into every program using the library. (RangeServer keeps a copy of its own:
-// it must not depend on this library.)
+// Threads for blocking work beyond SystemSupport's named threads: several
+// jobs at once (the probes of several mirrors), and glibc's malloc tuned for
+// a list's many threads.
 import CCurlShim
 import Dispatch
 #if canImport(Glibc)
@@ -12,15 +9,7 @@ import Glibc
 import Darwin
 #endif
 import Synchronization
-
-/// Runs `body` on a new detached thread with a 4 MiB stack, named `name`
-/// (at most 15 bytes: what `top -H`, perf and gdb show).
-func startThread(_ name: String, _ body: @escaping @Sendable () -> Void) {
-    if !tryStartThread(name, body) {
-        // No thread to be had: do the work here rather than never.
-        body()
-    }
-}
+import SystemSupport
 
 /// `body` of each of `keys`, each on a thread of its own (named `name`), all
 /// at once; returns when every one has ended.
@@ -39,35 +28,6 @@ func concurrently<Key: Hashable & Sendable, Value: Sendable>(
     }
     finished.wait()
     return results.withLock { $0 }
-}
-
-/// Starts `body` on a new detached thread (4 MiB stack); false when none
-/// could be made, for a caller that must not run it in its own place.
-package func tryStartThread(_ name: String, _ body: @escaping @Sendable () -> Void) -> Bool {
-    final class Job: Sendable {
-        // Handed to exactly one new thread, which takes ownership.
-        let name: String
-        let body: @Sendable () -> Void
-        init(_ name: String, _ body: @escaping @Sendable () -> Void) { (self.name, self.body) = (name, body) }
-    }
-    let job = Unmanaged.passRetained(Job(name, body)).toOpaque()
-    var attributes = pthread_attr_t()
-    pthread_attr_init(&attributes)
-    defer { pthread_attr_destroy(&attributes) }
-    pthread_attr_setstacksize(&attributes, 4 << 20)
-    pthread_attr_setdetachstate(&attributes, Int32(PTHREAD_CREATE_DETACHED))
-    var thread = pthread_t()
-    let result = pthread_create(&thread, &attributes, { raw in
-        let job = Unmanaged<Job>.fromOpaque(raw!).takeRetainedValue()
-        rg_name_thread(job.name)
-        job.body()
-        return nil
-    }, job)
-    guard result == 0 else {
-        Unmanaged<Job>.fromOpaque(job).release()
-        return false
-    }
-    return true
 }
 
 /// Tunes glibc's malloc for a program about to run many threads that each

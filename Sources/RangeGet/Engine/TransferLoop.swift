@@ -23,6 +23,7 @@ import Glibc
 import Darwin
 #endif
 import Synchronization
+import SystemSupport
 
 /// A user of the loop: its methods run on the loop's thread only.
 protocol LoopClient: AnyObject {

@@ -3,6 +3,7 @@
 // directories, no leading dot, no control characters (curl CVE-2020-8177,
 // aria2 CVE-2010-1512).
 import FoundationEssentials
+import SystemSupport
 
 /// Chooses and sanitises output file names.
 package enum FileName {
@@ -107,32 +108,6 @@ package enum FileName {
         var cleaned = String.UnicodeScalarView()
         cleaned.append(contentsOf: scalars)
         return scalars.isEmpty ? nil : String(cleaned)
-    }
-
-    /// `%XX` escapes decoded as UTF-8; nil for a bad escape or invalid UTF-8.
-    static func percentDecoded(_ text: Substring) -> String? {
-        var bytes: [UInt8] = []
-        var iterator = text.utf8.makeIterator()
-        while let byte = iterator.next() {
-            guard byte == UInt8(ascii: "%") else {
-                bytes.append(byte)
-                continue
-            }
-            guard let high = iterator.next().flatMap(hexValue), let low = iterator.next().flatMap(hexValue) else {
-                return nil
-            }
-            bytes.append(high << 4 | low)
-        }
-        return String(validating: bytes, as: UTF8.self)
-    }
-
-    private static func hexValue(_ digit: UInt8) -> UInt8? {
-        switch digit {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): return digit - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): return digit - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): return digit - UInt8(ascii: "A") + 10
-        default: return nil
-        }
     }
 
     /// Splits a header on `;` outside quoted strings.

@@ -9,6 +9,7 @@ import Glibc
 import Darwin
 #endif
 import Synchronization
+import SystemSupport
 
 extension Download {
     /// Probes every mirror at once. The first that answers (in the order

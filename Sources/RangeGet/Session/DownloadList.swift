@@ -26,6 +26,7 @@
 import Dispatch
 import FoundationEssentials
 import Synchronization
+import SystemSupport
 
 /// The files of a list, fetched on one ``DownloadSession``: at most
 /// ``jobs`` at once, in list order, sharing the session's connections.

@@ -40,6 +40,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import SystemSupport
 
 /// The URL and validators a finished file was downloaded with.
 struct FileOrigin: Equatable, Sendable {

@@ -13,6 +13,7 @@ import Glibc
 import Darwin
 #endif
 import Synchronization
+import SystemSupport
 
 /// An open data file: positioned writes, sync, size, an exclusive lock.
 final class OutputFile: Sendable {

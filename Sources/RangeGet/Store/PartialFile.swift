@@ -11,6 +11,7 @@ import Glibc
 import Darwin
 #endif
 import Synchronization
+import SystemSupport
 
 final class PartialFile {
     /// The final name.

@@ -10,6 +10,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import SystemSupport
 
 package enum StateFile {
     /// The largest state file read; a manifest of a fragmented 1 TiB download is far smaller.

@@ -20,6 +20,7 @@
 // parks for a while for the next batch rather than ending.
 import Dispatch
 import Synchronization
+import SystemSupport
 
 /// Commits of finished files by several downloads at once, done in batches.
 package final class SyncGroup: Sendable {

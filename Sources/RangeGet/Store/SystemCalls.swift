@@ -11,6 +11,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import SystemSupport
 
 /// The calls the store makes to change files and names on disk; `live` is
 /// the real thing. Each returns -1 with `errno` set on failure.
@@ -145,15 +146,6 @@ public struct IOError: Error, Sendable, Equatable, CustomStringConvertible {
 
     public var description: String {
         "cannot \(operation) \(path): \(String(cString: strerror(code)))"
-    }
-}
-
-/// Runs `call` again while it fails with EINTR.
-@inline(__always)
-func retryingOnInterrupt<T: BinaryInteger>(_ call: () -> T) -> T {
-    while true {
-        let result = call()
-        if result >= 0 || errno != EINTR { return result }
     }
 }
 

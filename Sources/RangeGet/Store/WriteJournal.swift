@@ -36,6 +36,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import SystemSupport
 
 /// Bytes written but not yet durable, one store per write, for the next run in this boot.
 final class WriteJournal {
