@@ -38,63 +38,6 @@ import SystemSupport
 /// once: the later entry waits for the earlier and then finds its file
 /// complete.
 public final class DownloadList: Sendable {
-    /// One file of a list: its URLs (mirrors of one file) and, optionally,
-    /// the name it is saved under.
-    public struct Entry: Sendable, Equatable {
-        /// The file's URLs, mirrors of one file; the first names it.
-        public var urls: [String] {
-            didSet { urlsChecked = false }
-        }
-        /// The file's name inside the list's directory; nil: named by the
-        /// server (Content-Disposition) or by the URL.
-        public var output: String?
-        /// The line of the list the entry starts on (1-based), for
-        /// messages; 0 when it came from no list file.
-        public var line: Int
-        /// Says so when `output` is not the `out=` name as the list gave it.
-        public var outputNotice: String?
-
-        /// An entry of `urls` (mirrors of one file), saved as `output` when given.
-        public init(urls: [String], output: String? = nil) {
-            self.init(urls: urls, output: output, line: 0, outputNotice: nil)
-        }
-
-        /// An entry of one URL, saved as `output` when given.
-        public init(url: URL, output: String? = nil) {
-            self.init(urls: [url.absoluteString], output: output)
-        }
-
-        /// True when `ListFile` checked every URL as it read them (a second
-        /// parse per file was 4% of a small file's CPU).
-        var urlsChecked = false
-
-        package init(urls: [String], output: String?, line: Int, outputNotice: String?, urlsChecked: Bool = false) {
-            self.urls = urls
-            self.output = output
-            self.line = line
-            self.outputNotice = outputNotice
-            self.urlsChecked = urlsChecked
-        }
-
-        /// Equal entries name the same URLs, output, line and notice.
-        public static func == (left: Entry, right: Entry) -> Bool {
-            (left.urls, left.output, left.line, left.outputNotice) == (right.urls, right.output, right.line, right.outputNotice)
-        }
-    }
-
-    /// A line of a list file that could not be read.
-    public struct Problem: Sendable, Equatable {
-        /// The line (1-based).
-        public var line: Int
-        /// Why, in one line naming it.
-        public var message: String
-
-        package init(line: Int, message: String) {
-            self.line = line
-            self.message = message
-        }
-    }
-
     /// What a run of the list did, once every file has ended.
     public struct Summary: Sendable, Equatable {
         /// Entries in the list.
@@ -472,28 +415,5 @@ public final class DownloadList: Sendable {
         guard lane.fetching.exchange(false, ordering: .acquiringAndReleasing) else { return }
         waitingTurns.add(1, ordering: .relaxed)
         turns.signal()
-    }
-}
-
-extension DownloadSession {
-    /// A list of files to fetch into `directory`, at most `jobs` at once
-    /// (nil: `options.connections`), sharing this session's connections.
-    /// An entry's ``DownloadList/Entry/output`` names its file in
-    /// `directory`; otherwise the server or the URL does. A checksum list
-    /// (``DownloadOptions/checksumList``, read with
-    /// ``Checksum/list(parsing:)``) is looked up by each file's saved name.
-    public func list(_ entries: [DownloadList.Entry], into directory: String = ".",
-                     options: DownloadOptions = DownloadOptions(), jobs: Int? = nil) -> DownloadList {
-        DownloadList(entries: entries, directory: directory, options: options, jobs: jobs, session: self,
-                     ownsSession: false)
-    }
-
-    /// A list on a session of its own whose every connection is the
-    /// list's, so a finished opening's connection serves the next file
-    /// (the command line's `-i`).
-    package func exclusiveList(_ entries: [DownloadList.Entry], into directory: String, options: DownloadOptions,
-                               jobs: Int?) -> DownloadList {
-        DownloadList(entries: entries, directory: directory, options: options, jobs: jobs, session: self,
-                     ownsSession: true)
     }
 }

@@ -132,3 +132,26 @@ extension DownloadSession {
         try await Download.data(from: url.absoluteString, limit: limit, options: options, session: self)
     }
 }
+
+extension DownloadSession {
+    /// A list of files to fetch into `directory`, at most `jobs` at once
+    /// (nil: `options.connections`), sharing this session's connections.
+    /// An entry's ``DownloadList/Entry/output`` names its file in
+    /// `directory`; otherwise the server or the URL does. A checksum list
+    /// (``DownloadOptions/checksumList``, read with
+    /// ``Checksum/list(parsing:)``) is looked up by each file's saved name.
+    public func list(_ entries: [DownloadList.Entry], into directory: String = ".",
+                     options: DownloadOptions = DownloadOptions(), jobs: Int? = nil) -> DownloadList {
+        DownloadList(entries: entries, directory: directory, options: options, jobs: jobs, session: self,
+                     ownsSession: false)
+    }
+
+    /// A list on a session of its own whose every connection is the
+    /// list's, so a finished opening's connection serves the next file
+    /// (the command line's `-i`).
+    package func exclusiveList(_ entries: [DownloadList.Entry], into directory: String, options: DownloadOptions,
+                               jobs: Int?) -> DownloadList {
+        DownloadList(entries: entries, directory: directory, options: options, jobs: jobs, session: self,
+                     ownsSession: true)
+    }
+}
