@@ -188,7 +188,6 @@ extension DownloadSession {
 }
 
 extension Download {
-
     /// One attempt of a download read in order: probe, then transfer into
     /// `window` until every byte is read, the download fails or it is stopped.
     func stream(

@@ -1,6 +1,7 @@
 // A small declarative command-line parser: each command is one table of
 // options, each option declared once with its help text; `--help` is printed
 // from the same table. (swift-argument-parser can't be fetched here.)
+import RangeGet
 
 /// What went wrong with the command line; printed as one line, exit 2.
 struct UsageError: Error, CustomStringConvertible {
@@ -250,14 +251,11 @@ enum Parse {
             let which = bare == "range" ? "Range" : "If-Range"
             throw UsageError("--header \(which) is not allowed: rangeget chooses the ranges and validators of its requests")
         }
-        guard !name.isEmpty, name.count < text.count, name.allSatisfy(tokenCharacters.contains) else {
+        guard name.count < text.count, TransferOptions.isToken(name) else {
             throw UsageError("--header needs 'Name: value' with a name of letters, digits and -, not '\(text)'")
         }
         return text
     }
-
-    /// What a header name may be made of (RFC 9110 5.1, `token`).
-    private static let tokenCharacters = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789!#$%&'*+-.^_`|~")
 
     /// Text for a request header (`--user-agent`, a `-H` line): no control
     /// character but the tab, so no line break.
@@ -265,7 +263,7 @@ enum Parse {
         if text.unicodeScalars.contains(where: { $0 == "\r" || $0 == "\n" }) {
             throw UsageError("--\(option) must not contain a line break (CR or LF): one header per option")
         }
-        if text.unicodeScalars.contains(where: { ($0.value < 0x20 && $0 != "\t") || $0.value == 0x7F }) {
+        if TransferOptions.hasControlCharacter(text) {
             throw UsageError("--\(option) must not contain a control character")
         }
         return text

@@ -75,14 +75,27 @@ public struct TransferOptions: Sendable {
             return "\(name) must be from \(Self.timeoutRange.lowerBound) to \(Self.timeoutRange.upperBound) seconds, not \(value)"
         }
         for (name, value) in headers {
-            let token = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789!#$%&'*+-.^_`|~")
-            guard !name.isEmpty, name.allSatisfy(token.contains) else { return "the header name '\(name)' is not an HTTP token" }
+            guard Self.isToken(Substring(name)) else { return "the header name '\(name)' is not an HTTP token" }
             if ["range", "if-range"].contains(name.lowercased()) { return "the header \(name) is the engine's own" }
-            if value.unicodeScalars.contains(where: { ($0.value < 0x20 && $0 != "\t") || $0.value == 0x7F }) {
+            if Self.hasControlCharacter(value) {
                 return "the value of the header \(name) holds a line break or a control character"
             }
         }
         return nil
+    }
+
+    /// True for an HTTP token (RFC 9110 5.6.2), what a header name is made
+    /// of; the command line's `-H` checks its names with it too.
+    package static func isToken(_ text: Substring) -> Bool {
+        !text.isEmpty && text.allSatisfy(tokenCharacters.contains)
+    }
+
+    private static let tokenCharacters = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789!#$%&'*+-.^_`|~")
+
+    /// True when `text` holds a control character other than the tab (a CR
+    /// or LF would start a header, or a request, of its own).
+    package static func hasControlCharacter(_ text: String) -> Bool {
+        text.unicodeScalars.contains { ($0.value < 0x20 && $0 != "\t") || $0.value == 0x7F }
     }
 
     /// The defaults.

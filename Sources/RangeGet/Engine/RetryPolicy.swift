@@ -109,8 +109,9 @@ struct RetryPolicy {
         var decision = Decision(verdict: .none)
         var usable = failure.mirrorUsable
         let others = failure.otherMirrors
+        // At most one drop: after one the mirror is out of use, and every later rule that drops asks for one in use.
         func drop(_ reason: String) {
-            decision.dropMirror = decision.dropMirror ?? reason
+            decision.dropMirror = reason
             usable = false
         }
         func ending(_ verdict: Decision.Verdict) -> Decision {
