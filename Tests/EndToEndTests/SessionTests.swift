@@ -110,32 +110,6 @@ final class SessionTests: EndToEndTestCase {
         XCTAssertNil(Download(url: URL(string: server.url("s0"))!, destination: .file(path("alone"))).session)
     }
 
-    /// The session's budget holds for sockets, idle ones in libcurl's cache
-    /// included: after a download leaves its two connections to one server
-    /// idle, a download from another server on a session of 2 has them
-    /// closed before it opens its own; the sockets to both servers together
-    /// never pass 2.
-    func testIdleConnectionsCountAgainstTheSessionsBudget() async throws {
-        let other = try anotherServer()
-        let first = Resource.generated(size: 2 << 20, seed: 3880)
-        let second = Resource.generated(size: 2 << 20, seed: 3881)
-        server.setResource(first, at: "a")
-        other.setResource(second, at: "b")
-        server.setRatePerConnection(4 << 20)
-        other.setRatePerConnection(4 << 20)
-        let session = DownloadSession(configuration: .init(connections: 2))
-        var options = DownloadOptions()
-        options.connections = 2
-        options.minimumSplit = 256 << 10
-        let sockets = ClientSockets(toPorts: [server.port, other.port])
-        _ = try await session.download(from: server.url("a"), to: .file(path("a")), options: options).run()
-        _ = try await session.download(from: other.url("b"), to: .file(path("b")), options: options).run()
-        XCTAssertLessThanOrEqual(sockets.stop(), 2, "idle sockets to the first server count against the budget")
-        XCTAssertEqual(server.statistics.connectionsAccepted, 2, "the first download used both connections")
-        assertSameBytes(path("a"), first)
-        assertSameBytes(path("b"), second)
-    }
-
     /// The final URL after a redirect is on the probe event and the result.
     func testTheFinalURLAfterARedirectIsReported() async throws {
         let target = try anotherServer()

@@ -10,7 +10,7 @@ import Foundation
 import Synchronization
 
 final class ClientSockets: Sendable {
-    private let ports: [UInt16]
+    private let port: UInt16
     private let peakOpen = Atomic<Int>(0)
     private let running = Atomic<Bool>(true)
     private let done = DispatchSemaphore(value: 0)
@@ -18,18 +18,13 @@ final class ClientSockets: Sendable {
     /// Starts watching the client ends of connections to `port` on
     /// 127.0.0.1; returns once the first look was taken, so a busy machine
     /// that starts the watcher late misses nothing opened after this.
-    convenience init(toPort port: UInt16) {
-        self.init(toPorts: [port])
-    }
-
-    /// Watches the client ends of connections to any of `ports`, counted together.
-    init(toPorts ports: [UInt16]) {
-        self.ports = ports
+    init(toPort port: UInt16) {
+        self.port = port
         let watching = DispatchSemaphore(value: 0)
         Thread.detachNewThread { [self] in
             var first = true
             while running.load(ordering: .relaxed) {
-                let open = ports.reduce(0) { $0 + Self.count(toPort: $1) }
+                let open = Self.count(toPort: port)
                 if open > peakOpen.load(ordering: .relaxed) { peakOpen.store(open, ordering: .relaxed) }
                 if first { watching.signal() }
                 first = false
