@@ -1,8 +1,10 @@
 import SystemSupport
 // Download's API for Swift concurrency: start and await, events as an async
-// sequence, pause, resume and cancel from any thread or task. The transfers
-// run on a thread of the download's own, never on the cooperative pool;
-// DownloadController keeps the life cycle consistent between callers.
+// sequence, pause, resume and cancel from any thread or task. The attempts
+// never run on the cooperative pool: a session's downloads run as tasks on
+// the session's worker thread (waiting for transfers and probes without
+// holding it), a download alone on a thread of its own. DownloadController
+// keeps the life cycle consistent between callers.
 
 extension Download {
     /// Where the download stands now.
@@ -26,7 +28,8 @@ extension Download {
         controller.subscribe()
     }
 
-    /// Starts the download on a thread of its own and returns at once.
+    /// Starts the download and returns at once: on its session's worker
+    /// thread, or on a thread of its own for a download that runs alone.
     /// Does nothing when it has already started (or ended).
     public func start() {
         start(observer: { _ in })
@@ -90,8 +93,14 @@ extension Download {
         _ = end(.failure(.stopped), discarding: partPath)
     }
 
-    /// Runs `drive()` on a new thread, which ends with the download or leaves when it is paused.
+    /// Runs `drive()` as a task on the session's worker, or on a new
+    /// thread for a download alone; it ends with the download or leaves
+    /// when it is paused.
     private func startDriver() {
-        startThread("rangeget start") { [self] in _ = drive() }
+        if let session {
+            Task(executorPreference: session.worker) { _ = await self.drive() }
+        } else {
+            startThread("rangeget start") { [self] in _ = ThreadExecutor.run { await self.drive() } }
+        }
     }
 }

@@ -18,9 +18,9 @@ extension Download {
     /// and the committer ends the download.
     func attempt(
         tally: inout Tally, onEvent: @escaping @Sendable (DownloadEvent) -> Void
-    ) throws(DownloadError) -> DownloadResult? {
+    ) async throws(DownloadError) -> DownloadResult? {
         if let problem = options.problem { throw .usage(problem) }
-        if let window { return try stream(into: window, tally: &tally, onEvent: onEvent) }
+        if let window { return try await stream(into: window, tally: &tally, onEvent: onEvent) }
         if !options.urlsChecked { for mirror in mirrors { try RemoteURL.check(mirror) } }
         let started = MonotonicClock.now()
         defer { tally.seconds += MonotonicClock.now() - started }
@@ -38,7 +38,7 @@ extension Download {
             existing = try PartialFile.checkOutput(path, overwrite: options.overwrite, knownAbsent: fresh)
         }
         let loop = try transferLoop()
-        let prober = Prober(options: options.transfer)
+        let prober = Prober(options: options.transfer, loop: loop)
         defer { tally.tcpConnections += prober.connectionsOpened.total }
         var sources: [RemoteFile]
         var probeReports: [MirrorReport]
@@ -58,7 +58,7 @@ extension Download {
             // run holds it and this one is about to be refused.
             // An output that exists is probed with HEAD: no byte of it is needed.
             let opens = !options.probeWithHead && !partial && !existing && (fresh || access(guessed, F_OK) != 0)
-            (sources, probeReports, opening) = try probeMirrors(prober, opening: opens ? loop : nil, onEvent: onEvent)
+            (sources, probeReports, opening) = try await probeMirrors(prober, opening: opens ? loop : nil, onEvent: onEvent)
         }
         var remote = sources[0]
         onEvent(.probed(remote))
@@ -124,7 +124,7 @@ extension Download {
                     mirrors: sources, sink: .file(part.file), manifest: part.manifest, manifestPath: part.files.manifest,
                     settings: options, plain: plain, loop: loop, opening: opening, unprobed: unprobed,
                     onEvent: onEvent)
-                outcome = run(engine, tally: &tally)
+                outcome = await run(engine, tally: &tally)
             }
             opening = nil
             switch policy.next(after: outcome, url: url, mirrors: sources.map(\.url), unprobed: unprobed) {
@@ -147,17 +147,17 @@ extension Download {
                 throw error
             case .probe:
                 unprobed = false
-                (sources, probeReports, _) = try probeMirrors(prober, onEvent: onEvent)
+                (sources, probeReports, _) = try await probeMirrors(prober, onEvent: onEvent)
                 remote = sources[0]
                 try part.resume(from: sources, restart: false, onEvent: onEvent)
             case let .startOver(reason):
                 onEvent(.restarting(reason: "the remote file changed (\(reason)); starting over"))
-                (sources, probeReports, _) = try probeMirrors(prober, skipHead: true, onEvent: onEvent)
+                (sources, probeReports, _) = try await probeMirrors(prober, skipHead: true, onEvent: onEvent)
                 remote = sources[0]
                 try part.discard()
             case let .resolve(index):
                 // Go on from the manifest with where the original URL leads now.
-                try resolveAnew(&sources, index: index, prober: prober)
+                try await resolveAnew(&sources, index: index, prober: prober)
                 if index == 0 { remote = sources[0] }
                 try part.reload()
             case let .singleStream(reason):
@@ -179,9 +179,9 @@ extension Download {
     }
 
     /// Runs `engine` until it ends, stoppable through the controller, and adds its figures to `tally`.
-    func run(_ engine: Engine, tally: inout Tally) -> EngineOutcome {
+    func run(_ engine: Engine, tally: inout Tally) async -> EngineOutcome {
         if controller.register(engine.stop) { engine.stop.request() }
-        let outcome = engine.run()
+        let outcome = await engine.run()
         _ = controller.register(nil)
         tally.fetched += engine.bytesFetched
         tally.retries += engine.retries
@@ -238,8 +238,8 @@ extension Download {
 
     /// A signed URL mirror `index` was redirected to has expired: asks its
     /// original URL again, which must still lead to the same file.
-    func resolveAnew(_ sources: inout [RemoteFile], index: Int, prober: Prober) throws(DownloadError) {
-        let fresh = try prober.probe(sources[index].url)
+    func resolveAnew(_ sources: inout [RemoteFile], index: Int, prober: Prober) async throws(DownloadError) {
+        let fresh = try await prober.probe(sources[index].url)
         if let problem = Self.disagreement(fresh, with: sources[0]) ?? sources[index].differs(from: fresh) {
             throw .server(url: fresh.url, message: "resolved anew, it now \(problem)")
         }

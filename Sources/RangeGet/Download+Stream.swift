@@ -192,16 +192,16 @@ extension Download {
     /// `window` until every byte is read, the download fails or it is stopped.
     func stream(
         into window: StreamWindow, tally: inout Tally, onEvent: @escaping @Sendable (DownloadEvent) -> Void
-    ) throws(DownloadError) -> DownloadResult {
+    ) async throws(DownloadError) -> DownloadResult {
         for mirror in mirrors { try RemoteURL.check(mirror) }
         let started = MonotonicClock.now()
         defer { tally.seconds += MonotonicClock.now() - started }
         tally.attempts += 1
         let loop = try transferLoop()
-        let prober = Prober(options: options.transfer)
+        let prober = Prober(options: options.transfer, loop: loop)
         defer { tally.tcpConnections += prober.connectionsOpened.total }
         // The opening request fetches the first bytes: only while none are written.
-        var (sources, probeReports, opening) = try probeMirrors(
+        var (sources, probeReports, opening) = try await probeMirrors(
             prober, opening: window.done.isEmpty ? loop : nil, onEvent: onEvent)
         var remote = sources[0]
         let first = window.record(remote)
@@ -219,10 +219,10 @@ extension Download {
                 mirrors: sources, sink: .stream(window), manifest: nil, manifestPath: nil, settings: options,
                 plain: plain, loop: loop, opening: opening, onEvent: onEvent)
             opening = nil
-            let outcome = run(engine, tally: &tally)
+            let outcome = await run(engine, tally: &tally)
             switch policy.next(after: outcome, url: url, mirrors: sources.map(\.url), unprobed: false) {
             case let .finish(size):
-                try window.finishWriting(size: size)
+                try await window.finishWriting(size: size)
                 if let checksum = options.checksum, let actual = window.finishDigest(), actual != checksum.hex {
                     throw .verification("\(checksum.algorithm.rawValue) of the stream is \(actual), expected "
                                         + "\(checksum.hex); every byte was passed on already")
@@ -239,10 +239,10 @@ extension Download {
                                         + "passed on; a stream cannot take them back")
                 }
                 onEvent(.restarting(reason: "the remote file changed (\(reason)); starting over"))
-                (sources, probeReports, _) = try probeMirrors(prober, skipHead: true, onEvent: onEvent)
+                (sources, probeReports, _) = try await probeMirrors(prober, skipHead: true, onEvent: onEvent)
                 remote = window.record(sources[0])
             case let .resolve(index):
-                try resolveAnew(&sources, index: index, prober: prober)
+                try await resolveAnew(&sources, index: index, prober: prober)
                 if index == 0 { remote = sources[0] }
             case let .singleStream(reason):
                 // One stream from byte 0: the bytes the reader has are skipped as they come again.

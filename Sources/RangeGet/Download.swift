@@ -13,6 +13,7 @@ import Glibc
 import Darwin
 #endif
 import Synchronization
+import SystemSupport
 
 /// A download of one remote file, from one URL or several mirrors, to a
 /// local path, resumable across runs.
@@ -92,7 +93,10 @@ public final class Download: Sendable {
     public func run(onEvent: @escaping @Sendable (DownloadEvent) -> Void) throws(DownloadError) -> DownloadResult {
         switch controller.claim(threaded: false, observer: onEvent) {
         case .claimed:
-            guard let outcome = drive() else { preconditionFailure("a blocking run parks while paused") }
+            // The attempts run as a task on this thread, which waits while they wait.
+            guard let outcome = ThreadExecutor.run({ await self.drive() }) else {
+                preconditionFailure("a blocking run parks while paused")
+            }
             return try outcome.get()
         case let .ended(outcome):
             return try outcome.get()
@@ -114,7 +118,7 @@ public final class Download: Sendable {
                                      ended: @escaping @Sendable (Result<DownloadResult, DownloadError>) -> Void) {
         switch controller.claim(threaded: false, observer: onEvent, whenEnded: ended) {
         case .claimed:
-            _ = drive()
+            _ = ThreadExecutor.run { await self.drive() }
         case let .ended(outcome):
             ended(outcome)
         case .busy:
@@ -123,11 +127,13 @@ public final class Download: Sendable {
     }
 
     /// Runs attempts until the download ends, and returns its outcome; nil
-    /// when a `start()`ed download is paused and this thread leaves, or when
+    /// when a `start()`ed download is paused and its driver leaves, or when
     /// the commit was handed off (`runHandingOffCommit`).
-    func drive() -> DownloadOutcome? {
-        controller.drive(
-            attempt: { (tally: inout Tally, onEvent) throws(DownloadError) in try attempt(tally: &tally, onEvent: onEvent) },
+    func drive() async -> DownloadOutcome? {
+        await controller.drive(
+            attempt: { (tally: inout Tally, onEvent) async throws(DownloadError) in
+                try await attempt(tally: &tally, onEvent: onEvent)
+            },
             end: { outcome, partPath in end(outcome, discarding: partPath) })
     }
 

@@ -3,14 +3,13 @@
 // lock: ready, running, pausing, paused, cancelling, ending, ended), the stop
 // requests that reach the engine, the event subscribers and the tasks waiting
 // for the outcome. It does no I/O: the thread driving the download asks it
-// what to do next after each attempt and each wake-up. A thread parked while
-// paused waits on a semaphore of that park's own, held in the phase, and
-// whoever moves the download out of that phase signals it: the wake-up then
-// reads the phase, so any order of pause, resume, cancel and the wake-up
-// ends parked again and paused, attempting, or ended (issue 36).
+// what to do next after each attempt and each wake-up. A task parked while
+// paused waits on a gate of that park's own, held in the phase (no thread is
+// held), and whoever moves the download out of that phase opens it: the
+// wake-up then reads the phase, so any order of pause, resume, cancel and
+// the wake-up ends parked again and paused, attempting, or ended (issue 36).
 // (About 470 lines: one lock over one state, whose transitions read best
 // side by side.)
-import Dispatch
 import Synchronization
 
 /// The outcome of a whole download.
@@ -26,11 +25,11 @@ final class DownloadController: Sendable {
         case running(pauseUndone: Bool)
         /// `pause()` asked the running attempt to stop; then the driving thread parks or leaves.
         case pausing
-        /// No attempt runs. `parked`: what the thread waiting in
-        /// `run(onEvent:)` waits on, signalled by whoever moves the download
-        /// out of this phase; nil: no thread waits (`start()`), and
-        /// `resume()` starts one.
-        case paused(parked: DispatchSemaphore?)
+        /// No attempt runs. `parked`: what the task driving the download
+        /// waits on, opened by whoever moves the download out of this phase;
+        /// nil: nothing waits (a `start()`ed download that runs alone left
+        /// its thread), and `resume()` starts a driver.
+        case paused(parked: Gate?)
         /// `cancel()` asked the running attempt to stop; the driving thread ends the download.
         case cancelling(discard: Bool)
         /// `cancel()` ends a paused download, on the parked thread or else
@@ -49,8 +48,8 @@ final class DownloadController: Sendable {
     /// What the driving thread does next.
     enum Step {
         case attempt
-        /// Block this thread until `resume()` or `cancel()` signals.
-        case park(DispatchSemaphore)
+        /// Wait until `resume()` or `cancel()` opens the gate.
+        case park(Gate)
         /// Leave: the download is paused and no thread is needed until `resume()`.
         case leave
         /// End with this outcome, after removing the partial download at the path if one is given.
@@ -199,7 +198,7 @@ final class DownloadController: Sendable {
             case let .paused(parked):
                 state.phase = .running(pauseUndone: false)
                 guard let parked else { return true }
-                parked.signal()
+                parked.open()
                 return false
             case .ready, .running, .cancelling, .ending, .ended:
                 return false
@@ -221,7 +220,7 @@ final class DownloadController: Sendable {
             case let .paused(parked):
                 state.phase = .ending(discard: discard)
                 guard let parked else { return (.endHere(discarding: discard ? state.partPath : nil), nil) }
-                parked.signal()
+                parked.open()
                 return (.none, nil)
             case .ending, .ended:
                 return (.none, nil)
@@ -245,9 +244,9 @@ final class DownloadController: Sendable {
     /// leaves, or when `attempt` returned nil: it handed the commit off, and
     /// the committer ends the download.
     func drive(
-        attempt: (inout Tally, @escaping @Sendable (DownloadEvent) -> Void) throws(DownloadError) -> DownloadResult?,
+        attempt: (inout Tally, @escaping @Sendable (DownloadEvent) -> Void) async throws(DownloadError) -> DownloadResult?,
         end: (DownloadOutcome, String?) -> DownloadOutcome
-    ) -> DownloadOutcome? {
+    ) async -> DownloadOutcome? {
         var step = Step.attempt
         while true {
             switch step {
@@ -257,20 +256,20 @@ final class DownloadController: Sendable {
                 if !isStopRequested {
                     if announcesResume() { emit(.resumed) }
                     var tally = state.withLock(\.tally)
-                    let attempted = Result { () throws(DownloadError) in
-                        try attempt(&tally, { [self] event in emit(event) })
-                    }
-                    state.withLock { $0.tally = tally }
-                    switch attempted {
-                    case .success(nil): return nil
-                    case let .success(result?): outcome = .success(result)
-                    case let .failure(error): outcome = .failure(error)
+                    do throws(DownloadError) {
+                        let attempted = try await attempt(&tally, { [self] event in emit(event) })
+                        state.withLock { $0.tally = tally }
+                        guard let attempted else { return nil }
+                        outcome = .success(attempted)
+                    } catch {
+                        state.withLock { $0.tally = tally }
+                        outcome = .failure(error)
                     }
                 }
                 if announcesPause(after: outcome) { emit(.paused) }
                 step = settle(outcome)
-            case let .park(signal):
-                signal.wait()
+            case let .park(gate):
+                await gate.wait()
                 step = unpark()
             case .leave:
                 return nil
@@ -329,8 +328,8 @@ final class DownloadController: Sendable {
         }
     }
 
-    /// Decides what follows the wake-up of the thread parked on a semaphore
-    /// that a move out of `paused` signalled; the phase says which move.
+    /// Decides what follows the wake-up of the task parked on a gate that a
+    /// move out of `paused` opened; the phase says which move.
     func unpark() -> Step {
         state.withLock { state in
             switch state.phase {
@@ -348,15 +347,15 @@ final class DownloadController: Sendable {
         }
     }
 
-    /// Moves a download whose attempt stopped to paused: the thread leaves
-    /// (`start()`), or parks on a semaphore of its own until `resume()` or
-    /// `cancel()` signals it.
+    /// Moves a download whose attempt stopped to paused: the driver leaves
+    /// (`threaded`), or parks on a gate of its own until `resume()` or
+    /// `cancel()` opens it.
     private func pauseHere(_ state: inout State) -> Step {
         guard !state.threaded else {
             state.phase = .paused(parked: nil)
             return .leave
         }
-        let parked = DispatchSemaphore(value: 0)
+        let parked = Gate()
         state.phase = .paused(parked: parked)
         return .park(parked)
     }
@@ -472,4 +471,39 @@ final class DownloadController: Sendable {
         if closed { continuation.finish() }
         return stream
     }
+}
+
+/// A one-time wake-up a task waits for without a thread; `open()` may come
+/// before or after `wait()`.
+final class Gate: Sendable {
+    private struct State {
+        var isOpen = false
+        var waiter: CheckedContinuation<Void, Never>?
+    }
+
+    private let state = Mutex(State())
+
+    /// Lets the waiter go on (at once, if it comes later).
+    func open() {
+        let waiter = state.withLock { state in
+            state.isOpen = true
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume()
+    }
+
+    /// Returns once the gate is open.
+    func wait() async {
+        await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
+            let isOpen = state.withLock { state in
+                if !state.isOpen { state.waiter = waiter }
+                return state.isOpen
+            }
+            if isOpen { waiter.resume() }
+        }
+    }
+
+    /// True once `open()` was called.
+    var isOpen: Bool { state.withLock(\.isOpen) }
 }

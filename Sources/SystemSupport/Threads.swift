@@ -7,6 +7,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import Synchronization
 
 /// Starts `body` on a new detached thread with a 4 MiB stack, named `name`
 /// (at most 15 bytes: what `top -H`, perf, gdb and `/proc/self/task` show);
@@ -29,7 +30,10 @@ package func tryStartThread(_ name: String, _ body: @escaping @Sendable () -> Vo
     let result = pthread_create(&thread, &attributes, { raw in
         let job = Unmanaged<Job>.fromOpaque(raw!).takeRetainedValue()
         nameThisThread(job.name)
+        let id = threadID()
+        startedThreads.withLock { _ = $0.insert(id) }
         job.body()
+        startedThreads.withLock { _ = $0.remove(id) }
         return nil
     }, job)
     guard result == 0 else {
@@ -37,6 +41,30 @@ package func tryStartThread(_ name: String, _ body: @escaping @Sendable () -> Vo
         return false
     }
     return true
+}
+
+/// The kernel's ids of the threads started here and still running. A
+/// thread another library makes from one of them (libdispatch's pool, a
+/// resolver) inherits its name, so the name alone does not say who started
+/// a thread: these ids do (`/proc/self/task/<id>`).
+package var runningThreadIDs: Set<Int32> { startedThreads.withLock { $0 } }
+
+private let startedThreads = Mutex(Set<Int32>())
+
+/// The calling thread's id in the kernel (`gettid`, which Swift's Glibc
+/// does not export: read off the `/proc/thread-self` link, `<pid>/task/<id>`).
+private func threadID() -> Int32 {
+    #if canImport(Glibc)
+    var target = [CChar](repeating: 0, count: 64)
+    let count = readlink("/proc/thread-self", &target, target.count - 1)
+    guard count > 0 else { return 0 }
+    let text = String(decoding: target[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    return text.split(separator: "/").last.flatMap { Int32($0) } ?? 0
+    #else
+    var id: UInt64 = 0
+    pthread_threadid_np(nil, &id)
+    return Int32(truncatingIfNeeded: id)
+    #endif
 }
 
 /// Runs `body` on a new thread named `name`; with no thread to be had, here

@@ -70,7 +70,7 @@ final class SessionTests: EndToEndTestCase {
         try resources.indices.map { server.url("g\($0)") }.joined(separator: "\n").write(toFile: list, atomically: true,
                                                                                          encoding: .utf8)
         let out = path("out")
-        let sockets = ClientSockets(toPort: server.port)
+        let sockets = ClientSockets(toPort: server.port, othersOnly: true)
         let run = try CLI.run(["-n", "8", "--min-split", "256K", "--json", "-d", out, "-i", list], in: directory)
         XCTAssertEqual(run.status, 0, run.stderr)
         for (index, resource) in resources.enumerated() { assertSameBytes(out + "/g\(index)", resource) }
@@ -108,6 +108,49 @@ final class SessionTests: EndToEndTestCase {
         XCTAssertEqual(remote.effectiveURL, server.url("s0"))
         XCTAssertTrue(downloads.allSatisfy { $0.session === session })
         XCTAssertNil(Download(url: URL(string: server.url("s0"))!, destination: .file(path("alone"))).session)
+    }
+
+    /// Forty downloads at once on one session run on two threads the
+    /// library starts: the session's loop and its worker (each download's
+    /// attempts are tasks there, which wait for probes and transfers
+    /// without holding it). Half probe with HEAD (requests on the loop),
+    /// half with the opening request; one is paused and resumed midway (it
+    /// waits parked, not on a thread). Every file has the server's bytes,
+    /// and the downloads overlapped: the session's 8 connections were all
+    /// in use at once.
+    func testFortyDownloadsOfOneSessionRunOnTheLoopAndOneWorker() async throws {
+        let resources = serveSlowly(Array(repeating: 256 << 10, count: 40), seed: 3850) { "t\($0)" }
+        let session = DownloadSession(configuration: .init(connections: 8))
+        let downloads = resources.indices.map { index in
+            var options = DownloadOptions()
+            options.connections = 2
+            options.minimumSplit = 64 << 10
+            options.probeWithHead = index.isMultiple(of: 2)
+            return session.download(from: server.url("t\(index)"), to: .file(path("t\(index)")), options: options)
+        }
+        XCTAssertTrue(LibraryThreads.waitForNone(within: 5), "earlier tests' threads ended: \(LibraryThreads.current())")
+        let threads = LibraryThreads()
+        let paused = downloads[1]
+        let pausedOnce = Task {
+            for await event in paused.events {
+                guard case let .progress(progress) = event, progress.bytesDone > 0 else { continue }
+                paused.pause()
+                break
+            }
+            while paused.state != .paused { try await Task.sleep(nanoseconds: 5_000_000) }
+            try await Task.sleep(nanoseconds: 100_000_000)
+            paused.resume()
+        }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for download in downloads { group.addTask { _ = try await download.run() } }
+            try await group.waitForAll()
+        }
+        try await pausedOnce.value
+        let seen = threads.stop()
+        for (index, resource) in resources.enumerated() { assertSameBytes(path("t\(index)"), resource) }
+        XCTAssertLessThanOrEqual(seen.peak, 2, "threads at once: \(seen.atPeak)")
+        XCTAssertEqual(seen.names, ["rangeget loop", "rangeget worker"])
+        XCTAssertEqual(session.peakConnectionsInUse, 8, "the downloads overlapped")
     }
 
     /// The final URL after a redirect is on the probe event and the result.

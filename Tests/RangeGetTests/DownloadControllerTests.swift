@@ -4,7 +4,6 @@
 // so a race that needs a thread to lose the CPU at one exact point is a
 // plain sequence here (issue 36).
 @testable import RangeGet
-import Dispatch
 import XCTest
 
 final class DownloadControllerTests: XCTestCase {
@@ -20,8 +19,8 @@ final class DownloadControllerTests: XCTestCase {
         enum Driver {
             /// In an attempt, whose transfers go on until `stop` is requested.
             case attempting(StopSignal)
-            /// Waiting on the semaphore.
-            case parked(DispatchSemaphore)
+            /// Waiting for the gate to open.
+            case parked(Gate)
             /// Gone while paused (`start()`): `resume()` starts another.
             case left
             case ended
@@ -55,7 +54,7 @@ final class DownloadControllerTests: XCTestCase {
                 case let .attempting(stop) where stop.isRequested:
                     _ = controller.register(nil)
                     take(controller.settle(.failure(.stopped)))
-                case let .parked(semaphore) where semaphore.wait(timeout: .now()) == .success:
+                case let .parked(gate) where gate.isOpen:
                     take(controller.unpark())
                 case .attempting, .parked, .left, .ended:
                     break
@@ -70,8 +69,8 @@ final class DownloadControllerTests: XCTestCase {
                 let stop = StopSignal(loop: nil)
                 if controller.register(stop) { stop.request() }
                 driver = .attempting(stop)
-            case let .park(semaphore):
-                driver = .parked(semaphore)
+            case let .park(gate):
+                driver = .parked(gate)
             case .leave:
                 driver = .left
             case let .end(outcome, _):
@@ -88,12 +87,8 @@ final class DownloadControllerTests: XCTestCase {
             switch driver {
             case .attempting:
                 if state == .running || state == .pausing { return nil }
-            case let .parked(semaphore):
-                guard semaphore.wait(timeout: .now()) == .timedOut else {
-                    semaphore.signal()
-                    return nil
-                }
-                if state == .paused { return nil }
+            case let .parked(gate):
+                if gate.isOpen || state == .paused { return nil }
             case .left:
                 if state == .paused { return nil }
             case .ended:

@@ -112,7 +112,10 @@ package struct MirrorBenchmark: Sendable {
             let started = MonotonicClock.now()
             let remote: RemoteFile
             do {
-                remote = try Prober(options: transfer).probe(url)
+                let transfer = transfer
+                remote = try ThreadExecutor.run { () async throws(DownloadError) in
+                    try await Prober(options: transfer).probe(url)
+                }
             } catch {
                 results[index].error = error.description
                 continue

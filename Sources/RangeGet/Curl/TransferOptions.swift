@@ -136,22 +136,53 @@ extension EasyHandle {
     /// down to http. `beforeEach` runs before every request (to reset what
     /// the callbacks collect).
     func performFollowingRedirects(_ url: String, options: TransferOptions, beforeEach: () -> Void) throws(CurlError) {
-        var target = url
-        var secure = Self.isHTTPS(url)
-        for _ in 0...options.maxRedirects {
+        var hops = RedirectHops(from: url)
+        repeat {
             beforeEach()
             try perform()
-            guard !followsRedirects, (300..<400).contains(responseCode), let next = redirectURL else { return }
-            let nextIsSecure = Self.isHTTPS(next)
-            if secure && !nextIsSecure {
-                throw CurlError(CURLE_UNSUPPORTED_PROTOCOL, message: "refused a redirect from https to \(next)")
-            }
-            secure = secure || nextIsSecure
-            target = HeaderPolicy.carryingUserinfo(of: url, to: next)
-            try setTarget(target)
-            try setHeaders(HeaderPolicy.headers(options.headerLines, givenFor: url, sentTo: target))
+        } while try followRedirect(&hops, options: options)
+    }
+
+    /// `performFollowingRedirects`, each request run by `perform(on:stop:)`
+    /// (in a session's multi handle) without holding the task's thread.
+    func performFollowingRedirects(_ url: String, options: TransferOptions, on loop: TransferLoop?, stop: StopSignal?,
+                                   beforeEach: () -> Void) async throws(CurlError) {
+        var hops = RedirectHops(from: url)
+        repeat {
+            beforeEach()
+            try await perform(on: loop, stop: stop)
+        } while try followRedirect(&hops, options: options)
+    }
+
+    /// The hops taken so far from a request's first URL.
+    private struct RedirectHops {
+        let first: String
+        var secure: Bool
+        var count = 0
+
+        init(from url: String) {
+            first = url
+            secure = EasyHandle.isHTTPS(url)
         }
-        throw CurlError(CURLE_TOO_MANY_REDIRECTS, message: "Maximum (\(options.maxRedirects)) redirects followed")
+    }
+
+    /// After a response: false when it is the last (no redirect to follow
+    /// here); true when the handle now points at the redirect's target.
+    private func followRedirect(_ hops: inout RedirectHops, options: TransferOptions) throws(CurlError) -> Bool {
+        guard !followsRedirects, (300..<400).contains(responseCode), let next = redirectURL else { return false }
+        guard hops.count < options.maxRedirects else {
+            throw CurlError(CURLE_TOO_MANY_REDIRECTS, message: "Maximum (\(options.maxRedirects)) redirects followed")
+        }
+        hops.count += 1
+        let nextIsSecure = Self.isHTTPS(next)
+        if hops.secure && !nextIsSecure {
+            throw CurlError(CURLE_UNSUPPORTED_PROTOCOL, message: "refused a redirect from https to \(next)")
+        }
+        hops.secure = hops.secure || nextIsSecure
+        let target = HeaderPolicy.carryingUserinfo(of: hops.first, to: next)
+        try setTarget(target)
+        try setHeaders(HeaderPolicy.headers(options.headerLines, givenFor: hops.first, sentTo: target))
+        return true
     }
 
     /// Points the handle at `url`. Every request goes through here, because

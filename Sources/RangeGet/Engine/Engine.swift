@@ -167,8 +167,8 @@ final class Engine: LoopClient {
     }
 
     /// Runs the download until it completes, fails or is stopped.
-    func run() -> EngineOutcome {
-        loop.run(self)
+    func run() async -> EngineOutcome {
+        await loop.serve(self)
         return outcome ?? .stopped
     }
 

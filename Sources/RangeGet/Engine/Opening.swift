@@ -116,9 +116,9 @@ final class Opening: LoopClient {
     /// body can be written as it comes, or, when `wholeFile`, a 200 (ranges
     /// unsupported: the whole file as one plain stream). Otherwise the
     /// request is ended and nil returned.
-    func probe(url: String, timeout: Double, wholeFile: Bool) -> RemoteFile? {
+    func probe(url: String, timeout: Double, wholeFile: Bool) async -> RemoteFile? {
         self.timeout = timeout
-        loop.run(self)
+        await loop.serve(self)
         // A held body cut short by the deadline cannot be handed on either.
         guard !ended, head.isFinal, completed || !holding else {
             cancel()

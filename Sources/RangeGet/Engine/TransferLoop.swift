@@ -58,6 +58,8 @@ package final class TransferLoop: @unchecked Sendable {
     private let state = Mutex(Shared())
     /// The clients being served: the driving thread's alone.
     private var clients: [Client] = []
+    /// Requests outside any engine (probes) in the multi handle, by handle: the driving thread's alone.
+    private var requests: [UnsafeMutableRawPointer: LoopRequest] = [:]
     /// The most transfers at once (nil: no limit; a lone download's engine keeps its own).
     private let connectionLimit: Int?
     /// Slots taken and not given back, and whether a client waits for its
@@ -87,9 +89,10 @@ package final class TransferLoop: @unchecked Sendable {
 
     private final class Client {
         let body: LoopClient
-        let done: DispatchSemaphore?
+        /// The task waiting for the client's end on a loop of its own thread.
+        let done: CheckedContinuation<Void, Never>?
         var finished = false
-        init(_ body: LoopClient, done: DispatchSemaphore?) {
+        init(_ body: LoopClient, done: CheckedContinuation<Void, Never>?) {
             self.body = body
             self.done = done
         }
@@ -246,6 +249,19 @@ package final class TransferLoop: @unchecked Sendable {
         publishTransfers()
     }
 
+    /// Starts the transfer of `request`'s handle `easy`, on a slot it
+    /// holds. Loop thread only.
+    func add(request: LoopRequest, _ easy: EasyHandle) throws(CurlError) {
+        try add(easy)
+        requests[easy.raw] = request
+    }
+
+    /// Takes a request's handle out of the multi handle (nothing when it is out already). Loop thread only.
+    func remove(request easy: EasyHandle) {
+        requests[easy.raw] = nil
+        remove(easy)
+    }
+
     /// Gives back `count` slots. Loop thread only.
     func giveSlots(_ count: Int) {
         assertOnLoopThread()
@@ -280,9 +296,11 @@ package final class TransferLoop: @unchecked Sendable {
         driver.store(UInt(bitPattern: Int(bitPattern: pthread_self())), ordering: .relaxed)
     }
 
-    /// Serves `client` until it is done; returns on the calling thread after
-    /// the client's `end()`.
-    func run(_ client: LoopClient) {
+    /// Serves `client` until it is done, and returns after its `end()`. A
+    /// loop of its own thread serves it there while the task waits without
+    /// a thread; any other loop is driven here, on the calling thread, until
+    /// the client is done.
+    func serve(_ client: LoopClient) async {
         guard threaded else {
             let entry = Client(client, done: nil)
             driveOnThisThread()
@@ -291,10 +309,14 @@ package final class TransferLoop: @unchecked Sendable {
             while !entry.finished { turn() }
             return
         }
-        let done = DispatchSemaphore(value: 0)
-        submit { $0.arrivals.append(Client(client, done: done)) }
-        done.wait()
+        let arrival = UncheckedBox(client)
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            submit { $0.arrivals.append(Client(arrival.value, done: done)) }
+        }
     }
+
+    /// True when the loop runs on a thread of its own (a session's).
+    var hasOwnThread: Bool { threaded }
 
     /// Runs `command` on the loop's thread (at once when the caller drives the loop).
     func execute(_ command: @escaping @Sendable () -> Void) {
@@ -326,19 +348,37 @@ package final class TransferLoop: @unchecked Sendable {
         }
     }
 
-    /// The loop's own thread: turns while there are clients or commands, and
-    /// ends when there are none (the next arrival starts another).
+    /// The loop's own thread: turns while there are clients or commands,
+    /// and ends when there were none for `idleLinger` seconds (the next
+    /// arrival starts another). The wait keeps one thread through the short
+    /// gaps of a session's work (its downloads between their probes and
+    /// their engines), rather than one ending as the next starts.
     private func threadBody() {
+        var idleSince: Double?
         while true {
-            let idle = clients.isEmpty && state.withLock { shared -> Bool in
+            guard clients.isEmpty, state.withLock({ $0.arrivals.isEmpty && $0.commands.isEmpty }) else {
+                idleSince = nil
+                turn()
+                continue
+            }
+            let now = MonotonicClock.now()
+            guard let since = idleSince, now - since >= Self.idleLinger else {
+                idleSince = idleSince ?? now
+                // `submit` wakes this wait.
+                try? multi.poll(timeoutMilliseconds: 100)
+                continue
+            }
+            let ends = state.withLock { shared -> Bool in
                 guard shared.arrivals.isEmpty, shared.commands.isEmpty else { return false }
                 shared.threadRunning = false
                 return true
             }
-            if idle { return }
-            turn()
+            if ends { return }
         }
     }
+
+    /// How long a loop's own thread waits for work before it ends.
+    static let idleLinger = 1.0
 
     /// One turn: take arrivals and commands, let clients start work, move
     /// bytes, settle finished transfers, let clients look after the rest,
@@ -366,7 +406,14 @@ package final class TransferLoop: @unchecked Sendable {
         }
         var settled = false
         while let (easy, result) = multi.nextFinished() {
-            guard let connection = Connection.owning(easy) else { continue }
+            guard let connection = Connection.owning(easy) else {
+                // A request outside any engine (a probe's): it ends, and its client with it.
+                if let request = requests[easy] {
+                    request.ended(result)
+                    settled = true
+                }
+                continue
+            }
             remove(connection.easy)
             settled = true
             guard let owner = clients.first(where: { !$0.finished && $0.body === connection.client }) else {
@@ -407,6 +454,6 @@ package final class TransferLoop: @unchecked Sendable {
         guard !client.finished else { return }
         client.finished = true
         client.body.end()
-        client.done?.signal()
+        client.done?.resume()
     }
 }

@@ -2,13 +2,6 @@
 // opening request of the zero-round-trip start when there is one; a mirror
 // that disagrees about the file (its size, or its bytes where the validators
 // do not vouch for it: MirrorVote) is left out.
-import Dispatch
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-import Synchronization
 import SystemSupport
 
 extension Download {
@@ -30,21 +23,27 @@ extension Download {
     func probeMirrors(
         _ prober: Prober, skipHead: Bool = false, opening loop: TransferLoop? = nil,
         onEvent: @Sendable (DownloadEvent) -> Void
-    ) throws(DownloadError) -> ([RemoteFile], [MirrorReport], Opening?) {
+    ) async throws(DownloadError) -> ([RemoteFile], [MirrorReport], Opening?) {
         // A pause or cancel ends these probes (and a small file's held body)
         // at once: a signal of their own, so a pause that a resume undid at
         // once still ends them as interrupted (and the next attempt probes
         // with a fresh one), never as failed.
-        let stop = StopSignal(loop: loop)
+        let stop = StopSignal(loop: loop ?? prober.loop)
         let prober = prober.stopping(on: stop)
         if controller.register(stop) { stop.request() }
         defer { _ = controller.register(nil) }
         var failures = 0
-        var loop = loop
+        // On a session's loop the other mirrors' probes take slots of its
+        // budget, while an opening request holds its slot until the engine
+        // adopts it: downloads holding every slot with their openings, each
+        // waiting for its other mirrors' probes, would wait for ever. So
+        // there, several mirrors are probed without an opening request (each
+        // probe gives its slot back as it ends).
+        var loop = mirrors.count > 1 && loop?.hasOwnThread == true ? nil : loop
         while true {
             let failure: ProbeFailure
             do throws(ProbeFailure) {
-                return try probeRound(prober, skipHead: skipHead, opening: loop, stop: stop, onEvent: onEvent)
+                return try await probeRound(prober, skipHead: skipHead, opening: loop, stop: stop, onEvent: onEvent)
             } catch {
                 failure = error
             }
@@ -56,9 +55,11 @@ extension Download {
             let delay = try ProbeRetry.delay(after: failure, failures: failures, options: options)
             onEvent(.retry(connection: 0, cause: RetryCause(failure.error), reason: ProbeRetry.reason(failure.error), delay: delay,
                            attempt: failures + 1, attempts: options.retries + 1))
+            // Waited without a thread: the task sleeps, and looks at the stop every 50 ms.
             let until = MonotonicClock.now() + delay
             while !stop.isRequested, MonotonicClock.now() < until {
-                usleep(UInt32(min(50_000, max(1_000, (until - MonotonicClock.now()) * 1e6))))
+                let slice = min(0.05, max(0.001, until - MonotonicClock.now()))
+                try? await Task.sleep(nanoseconds: UInt64(slice * 1e9))
             }
             if stop.isRequested { throw .stopped }
         }
@@ -68,47 +69,20 @@ extension Download {
     private func probeRound(
         _ prober: Prober, skipHead: Bool, opening loop: TransferLoop?, stop: StopSignal,
         onEvent: @Sendable (DownloadEvent) -> Void
-    ) throws(ProbeFailure) -> ([RemoteFile], [MirrorReport], Opening?) {
-        let results = Mutex<[Int: Result<RemoteFile, ProbeFailure>]>([:])
-        let finished = DispatchGroup()
-        for (index, url) in mirrors.enumerated() where !(loop != nil && index == 0) {
-            finished.enter()
-            startThread("rangeget probe") {
-                let result = Result { () throws(ProbeFailure) in try prober.attempt(url, skipHead: skipHead) }
-                results.withLock { $0[index] = result }
-                finished.leave()
-            }
-        }
+    ) async throws(ProbeFailure) -> ([RemoteFile], [MirrorReport], Opening?) {
+        var outcomes: [Int: Result<RemoteFile, ProbeFailure>] = [:]
         var opened: Opening?
-        if let loop {
-            let transfer = options.transfer
-            let length = min(options.minimumSplit, options.openingLimit)
-            // Mirrors share a file's bytes out: their opening is never widened (it is still asked).
-            let wholeLength = mirrors.count == 1 ? options.openingLimit : length
-            let request = try? Opening(url: url, length: length, options: transfer, holding: window == nil,
-                                       loop: loop, stop: stop, whole: options.filesTakeFreeSlots.map { (wholeLength, $0) })
-            // With other mirrors, one that ignores ranges is dropped rather than
-            // making the whole download one stream (the classic probe and the
-            // engine see to that).
-            let timeout = transfer.connectTimeout + transfer.stallTimeout
-            if let request, let remote = request.probe(url: url, timeout: timeout, wholeFile: mirrors.count == 1) {
-                opened = request
-                results.withLock { $0[0] = .success(remote) }
-            } else if stop.isRequested {
-                // Other mirrors' probes end on their own threads (the stop ends them too).
-                throw ProbeFailure(.stopped)
-            } else {
-                prober.connectionsOpened.add(request?.connectionsOpened ?? 0)
-                // The opening request was a ranged GET: unanswered, it counts as the probe's.
-                let unanswered = request?.gotNoAnswer ?? false
-                let result = Result { () throws(ProbeFailure) in try prober.attempt(url, rangedUnanswered: unanswered) }
-                results.withLock { $0[0] = result }
+        await withTaskGroup(of: (Int, Result<RemoteFile, ProbeFailure>).self) { group in
+            for (index, url) in mirrors.enumerated() where !(loop != nil && index == 0) {
+                group.addTask { (index, await Self.probe(url, with: prober, skipHead: skipHead)) }
             }
+            if let loop {
+                (opened, outcomes[0]) = await openingProbe(prober, on: loop, stop: stop)
+            }
+            for await (index, result) in group { outcomes[index] = result }
         }
-        finished.wait()
         // Probes a stop ended failed for that alone.
         if stop.isRequested { throw ProbeFailure(.stopped) }
-        let outcomes = results.withLock { $0 }
         // The size most mirrors report sets the file's (a tie: the first
         // mirror's): one mirror claiming another size is that mirror's fault.
         let answered = mirrors.indices.compactMap { try? outcomes[$0]!.get() }
@@ -160,6 +134,42 @@ extension Download {
             usable = usable.indices.filter { outvoted[$0] == nil }.map { usable[$0] }
         }
         return (usable, reports, opened)
+    }
+
+    /// One mirror's probe, its failure kept.
+    private static func probe(_ url: String, with prober: Prober, skipHead: Bool = false,
+                              rangedUnanswered: Bool = false) async -> Result<RemoteFile, ProbeFailure> {
+        do throws(ProbeFailure) {
+            return .success(try await prober.attempt(url, skipHead: skipHead, rangedUnanswered: rangedUnanswered))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    /// The first mirror probed by the opening request of the zero-round-trip
+    /// start on `loop`: the request, running, when its answer was usable;
+    /// else the classic probe's answer.
+    private func openingProbe(_ prober: Prober, on loop: TransferLoop,
+                              stop: StopSignal) async -> (Opening?, Result<RemoteFile, ProbeFailure>) {
+        let transfer = options.transfer
+        let length = min(options.minimumSplit, options.openingLimit)
+        // Mirrors share a file's bytes out: their opening is never widened (it is still asked).
+        let wholeLength = mirrors.count == 1 ? options.openingLimit : length
+        let request = try? Opening(url: url, length: length, options: transfer, holding: window == nil,
+                                   loop: loop, stop: stop, whole: options.filesTakeFreeSlots.map { (wholeLength, $0) })
+        // With other mirrors, one that ignores ranges is dropped rather than
+        // making the whole download one stream (the classic probe and the
+        // engine see to that).
+        let timeout = transfer.connectTimeout + transfer.stallTimeout
+        if let request, let remote = await request.probe(url: url, timeout: timeout, wholeFile: mirrors.count == 1) {
+            return (request, .success(remote))
+        }
+        // Other mirrors' probes end too (the stop ends them).
+        if stop.isRequested { return (nil, .failure(ProbeFailure(.stopped))) }
+        prober.connectionsOpened.add(request?.connectionsOpened ?? 0)
+        // The opening request was a ranged GET: unanswered, it counts as the probe's.
+        let unanswered = request?.gotNoAnswer ?? false
+        return (nil, await Self.probe(url, with: prober, rangedUnanswered: unanswered))
     }
 
     /// Why `remote` cannot be a mirror of `reference`, or nil.

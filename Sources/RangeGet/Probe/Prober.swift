@@ -18,9 +18,13 @@ struct Prober {
     /// pause or cancel while a server keeps a probe waiting); nil: they run
     /// to their timeouts.
     private(set) var stop: StopSignal?
+    /// The session loop whose multi handle carries the probes; nil, or a
+    /// loop without a thread of its own: each probe runs on a thread of its own.
+    let loop: TransferLoop?
 
-    init(options: TransferOptions) {
+    init(options: TransferOptions, loop: TransferLoop? = nil) {
         self.options = options
+        self.loop = loop
     }
 
     /// This prober (counting into the same figures), its probes ended by `stop`.
@@ -32,9 +36,9 @@ struct Prober {
 
     /// Probes `url`, following redirects; `skipHead` goes straight to the
     /// ranged GET (after a HEAD was caught lying about the size).
-    func probe(_ url: String, skipHead: Bool = false) throws(DownloadError) -> RemoteFile {
+    func probe(_ url: String, skipHead: Bool = false) async throws(DownloadError) -> RemoteFile {
         do {
-            return try attempt(url, skipHead: skipHead)
+            return try await attempt(url, skipHead: skipHead)
         } catch {
             throw error.error
         }
@@ -43,21 +47,21 @@ struct Prober {
     /// One probe of `url`; a failure says whether another attempt may succeed.
     /// `rangedUnanswered`: a ranged GET from byte 0 (the opening request)
     /// got no answer in its time already; it is not sent again.
-    func attempt(_ url: String, skipHead: Bool = false, rangedUnanswered: Bool = false) throws(ProbeFailure) -> RemoteFile {
-        let remote = try find(url, skipHead: skipHead, rangedUnanswered: rangedUnanswered)
+    func attempt(_ url: String, skipHead: Bool = false, rangedUnanswered: Bool = false) async throws(ProbeFailure) -> RemoteFile {
+        let remote = try await find(url, skipHead: skipHead, rangedUnanswered: rangedUnanswered)
         if let size = remote.size, size > RemoteFile.largestSize {
             throw ProbeFailure(.server(url: url, message: Rejection.implausibleTotal(size).description))
         }
         return remote
     }
 
-    private func find(_ url: String, skipHead: Bool, rangedUnanswered: Bool) throws(ProbeFailure) -> RemoteFile {
+    private func find(_ url: String, skipHead: Bool, rangedUnanswered: Bool) async throws(ProbeFailure) -> RemoteFile {
         var headed: RemoteFile?
         // True when HEAD got no answer at all in its time.
         var headUnanswered = false
         if !skipHead {
             do {
-                headed = try head(url)
+                headed = try await head(url)
             } catch let error as CurlError {
                 headUnanswered = error.code == Int(CURLE_OPERATION_TIMEDOUT.rawValue)
             } catch {}
@@ -68,7 +72,7 @@ struct Prober {
             return headed
         }
         do {
-            return try rangedGet(url, headUnanswered: headUnanswered)
+            return try await rangedGet(url, headUnanswered: headUnanswered)
         } catch let failure where headed != nil && failure.isNetwork {
             // HEAD answered but a ranged GET does not: one plain stream.
             var plain = headed!
@@ -79,7 +83,7 @@ struct Prober {
 
     /// HEAD; nil-free only when the server answered 2xx. Its answer must
     /// start within the stall timeout of the connection, as any transfer's.
-    private func head(_ url: String) throws -> RemoteFile {
+    private func head(_ url: String) async throws -> RemoteFile {
         let easy = try EasyHandle()
         try easy.configure(url: url, options: options)
         try easy.setHeaders(options.headerLines)
@@ -89,7 +93,7 @@ struct Prober {
         try easy.stallsAfter(options.stallTimeout)
         let exchange = try ProbeExchange(on: easy, stop: stop)
         defer { connectionsOpened.add(easy.connectionsOpened) }
-        try exchange.perform(url, options: options)
+        try await exchange.perform(url, options: options, on: loop)
         let head = exchange.headers.head
         guard (200..<300).contains(head.status) else {
             throw DownloadError.server(url: url, message: "HEAD answered \(head.status)", status: head.status)
@@ -100,7 +104,7 @@ struct Prober {
 
     /// `GET Range: bytes=0-0`, reading only the response head.
     /// `headUnanswered`: HEAD got no answer in its time either.
-    private func rangedGet(_ url: String, headUnanswered: Bool) throws(ProbeFailure) -> RemoteFile {
+    private func rangedGet(_ url: String, headUnanswered: Bool) async throws(ProbeFailure) -> RemoteFile {
         let easy: EasyHandle
         let exchange: ProbeExchange
         var failure: CurlError?
@@ -112,7 +116,7 @@ struct Prober {
             try easy.stallsAfter(options.stallTimeout)
             exchange = try ProbeExchange(on: easy, stop: stop)
             do {
-                try exchange.perform(url, options: options)
+                try await exchange.perform(url, options: options, on: loop)
             } catch {
                 failure = error
             }
@@ -245,14 +249,14 @@ private final class ProbeExchange {
         try easy.set(CURLOPT_WRITEFUNCTION, callback: discardBody)
     }
 
-    /// Runs the request to `url`, following redirects as `options` allow.
-    func perform(_ url: String, options: TransferOptions) throws(CurlError) {
-        try withExtendedLifetime(self) { () throws(CurlError) in
-            try easy.performFollowingRedirects(url, options: options) {
-                headers.reset()
-                stoppedBody = false
-            }
+    /// Runs the request to `url`, following redirects as `options` allow,
+    /// on `loop` (`EasyHandle.perform(on:stop:)`).
+    func perform(_ url: String, options: TransferOptions, on loop: TransferLoop?) async throws(CurlError) {
+        try await easy.performFollowingRedirects(url, options: options, on: loop, stop: stop) {
+            headers.reset()
+            stoppedBody = false
         }
+        withExtendedLifetime(self) {}
     }
 }
 

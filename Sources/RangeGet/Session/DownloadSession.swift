@@ -1,14 +1,16 @@
 // DownloadSession: what several downloads share, as URLSession is for
 // requests. One transfer loop (one curl multi handle on one thread: its
 // connection cache, its DNS cache and the connection budget of every
-// download made from the session), and one group commit for the files of its
-// lists. A download made without a session (`Download(url:destination:)`)
+// download made from the session, probes included), one worker thread on
+// which every download's attempts run as tasks, and one group commit for
+// the files of its lists. A download made without a session (`Download(url:destination:)`)
 // runs alone: its own multi handle, driven on the thread that runs it, its
 // own `connections`. That is the command line's single file, and the
 // fastest way to fetch one file; a program with many files makes a session,
 // or uses `DownloadSession.shared`.
 import FoundationEssentials
 import Synchronization
+import SystemSupport
 
 /// Downloads that share connections: one multi handle and one connection
 /// budget for all of them.
@@ -16,8 +18,11 @@ import Synchronization
 /// Make one per group of downloads that should share connections and a
 /// limit, or use ``shared``. Each ``Download`` made from a session keeps to
 /// its own ``DownloadOptions/connections`` as well as to the session's
-/// ``Configuration/connections``. A session lives as long as its downloads;
-/// its thread ends while it has nothing to run.
+/// ``Configuration/connections``. A session lives as long as its downloads.
+/// It runs on two threads whatever the number of its downloads: one moves
+/// the bytes, one runs the downloads' steps between transfers (a download
+/// waiting for the network holds neither); both end after a second with
+/// nothing to do.
 public final class DownloadSession: Sendable {
     /// What a session shares among its downloads.
     public struct Configuration: Sendable, Equatable {
@@ -52,6 +57,10 @@ public final class DownloadSession: Sendable {
     private let madeLoop = Mutex<TransferLoop?>(nil)
     /// The group commit of the files of the session's lists.
     let syncGroup = SyncGroup()
+    /// The thread every download of the session runs its attempts on, as
+    /// tasks that wait for their transfers and probes without holding it
+    /// (named so it can be counted; it ends after a second with no work).
+    let worker = ThreadExecutor.startingThreads(named: "rangeget worker")
     /// The rate limit every download of the session shares, if any.
     let rateLimit: RateLimit?
 

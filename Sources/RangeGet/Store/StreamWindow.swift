@@ -221,8 +221,7 @@ final class StreamWindow: ByteSink {
     /// Every byte of the `size`-byte file is written; waits until the reader
     /// has released them all. Throws `.interrupted` (nothing kept) when the
     /// reader stops first, or how the download ended when it ended meanwhile.
-    func finishWriting(size: Int64) throws(DownloadError) {
-        let semaphore = DispatchSemaphore(value: 0)
+    func finishWriting(size: Int64) async throws(DownloadError) {
         let reader = state.withLock { state -> Waiter? in
             state.size = size
             defer { state.reader = nil }
@@ -230,16 +229,24 @@ final class StreamWindow: ByteSink {
         }
         reader?.resume()
         while true {
-            let outcome = state.withLock { state -> Result<Bool, DownloadError> in
-                if state.abandoned { return .failure(.interrupted(keptResumeState: false)) }
-                if case let .failure(error)? = state.ending { return .failure(error) }
-                if state.released >= size { return .success(true) }
-                state.drain = .thread(semaphore)
-                return .success(false)
+            // Decided under the lock, or waited for without a thread until the reader moves.
+            var outcome = Result<Bool, DownloadError>.success(false)
+            await withCheckedContinuation { (drain: CheckedContinuation<Void, Never>) in
+                let decided = state.withLock { state -> Result<Bool, DownloadError>? in
+                    if state.abandoned { return .failure(.interrupted(keptResumeState: false)) }
+                    if case let .failure(error)? = state.ending { return .failure(error) }
+                    if state.released >= size { return .success(true) }
+                    state.drain = .task(drain)
+                    return nil
+                }
+                if let decided {
+                    outcome = decided
+                    drain.resume()
+                }
             }
             switch outcome {
             case .success(true): return
-            case .success(false): semaphore.wait()
+            case .success(false): continue
             case let .failure(error): throw error
             }
         }

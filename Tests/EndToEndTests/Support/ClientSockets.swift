@@ -18,13 +18,16 @@ final class ClientSockets: Sendable {
     /// Starts watching the client ends of connections to `port` on
     /// 127.0.0.1; returns once the first look was taken, so a busy machine
     /// that starts the watcher late misses nothing opened after this.
-    init(toPort port: UInt16) {
+    /// `othersOnly`: only sockets of other processes (a command-line run
+    /// as a child), not this test process's: sessions of earlier tests keep
+    /// idle sockets, which a later server given the same port would count.
+    init(toPort port: UInt16, othersOnly: Bool = false) {
         self.port = port
         let watching = DispatchSemaphore(value: 0)
         Thread.detachNewThread { [self] in
             var first = true
             while running.load(ordering: .relaxed) {
-                let open = Self.count(toPort: port)
+                let open = Self.count(toPort: port, excluding: othersOnly ? Self.ownSockets() : [])
                 if open > peakOpen.load(ordering: .relaxed) { peakOpen.store(open, ordering: .relaxed) }
                 if first { watching.signal() }
                 first = false
@@ -45,7 +48,7 @@ final class ClientSockets: Sendable {
     /// Client sockets open now to `port`: lines of /proc/net/tcp whose
     /// remote end is that port, in state SYN_SENT (02), ESTABLISHED (01)
     /// or CLOSE_WAIT (08).
-    static func count(toPort port: UInt16) -> Int {
+    static func count(toPort port: UInt16, excluding excluded: Set<Substring> = []) -> Int {
         // Read to the end with FileHandle: the kernel writes the table a
         // page at a time and stat calls the file empty, and
         // `String(contentsOfFile:)` came back without the sockets in half the
@@ -58,8 +61,18 @@ final class ClientSockets: Sendable {
         let remote = String(format: ":%04X", port)
         return table.split(separator: "\n").dropFirst().filter { line in
             let fields = line.split(separator: " ")
-            guard fields.count > 3 else { return false }
-            return fields[2].hasSuffix(remote) && ["01", "02", "08"].contains(fields[3])
+            guard fields.count > 9 else { return false }
+            return fields[2].hasSuffix(remote) && ["01", "02", "08"].contains(fields[3]) && !excluded.contains(fields[9])
         }.count
+    }
+
+    /// The inodes of this process's sockets (/proc/self/fd links `socket:[inode]`).
+    static func ownSockets() -> Set<Substring> {
+        let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+        return Set(descriptors.compactMap { descriptor -> Substring? in
+            guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(descriptor)"),
+                  target.hasPrefix("socket:[") else { return nil }
+            return Substring(target.dropFirst(8).dropLast())
+        })
     }
 }
