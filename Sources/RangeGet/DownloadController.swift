@@ -8,9 +8,10 @@
 // held), and whoever moves the download out of that phase opens it: the
 // wake-up then reads the phase, so any order of pause, resume, cancel and
 // the wake-up ends parked again and paused, attempting, or ended (issue 36).
-// (About 470 lines: one lock over one state, whose transitions read best
-// side by side.)
+// The drive loop is in DownloadController+Drive.swift, the events in
+// DownloadController+Events.swift.
 import Synchronization
+import SystemSupport
 
 /// The outcome of a whole download.
 typealias DownloadOutcome = Result<DownloadResult, DownloadError>
@@ -64,7 +65,9 @@ final class DownloadController: Sendable {
         case endHere(discarding: String?)
     }
 
-    private struct State {
+    /// Touched under `state`'s lock only, here and in the extensions
+    /// (+Drive, +Events).
+    struct State {
         var phase = Phase.ready
         /// A `paused` event went out; the next attempt announces `resumed`.
         var pauseAnnounced = false
@@ -98,10 +101,7 @@ final class DownloadController: Sendable {
         }
     }
 
-    /// Events a subscriber may fall behind by before the oldest are dropped.
-    static let eventBuffer = 4096
-
-    private let state = Mutex(State())
+    let state = Mutex(State())
     /// True for a download to a file, which keeps its partial download on
     /// a stop; false for a stream, which keeps nothing.
     private let keepsResumeState: Bool
@@ -235,131 +235,6 @@ final class DownloadController: Sendable {
         state.withLock { $0.engine != nil }
     }
 
-    // MARK: - The drive loop
-
-    /// Runs `attempt` (given the figures of earlier attempts, and where to
-    /// send events) until the download ends, then `end` (given the outcome
-    /// and the partial download to remove, if any), and returns what `end`
-    /// returns; nil when a `start()`ed download is paused and this thread
-    /// leaves, or when `attempt` returned nil: it handed the commit off, and
-    /// the committer ends the download.
-    func drive(
-        attempt: (inout Tally, @escaping @Sendable (DownloadEvent) -> Void) async throws(DownloadError) -> DownloadResult?,
-        end: (DownloadOutcome, String?) -> DownloadOutcome
-    ) async -> DownloadOutcome? {
-        var step = Step.attempt
-        while true {
-            switch step {
-            case .attempt:
-                // A pause or cancel that came first ends the attempt before it starts.
-                var outcome = DownloadOutcome.failure(.stopped)
-                if !isStopRequested {
-                    if announcesResume() { emit(.resumed) }
-                    var tally = state.withLock(\.tally)
-                    do throws(DownloadError) {
-                        let attempted = try await attempt(&tally, { [self] event in emit(event) })
-                        state.withLock { $0.tally = tally }
-                        guard let attempted else { return nil }
-                        outcome = .success(attempted)
-                    } catch {
-                        state.withLock { $0.tally = tally }
-                        outcome = .failure(error)
-                    }
-                }
-                if announcesPause(after: outcome) { emit(.paused) }
-                step = settle(outcome)
-            case let .park(gate):
-                await gate.wait()
-                step = unpark()
-            case .leave:
-                return nil
-            case let .end(outcome, discarding):
-                return end(outcome, discarding)
-            }
-        }
-    }
-
-    /// True when an attempt that ended with `outcome` stopped for a pause
-    /// not yet announced, which the caller then announces (before `settle`
-    /// lets `resume()` in, so `paused` always comes before `resumed`).
-    private func announcesPause(after outcome: DownloadOutcome) -> Bool {
-        guard case .failure(.interrupted) = outcome else { return false }
-        return state.withLock { state in
-            guard case .pausing = state.phase, !state.pauseAnnounced else { return false }
-            state.pauseAnnounced = true
-            return true
-        }
-    }
-
-    /// True, once, when the attempt about to start continues an announced pause.
-    private func announcesResume() -> Bool {
-        state.withLock { state in
-            defer { state.pauseAnnounced = false }
-            return state.pauseAnnounced
-        }
-    }
-
-    /// Decides what follows an attempt that ended with `outcome`. (Internal,
-    /// as `unpark`, for the tests, which take the driving thread's steps one
-    /// at a time.)
-    func settle(_ outcome: DownloadOutcome) -> Step {
-        state.withLock { state in
-            switch outcome {
-            case .success:
-                return .end(outcome, discarding: nil)
-            case .failure(.interrupted):
-                break
-            case .failure:
-                guard case .cancelling(discard: true) = state.phase else { return .end(outcome, discarding: nil) }
-                return .end(outcome, discarding: state.partPath)
-            }
-            switch state.phase {
-            case .pausing:
-                return pauseHere(&state)
-            case let .cancelling(discard):
-                return .end(outcome, discarding: discard ? state.partPath : nil)
-            case .running(pauseUndone: true):
-                state.phase = .running(pauseUndone: false)
-                return .attempt
-            case .ready, .running(pauseUndone: false), .paused, .ending, .ended:
-                // Stopped by no request to this download (a shared loop's stop): it ends.
-                return .end(outcome, discarding: nil)
-            }
-        }
-    }
-
-    /// Decides what follows the wake-up of the task parked on a gate that a
-    /// move out of `paused` opened; the phase says which move.
-    func unpark() -> Step {
-        state.withLock { state in
-            switch state.phase {
-            case .running:
-                state.phase = .running(pauseUndone: false)
-                return .attempt
-            case .pausing:
-                // `resume()`, then `pause()` before this thread woke: no attempt ran, so paused again.
-                return pauseHere(&state)
-            case let .cancelling(discard), let .ending(discard):
-                return .end(.failure(.stopped), discarding: discard ? state.partPath : nil)
-            case .ready, .paused, .ended:
-                preconditionFailure("a parked thread wakes only after its download left paused")
-            }
-        }
-    }
-
-    /// Moves a download whose attempt stopped to paused: the driver leaves
-    /// (`threaded`), or parks on a gate of its own until `resume()` or
-    /// `cancel()` opens it.
-    private func pauseHere(_ state: inout State) -> Step {
-        guard !state.threaded else {
-            state.phase = .paused(parked: nil)
-            return .leave
-        }
-        let parked = Gate()
-        state.phase = .paused(parked: parked)
-        return .park(parked)
-    }
-
     /// Ends the download: records the outcome, wakes the waiting tasks,
     /// closes the event streams; returns the outcome recorded (the first
     /// one, when the download had ended already).
@@ -371,7 +246,7 @@ final class DownloadController: Sendable {
     }
 
     /// Who must hear that the download ended; told outside the lock.
-    private struct Ended {
+    struct Ended {
         var outcome: DownloadOutcome
         var waiters: [CheckedContinuation<DownloadOutcome, Never>]
         var subscribers: [AsyncStream<DownloadEvent>.Continuation]
@@ -387,7 +262,7 @@ final class DownloadController: Sendable {
     /// Records `outcome`, unless the download has ended already; an
     /// interruption then says what it kept: the partial download of a file,
     /// unless a cancel discarded it; nothing of a stream.
-    private func end(_ state: inout State, _ outcome: DownloadOutcome) -> Ended? {
+    func end(_ state: inout State, _ outcome: DownloadOutcome) -> Ended? {
         if case .ended = state.phase { return nil }
         var outcome = outcome
         let final: DownloadState
@@ -432,78 +307,4 @@ final class DownloadController: Sendable {
             if let ended { continuation.resume(returning: ended) }
         }
     }
-
-    // MARK: - Events
-
-    /// Tells the observer and every subscriber, the event's URLs and messages
-    /// cleaned (`OutgoingText`); `finished` is the last event subscribers see.
-    func emit(_ event: DownloadEvent) {
-        let event = event.cleaned
-        state.withLock { $0.observer }(event)
-        // Yielding under the lock keeps one order for all subscribers and
-        // keeps a late event (a background checkpoint) from following `finished`.
-        let closing: [AsyncStream<DownloadEvent>.Continuation] = state.withLock { state in
-            for subscriber in state.subscribers.values { subscriber.yield(event) }
-            guard case .finished = event else { return [] }
-            let closing = Array(state.subscribers.values)
-            state.subscribers = [:]
-            state.eventsClosed = true
-            return closing
-        }
-        for subscriber in closing { subscriber.finish() }
-    }
-
-    /// A new stream of the events from now on; already finished when the download has ended.
-    func subscribe() -> AsyncStream<DownloadEvent> {
-        let (stream, continuation) = AsyncStream.makeStream(
-            of: DownloadEvent.self, bufferingPolicy: .bufferingNewest(Self.eventBuffer))
-        let id = state.withLock { state in
-            defer { state.nextSubscriber += 1 }
-            return state.nextSubscriber
-        }
-        continuation.onTermination = { [weak self] _ in
-            _ = self?.state.withLock { $0.subscribers.removeValue(forKey: id) }
-        }
-        let closed = state.withLock { state in
-            if !state.eventsClosed { state.subscribers[id] = continuation }
-            return state.eventsClosed
-        }
-        if closed { continuation.finish() }
-        return stream
-    }
-}
-
-/// A one-time wake-up a task waits for without a thread; `open()` may come
-/// before or after `wait()`.
-final class Gate: Sendable {
-    private struct State {
-        var isOpen = false
-        var waiter: CheckedContinuation<Void, Never>?
-    }
-
-    private let state = Mutex(State())
-
-    /// Lets the waiter go on (at once, if it comes later).
-    func open() {
-        let waiter = state.withLock { state in
-            state.isOpen = true
-            defer { state.waiter = nil }
-            return state.waiter
-        }
-        waiter?.resume()
-    }
-
-    /// Returns once the gate is open.
-    func wait() async {
-        await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
-            let isOpen = state.withLock { state in
-                if !state.isOpen { state.waiter = waiter }
-                return state.isOpen
-            }
-            if isOpen { waiter.resume() }
-        }
-    }
-
-    /// True once `open()` was called.
-    var isOpen: Bool { state.withLock(\.isOpen) }
 }

@@ -4,6 +4,7 @@
 // so a race that needs a thread to lose the CPU at one exact point is a
 // plain sequence here (issue 36).
 @testable import RangeGet
+import SystemSupport
 import XCTest
 
 final class DownloadControllerTests: XCTestCase {
