@@ -5,7 +5,10 @@
 // manifest and its space, and at the end verifies the data, makes it
 // durable and moves it to its final name (PartialFile+Commit.swift).
 // Download drives it; the engine writes into `file` and checkpoints
-// `manifest` at `files.manifest`.
+// `manifest` at `files.manifest`. It makes no network request: where a
+// resume must compare bytes on disk with a server's, it picks the samples
+// and its caller hands it the comparison (`SampleComparison`, the spot
+// check's fetch in Probe/SpotCheck.swift).
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -140,9 +143,11 @@ final class PartialFile {
     /// manifest or data file was there just before this claim created the
     /// data file, so no manifest is looked for (a list's new files);
     /// `listedClear`: nor a journal, by the list's directory read
-    /// (`SharedDirectory`), so none is removed either.
+    /// (`SharedDirectory`), so none is removed either. `compare` fetches
+    /// the samples of a spot check (a resume without validators, a URL the
+    /// manifest does not record).
     func resume(from sources: [RemoteFile], restart: Bool, nothingBeside: Bool = false, listedClear: Bool = false,
-                onEvent: @Sendable (DownloadEvent) -> Void) throws(DownloadError) {
+                compare: SampleComparison, onEvent: @Sendable (DownloadEvent) -> Void) throws(DownloadError) {
         // An unnamed or temporary file is new, and nothing was beside its name.
         if file.hasNoName || file.isTemporary { return }
         if restart {
@@ -171,7 +176,7 @@ final class PartialFile {
         // is compared as usual; any other must prove it serves the same file.
         let known = stored.knownURLs
         guard let remote = sources.first(where: { known.contains(OutgoingText.withoutUserinfo($0.url)) }) else {
-            try checkSameFile(stored, served: sources[0])
+            try checkSameFile(stored, served: sources[0], compare: compare)
             stored.record(sources.map(\.url))
             onEvent(.reusing(bytesDone: stored.done.byteCount))
             manifest = stored
@@ -188,7 +193,7 @@ final class PartialFile {
             reason = "\(file.path) is shorter than its manifest says"
         }
         if reason == nil, stored.etag == nil, stored.lastModified == nil,
-           let differing = try spotCheck(stored, against: remote) {
+           let differing = try spotCheck(stored, against: remote, compare: compare) {
             // Nothing to send as If-Range: a few stored bytes were compared with the server's.
             reason = "the remote file changed since the last run: its bytes \(differing) differ from the partial "
                 + "download (the server sends no ETag or Last-Modified to tell)"
@@ -216,7 +221,8 @@ final class PartialFile {
     /// no strong ETag on either side) the same bytes at a few random places
     /// of those on disk. Anything else is someone else's file: refused (exit
     /// 4), never spliced, and the partial download is kept for its own URLs.
-    private func checkSameFile(_ stored: Manifest, served remote: RemoteFile) throws(DownloadError) {
+    private func checkSameFile(_ stored: Manifest, served remote: RemoteFile,
+                               compare: SampleComparison) throws(DownloadError) {
         let known = stored.knownURLs.joined(separator: ", ")
         func refuse(_ why: String) -> DownloadError {
             .manifest(ManifestError(path: files.manifest, problem: "was started from \(known), and "
@@ -230,17 +236,25 @@ final class PartialFile {
             guard storedTag == theirs else { throw refuse("serves ETag \(theirs), not \(storedTag)") }
             return
         }
-        if let differing = try spotCheck(stored, against: remote) { throw refuse("serves other bytes at \(differing)") }
+        if let differing = try spotCheck(stored, against: remote, compare: compare) {
+            throw refuse("serves other bytes at \(differing)")
+        }
     }
 
+    /// Compares the bytes of `file` at `samples` with those a `size`-byte
+    /// file at `url` serves there: the first sample that differs, or nil.
+    /// The caller's fetch (`SpotCheck.firstDifference`).
+    typealias SampleComparison = (_ file: OutputFile, _ url: String, _ size: Int64,
+                                  _ samples: [ByteRange]) throws(DownloadError) -> ByteRange?
+
     /// Compares a few random samples of the bytes `stored` lists as done with
-    /// what `remote` serves there; the first range that differs, if any.
-    private func spotCheck(_ stored: Manifest, against remote: RemoteFile) throws(DownloadError) -> ByteRange? {
+    /// what `remote` serves there (by `compare`); the first range that differs, if any.
+    private func spotCheck(_ stored: Manifest, against remote: RemoteFile,
+                           compare: SampleComparison) throws(DownloadError) -> ByteRange? {
         var random = SystemRandomNumberGenerator()
         let samples = SpotCheck.samples(of: stored.done, count: SpotCheck.sampleCount, length: SpotCheck.sampleLength,
                                         using: &random)
-        return try SpotCheck.firstDifference(in: file, url: remote.effectiveURL, size: stored.size, samples: samples,
-                                             options: options.transfer)
+        return try compare(file, remote.effectiveURL, stored.size, samples)
     }
 
     /// Gives a new plan for `remote`, a `size`-byte file fetched from
