@@ -91,7 +91,7 @@ extension Download {
                                          options: options)
         controller.setPartPath(part.files.data)
         try part.resume(from: sources, restart: restart, nothingBeside: !partial && output == guessed,
-                        listedClear: fresh && output == guessed, onEvent: onEvent)
+                        listedClear: fresh && output == guessed, compare: spotCheck, onEvent: onEvent)
         var policy = OutcomePolicy()
         while true {
             // Reused: what earlier runs left that is still there. A start-over
@@ -149,7 +149,7 @@ extension Download {
                 unprobed = false
                 (sources, probeReports, _) = try await probeMirrors(prober, onEvent: onEvent)
                 remote = sources[0]
-                try part.resume(from: sources, restart: false, onEvent: onEvent)
+                try part.resume(from: sources, restart: false, compare: spotCheck, onEvent: onEvent)
             case let .startOver(reason):
                 onEvent(.restarting(reason: "the remote file changed (\(reason)); starting over"))
                 (sources, probeReports, _) = try await probeMirrors(prober, skipHead: true, onEvent: onEvent)
@@ -310,8 +310,14 @@ extension Download {
         let file: OutputFile
         do { file = try OutputFile(existing: output, calls: options.systemCalls) } catch { throw .io(error) }
         var random = SystemRandomNumberGenerator()
-        return try SpotCheck.firstDifference(in: file, url: remote.url, size: size,
-                                             samples: SpotCheck.spread(size: size, using: &random),
-                                             options: options.transfer)
+        return try spotCheck(file, remote.url, size, SpotCheck.spread(size: size, using: &random))
+    }
+
+    /// How bytes on disk are compared with a server's (a resume's spot check,
+    /// `PartialFile.resume`, and a finished file's): fetched with this
+    /// download's transfer options.
+    private func spotCheck(_ file: OutputFile, _ url: String, _ size: Int64,
+                           _ samples: [ByteRange]) throws(DownloadError) -> ByteRange? {
+        try SpotCheck.firstDifference(in: file, url: url, size: size, samples: samples, options: options.transfer)
     }
 }

@@ -149,3 +149,11 @@ extension Error {
         return "\(self)"
     }
 }
+
+extension Manifest {
+    /// True when the file at `dataFile` is a partial download rangeget made
+    /// (it carries rangeget's mark), with or without a manifest beside it.
+    package static func isPartialDownload(dataFile: String) -> Bool {
+        (try? OutputFile(existing: dataFile, calls: .live))?.isMarked ?? false
+    }
+}

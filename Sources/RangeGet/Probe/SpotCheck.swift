@@ -5,7 +5,10 @@
 // again and compared with the disk (invariant 5). A difference means the file
 // changed: the download starts over. The same fetch compares a finished file
 // with a server that names no validator, and `spread` picks the ranges over a
-// whole file that that check and MirrorVote compare.
+// whole file that that check and MirrorVote compare. It is here, not in
+// Store, because it fetches: PartialFile picks a resume's samples and
+// Download+Attempt hands it `firstDifference` as its `SampleComparison`. The
+// pure samplers stay beside the constants and the fetch they serve.
 
 enum SpotCheck {
     /// Ranges fetched again before a resume without validators.
