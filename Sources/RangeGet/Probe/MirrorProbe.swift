@@ -72,14 +72,15 @@ extension Download {
     ) async throws(ProbeFailure) -> ([RemoteFile], [MirrorReport], Opening?) {
         var outcomes: [Int: Result<RemoteFile, ProbeFailure>] = [:]
         var opened: Opening?
-        await withTaskGroup(of: (Int, Result<RemoteFile, ProbeFailure>).self) { group in
-            for (index, url) in mirrors.enumerated() where !(loop != nil && index == 0) {
-                group.addTask { (index, await Self.probe(url, with: prober, skipHead: skipHead)) }
-            }
+        if mirrors.count == 1 {
+            // One URL (a list's every file): no group of tasks to make.
             if let loop {
                 (opened, outcomes[0]) = await openingProbe(prober, on: loop, stop: stop)
+            } else {
+                outcomes[0] = await Self.probe(url, with: prober, skipHead: skipHead)
             }
-            for await (index, result) in group { outcomes[index] = result }
+        } else {
+            await probeEach(prober, skipHead: skipHead, opening: loop, stop: stop, into: &outcomes, opened: &opened)
         }
         // Probes a stop ended failed for that alone.
         if stop.isRequested { throw ProbeFailure(.stopped) }
@@ -134,6 +135,21 @@ extension Download {
             usable = usable.indices.filter { outvoted[$0] == nil }.map { usable[$0] }
         }
         return (usable, reports, opened)
+    }
+
+    /// Every mirror probed at once, each in a task of its own; the first
+    /// through the opening request on `loop` when given.
+    private func probeEach(_ prober: Prober, skipHead: Bool, opening loop: TransferLoop?, stop: StopSignal,
+                           into outcomes: inout [Int: Result<RemoteFile, ProbeFailure>], opened: inout Opening?) async {
+        await withTaskGroup(of: (Int, Result<RemoteFile, ProbeFailure>).self) { group in
+            for (index, url) in mirrors.enumerated() where !(loop != nil && index == 0) {
+                group.addTask { (index, await Self.probe(url, with: prober, skipHead: skipHead)) }
+            }
+            if let loop {
+                (opened, outcomes[0]) = await openingProbe(prober, on: loop, stop: stop)
+            }
+            for await (index, result) in group { outcomes[index] = result }
+        }
     }
 
     /// One mirror's probe, its failure kept.
