@@ -4,7 +4,9 @@
 import CCurl
 
 /// What a connection's opening request asked for and what became of its body.
-struct OpeningRequest {
+/// (A class, as every payload of `Connection.State`: the enum stays one word
+/// wide, and the write callback tells its phase in a comparison.)
+final class OpeningRequest {
     /// Whether the body is kept in memory (then the connection is
     /// `keepingBody`): not decided yet, or not kept, with the head's check
     /// when one was made (nil: settled before the head was judged).
@@ -18,13 +20,34 @@ struct OpeningRequest {
     /// The largest whole file whose body is kept in memory instead of pausing (0: none).
     let holdLimit: Int64
     var hold = Hold.undecided
+
+    init(range: ByteRange, holdLimit: Int64) {
+        self.range = range
+        self.holdLimit = holdLimit
+    }
 }
 
 /// The body of a whole small file an opening request keeps in memory.
-struct HeldBody {
+final class HeldBody {
     /// The check of the head: a 206 with the whole file, `answer.total` bytes.
     let answer: PartialContent
-    var bytes: [UInt8]
+    private(set) var bytes: [UInt8] = []
+
+    init(answer: PartialContent) {
+        self.answer = answer
+        bytes.reserveCapacity(Int(answer.total))
+    }
+
+    /// Adds `count` bytes; false, and nothing kept, when they go past the
+    /// length the head announced.
+    func keep(_ data: UnsafeRawPointer, count: Int) -> Bool {
+        guard Int(answer.total) - bytes.count >= count else { return false }
+        bytes.append(contentsOf: UnsafeRawBufferPointer(start: data, count: count))
+        return true
+    }
+
+    /// True when every byte the head announced is in.
+    var isWhole: Bool { bytes.count == Int(answer.total) }
 }
 
 extension Connection {
@@ -60,7 +83,7 @@ extension Connection {
 
     /// True when the held body has every byte its head announced.
     var holdsWholeBody: Bool {
-        if case let .keepingBody(held) = state { return held.bytes.count == Int(held.answer.total) }
+        if case let .keepingBody(held) = state { return held.isWhole }
         return false
     }
 

@@ -15,7 +15,8 @@ import Darwin
 
 final class Connection {
     /// The phases of a connection. Only the methods under "Transitions"
-    /// below change it.
+    /// below change it; each phase's data is an object updated in place.
+    /// What the write callback advances on every call is `cursor`, outside.
     enum State {
         /// No transfer: a new connection, one whose transfer was settled, or
         /// one whose opening kept a whole file that is written now.
@@ -37,6 +38,10 @@ final class Connection {
     let easy: EasyHandle
     /// Where the connection is in its life.
     private(set) var state = State.idle
+    /// Where the bytes of the transfer in flight are: the write callback's
+    /// side of `transferring`, which `begin` sets anew (Connection+Write.swift).
+    /// Written there and by the methods on the transfer in flight below.
+    var cursor = Cursor()
     /// Where bytes go (the file, or a stream's window); nil only while an
     /// opening request waits for the probe's verdict.
     private(set) var sink: (any ByteSink)?
@@ -105,40 +110,24 @@ final class Connection {
 
     /// opening → opening: makes the request, not sent yet, ask for `range` instead.
     func widenOpening(to range: ByteRange) throws(CurlError) {
-        guard case var .opening(request) = state, range.start == request.range.start else {
+        guard case let .opening(request) = state, range.start == request.range.start else {
             preconditionFailure("only an opening request not sent yet is widened")
         }
         request.range = range
-        state = .opening(request)
         try easy.setRange(range)
     }
 
     /// opening → keepingBody: the head is a usable 206 with the whole file
     /// (`answer`), small enough to keep in memory.
     func keepBody(of answer: PartialContent) {
-        var body: [UInt8] = []
-        body.reserveCapacity(Int(answer.total))
-        state = .keepingBody(HeldBody(answer: answer, bytes: body))
+        state = .keepingBody(HeldBody(answer: answer))
     }
 
     /// opening → opening: the body is not kept, decided once: with `check`,
     /// the head's, or nil when settled before the head was judged.
     func declineHold(check: Result<PartialContent, Rejection>?) {
-        guard case var .opening(request) = state, case .undecided = request.hold else { return }
+        guard case let .opening(request) = state, case .undecided = request.hold else { return }
         request.hold = .declined(check: check)
-        state = .opening(request)
-    }
-
-    /// keepingBody → keepingBody: adds `count` bytes to the body kept, in
-    /// place (the payload leaves `state` while it grows, so its buffer is
-    /// never copied); false, and nothing kept, when they go past the length
-    /// the head announced.
-    func keep(_ data: UnsafeRawPointer, count: Int) -> Bool {
-        guard case var .keepingBody(held) = state, Int(held.answer.total) - held.bytes.count >= count else { return false }
-        state = .idle
-        held.bytes.append(contentsOf: UnsafeRawBufferPointer(start: data, count: count))
-        state = .keepingBody(held)
-        return true
     }
 
     /// keepingBody → idle: frees the body an opening kept, once it is
@@ -197,8 +186,9 @@ final class Connection {
     /// The bookkeeping of a transfer that starts fetching `piece`.
     private func begin(_ piece: Piece, from mirror: Mirror, requested: ByteRange?, race: Race?, measuresSetup: Bool,
                        now: Double) {
-        state = .transferring(PieceTransfer(piece: piece, mirror: mirror, race: race, requested: requested,
-                                            measuresSetup: measuresSetup, now: now))
+        state = .transferring(PieceTransfer(mirror: mirror, requested: requested, measuresSetup: measuresSetup,
+                                            start: piece.range.start, now: now))
+        cursor = Cursor(piece: piece, position: piece.range.start, race: race)
         journal?.begin(slot: id, at: piece.range.start)
         wasUsed = true
         mirror.activeConnections += 1
@@ -208,76 +198,80 @@ final class Connection {
     private func release(_ end: TransferEnd, curlError: CurlError? = nil, now: Double) -> FinishedTransfer {
         guard let transfer else { preconditionFailure("no transfer to finish") }
         let mirror = transfer.mirror
-        let finished = FinishedTransfer(piece: transfer.piece, end: end, written: transfer.written, mirror: mirror,
-                                        race: transfer.race, curlError: curlError)
+        let finished = FinishedTransfer(piece: cursor.piece, end: end, written: cursor.written, mirror: mirror,
+                                        race: cursor.race, curlError: curlError)
         journal?.end(slot: id, wrote: finished.written)
-        totalBytes += transfer.bytes
-        mirror.bytes += transfer.bytes
+        totalBytes += cursor.bytes
+        mirror.bytes += cursor.bytes
         mirror.tcpConnections += easy.connectionsOpened
         if let version = easy.httpVersion { mirror.httpVersion = version }
         mirror.busySeconds += now - transfer.startedAt
         mirror.activeConnections -= 1
-        // An idle connection waits for no reader (else the loop polled every 10 ms for it).
+        // An idle connection waits for no reader (else the loop polled every
+        // 10 ms for it), nor races, nor keeps its pieces' references.
         state = .idle
+        cursor = Cursor()
         return finished
     }
 
     // MARK: - The transfer in flight
 
-    /// The piece being fetched; nil in any other phase.
+    /// The transfer in flight; nil in any other phase.
     private var transfer: PieceTransfer? {
         if case let .transferring(transfer) = state { return transfer }
         return nil
     }
 
     /// True while a transfer is running.
-    var isBusy: Bool { transfer != nil }
+    var isBusy: Bool {
+        if case .transferring = state { return true }
+        return false
+    }
 
     /// True while the transfer waits for the rate limit's tokens, or for
     /// room in the sink (a stream's reader is behind).
-    var isPaused: Bool { transfer?.pause != nil }
+    var isPaused: Bool { isBusy && cursor.pause != nil }
 
     /// The mirror of the transfer in flight.
     var mirror: Mirror? { transfer?.mirror }
 
     /// Shared with another connection fetching the same tail.
-    var race: Race? { transfer?.race }
+    var race: Race? { isBusy ? cursor.race : nil }
 
     /// Bytes received by the current transfer.
-    var transferBytes: Int64 { transfer?.bytes ?? 0 }
+    var transferBytes: Int64 { isBusy ? cursor.bytes : 0 }
 
     /// Bytes of the current piece not yet received.
     var remaining: ByteRange? {
-        guard let transfer, transfer.position < transfer.end else { return nil }
-        return ByteRange(transfer.position, transfer.end)
+        guard isBusy, cursor.position < cursor.end else { return nil }
+        return ByteRange(cursor.position, cursor.end)
     }
 
     /// The bytes of the current piece written so far.
-    var writtenSoFar: ByteRange? { transfer?.written }
+    var writtenSoFar: ByteRange? { isBusy ? cursor.written : nil }
 
     /// Lowers where this transfer stops; the bytes from `newEnd` on were handed to another connection.
     func stop(at newEnd: Int64) {
-        guard let transfer, newEnd >= transfer.position && newEnd <= transfer.end else {
-            preconditionFailure("a transfer stopped outside its rest")
-        }
-        transfer.piece.range.end = newEnd
+        precondition(isBusy && newEnd >= cursor.position && newEnd <= cursor.end, "a transfer stopped outside its rest")
+        cursor.piece.range.end = newEnd
     }
 
     /// Resumes a paused transfer once the rate limit has tokens again, or
     /// the sink room.
     func resumeIfAllowed() {
-        guard let transfer, let pause = transfer.pause else { return }
+        guard isBusy, let pause = cursor.pause else { return }
         switch pause {
-        case .forRoom: guard sink?.hasRoom(at: transfer.position) == true else { return }
+        case .forRoom: guard sink?.hasRoom(at: cursor.position) == true else { return }
         case .forTokens: guard rateLimit?.hasTokens == true else { return }
         }
-        transfer.pause = nil
+        cursor.pause = nil
         curl_easy_pause(easy.raw, CURLPAUSE_CONT)
     }
 
     /// Joins a race for the rest of the current piece.
     func join(_ race: Race) {
-        transfer?.race = race
+        precondition(isBusy, "no transfer to race")
+        cursor.race = race
     }
 
     /// Notes progress (for stall detection and rates): seconds since the last
@@ -285,8 +279,8 @@ final class Connection {
     func sample(now: Double) -> (idle: Double, timeToFirstByte: Double?) {
         guard let transfer else { return (0, nil) }
         var timeToFirstByte: Double?
-        if transfer.position != transfer.progressMark {
-            transfer.progressMark = transfer.position
+        if cursor.position != transfer.progressMark {
+            transfer.progressMark = cursor.position
             transfer.lastProgress = now
             if transfer.firstByteAt == nil {
                 // libcurl's own clock, read as the head arrived: `now` is
@@ -300,7 +294,7 @@ final class Connection {
                 if transfer.measuresSetup { timeToFirstByte = measured > 0 ? measured : now - transfer.startedAt }
             }
         }
-        if now - transfer.recent.newest >= 0.05 { transfer.recent.add(bytes: transfer.bytes, at: now) }
+        if now - transfer.recent.newest >= 0.05 { transfer.recent.add(bytes: cursor.bytes, at: now) }
         return (now - transfer.lastProgress, timeToFirstByte)
     }
 
@@ -323,23 +317,23 @@ final class Connection {
     /// Decides how the transfer ended and returns the connection to idle.
     func finish(result: CURLcode, now: Double) -> FinishedTransfer {
         guard let transfer else { preconditionFailure("no transfer to finish") }
-        if transfer.bytes > 0 {
-            lastRate = Double(transfer.bytes) / max(0.01, now - (transfer.firstByteAt ?? transfer.startedAt))
+        if cursor.bytes > 0 {
+            lastRate = Double(cursor.bytes) / max(0.01, now - (transfer.firstByteAt ?? transfer.startedAt))
         }
-        if case let .writeFailed(failure)? = transfer.refusal { return release(.localFailure(failure), now: now) }
-        if case .reachedEnd? = transfer.refusal { return release(.complete, now: now) }
-        if result == CURLE_OK && transfer.position == transfer.end { return release(.complete, now: now) }
-        if case let .rejected(rejection)? = transfer.refusal {
+        if case let .refuse(.writeFailed(failure)) = cursor.intake { return release(.localFailure(failure), now: now) }
+        if case .refuse(.reachedEnd) = cursor.intake { return release(.complete, now: now) }
+        if result == CURLE_OK && cursor.position == cursor.end { return release(.complete, now: now) }
+        if case let .refuse(.rejected(rejection)) = cursor.intake {
             return release(.incomplete(reason: rejection.description, cause: RetryCause(rejection), rejection: rejection),
                            now: now)
         }
         if result == CURLE_OK {
-            if transfer.end == Int64.max { return release(.complete, now: now) }
-            if !transfer.accepted,
+            if cursor.end == Int64.max { return release(.complete, now: now) }
+            if case .checkHead = cursor.intake,
                let check = ResponseCheck.check(responseHead, requested: transfer.requested, expected: transfer.expected) {
                 return release(.incomplete(reason: check.description, cause: RetryCause(check), rejection: check), now: now)
             }
-            return release(.incomplete(reason: "short body: got \(transfer.bytes) bytes", cause: .cut, rejection: nil),
+            return release(.incomplete(reason: "short body: got \(cursor.bytes) bytes", cause: .cut, rejection: nil),
                            now: now)
         }
         let error = easy.error(result)
@@ -361,8 +355,8 @@ final class Connection {
     /// a kill at any moment finds them listed nowhere, and the range the
     /// transfer ends with (logged) stops at `offset`.
     func disown(from offset: Int64) {
-        guard let transfer, offset < transfer.position else { return }
-        transfer.position = max(transfer.piece.range.start, offset)
-        journal?.advance(slot: id, to: transfer.position)
+        guard isBusy, offset < cursor.position else { return }
+        cursor.position = max(cursor.piece.range.start, offset)
+        journal?.advance(slot: id, to: cursor.position)
     }
 }
