@@ -221,12 +221,9 @@ final class Engine: LoopClient {
             queue = Planner(connections: reachable, minimumSplit: settings.minimumSplit)
                 .plan(whole ? missing : keepEndReserve(of: missing)).map { Piece(range: $0) }
         }
-        if let adopted {
-            adoptOpening(served: adopted.served, now: now)
-            // Its transfer may have ended while no one owned it.
-            if let result = connections[0].takeUnownedEnd() {
-                _ = transferFinished(connections[0], result: result, now: now)
-            }
+        // Its transfer may have ended while no one owned it.
+        if let adopted, let result = adoptOpening(served: adopted.served, now: now) {
+            _ = transferFinished(connections[0], result: result, now: now)
         }
         lastCheckpoint = now
         meter.add(bytes: currentlyDone, at: now)
@@ -326,7 +323,8 @@ final class Engine: LoopClient {
     /// piece goes to the back of the queue: the other connections start on
     /// the other pieces, and the first to free up, usually this one, goes on
     /// with it, so every connection ends up with about an even share.
-    private func adoptOpening(served: ByteRange?, now: Double) {
+    /// Returns how its transfer ended, if it did before (`Connection.adopt`).
+    private func adoptOpening(served: ByteRange?, now: Double) -> CURLcode? {
         // The engine takes the opening only while byte 0 is missing, so the plan starts there.
         guard let first = queue.first, first.range.start == 0 else { preconditionFailure("no piece at byte 0") }
         queue.removeFirst()
@@ -336,8 +334,9 @@ final class Engine: LoopClient {
             queue.insert(Piece(range: ByteRange(end, first.range.end)), at: window == nil ? queue.endIndex : 0)
         }
         let piece = Piece(range: ByteRange(0, end))
-        connections[0].adopt(piece, from: mirrors[0], served: served, now: now)
+        let endedBefore = connections[0].adopt(piece, from: mirrors[0], served: served, now: now)
         onEvent(.transfer(.pieceStarted(connection: 0, range: piece.range, url: mirrors[0].remote.url)))
+        return endedBefore
     }
 
     /// A new connection, for a transfer when every existing one is busy.

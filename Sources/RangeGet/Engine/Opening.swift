@@ -17,7 +17,6 @@
 // coded 206, no head in time) ends the request, and the classic probe
 // (Prober) decides.
 import CCurl
-import SystemSupport
 
 final class Opening: LoopClient {
     /// The loop the engine goes on with.
@@ -101,7 +100,7 @@ final class Opening: LoopClient {
             connection = try Connection(id: 0, sink: nil, options: options)
         }
         let holdLimit = holding && options.rateLimit == nil ? Self.holdLimit : 0
-        try connection.open(url, range: ByteRange(0, length), holdLimit: holdLimit, now: MonotonicClock.now())
+        try connection.open(url, range: ByteRange(0, length), holdLimit: holdLimit)
         self.length = length
         self.whole = whole
         server = TransferLoop.server(of: url)
