@@ -8,7 +8,7 @@ let package = Package(
     products: [
         .library(name: "RangeGet", targets: ["RangeGet"]),
         .library(name: "RangeServer", targets: ["RangeServer"]),
-        .executable(name: "rangeget", targets: ["rangeget"]),
+        .executable(name: "rangeget", targets: ["rangeget"])
     ],
     targets: [
         // <curl/curl.h> as a Swift module.
@@ -42,6 +42,6 @@ let package = Package(
         .executableTarget(name: "rangeget-list-example", dependencies: ["RangeGet"], path: "Examples/list"),
         .testTarget(name: "RangeGetTests", dependencies: ["RangeGet", "RangeServer", "SystemSupport"]),
         .testTarget(name: "EndToEndTests", dependencies: ["RangeGet", "RangeServer", "SystemSupport", "rangeget"]),
-        .testTarget(name: "RangeServerTests", dependencies: ["RangeServer"]),
+        .testTarget(name: "RangeServerTests", dependencies: ["RangeServer"])
     ]
 )

@@ -100,7 +100,7 @@ let display = Task {
         case let .finished(result):
             say("finished: \(result.size) bytes in \(result.path)")
         case .transfer:
-            break  // the engine's own bookkeeping: a map of the file would draw these
+            break // the engine's own bookkeeping: a map of the file would draw these
         }
     }
 }
@@ -108,7 +108,9 @@ let display = Task {
 do {
     let result = try await download.run()
     await display.value
-    say("fetched \(result.bytesFetched) bytes, reused \(result.bytesReused), in \(String(format: "%.2f", result.seconds)) s")
+    say(
+        "fetched \(result.bytesFetched) bytes, reused \(result.bytesReused), in \(String(format: "%.2f", result.seconds)) s"
+    )
 } catch .interrupted {
     await display.value
     fail("cancelled; run the same command again to resume", 130)

@@ -1,8 +1,9 @@
-import SystemSupport
 // Digests: SHA-256, SHA-1, MD5 and SHA-512 with OpenSSL's libcrypto, in a
 // module of its own (importing OpenSSL's headers next to curl's in one module
 // broke curl's constants in optimized builds).
 internal import CCrypto
+import SystemSupport
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)

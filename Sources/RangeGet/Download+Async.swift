@@ -1,4 +1,5 @@
 import SystemSupport
+
 // Download's API for Swift concurrency: start and await, events as an async
 // sequence, pause, resume and cancel from any thread or task. The attempts
 // never run on the cooperative pool: a session's downloads run as tasks on

@@ -1,3 +1,5 @@
+import SystemSupport
+
 // One attempt of a download to a file: probe (or trust the manifest of a
 // resume), claim the `.part` (PartialFile), run the engine, and carry out
 // what OutcomePolicy decides after each run, until the file is in place, the
@@ -8,7 +10,6 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import SystemSupport
 
 extension Download {
     /// One attempt: probe, then transfer until the file is complete, the
@@ -49,7 +50,8 @@ extension Download {
         let partial = !fresh && PartialFile.exists(beside: guessed)
         // With several mirrors the others must be probed to be compared; `probeWithHead` asks for a probe.
         if !restart, partial, mirrors.count == 1, !options.probeWithHead,
-           let known = PartialFile.resumable(url: url, beside: guessed) {
+            let known = PartialFile.resumable(url: url, beside: guessed)
+        {
             (sources, probeReports, opening) = ([known], [MirrorReport(url: url, bytes: 0, seconds: 0, errors: 0)], nil)
             unprobed = true
         } else {
@@ -58,17 +60,20 @@ extension Download {
             // run holds it and this one is about to be refused.
             // An output that exists is probed with HEAD: no byte of it is needed.
             let opens = !options.probeWithHead && !partial && !existing && (fresh || access(guessed, F_OK) != 0)
-            (sources, probeReports, opening) = try await probeMirrors(prober, opening: opens ? loop : nil, onEvent: onEvent)
+            (sources, probeReports, opening) = try await probeMirrors(
+                prober, opening: opens ? loop : nil, onEvent: onEvent)
         }
         var remote = sources[0]
         onEvent(.probed(remote))
         // Named as guessed unless the server named it (choosing a name parses the URL).
-        let output = remote.contentDisposition == nil && remote.url == url
+        let output =
+            remote.contentDisposition == nil && remote.url == url
             ? guessed : outputPath(url: remote.url, contentDisposition: remote.contentDisposition)
         // The snapshot vouches for a file the opening request brought whole
         // (a name taken meanwhile is caught at its link); a larger one is
         // looked up now, after its opening request.
-        let vouched = opening?.heldBody != nil && (output == guessed ? fresh : options.sharedDirectory?.take(output) ?? false)
+        let vouched =
+            opening?.heldBody != nil && (output == guessed ? fresh : options.sharedDirectory?.take(output) ?? false)
         if case .directory = destination {
             existing = try PartialFile.checkOutput(output, overwrite: options.overwrite, knownAbsent: vouched)
         } else if fresh, !vouched {
@@ -76,22 +81,26 @@ extension Download {
         }
         if existing {
             opening?.cancel()
-            let result = try alreadyComplete(output, remote: remote, reports: probeReports,
-                                             seconds: tally.seconds + MonotonicClock.now() - started,
-                                             tcpConnections: tally.tcpConnections + prober.connectionsOpened.total)
+            let result = try alreadyComplete(
+                output, remote: remote, reports: probeReports,
+                seconds: tally.seconds + MonotonicClock.now() - started,
+                tcpConnections: tally.tcpConnections + prober.connectionsOpened.total)
             onEvent(.finished(result))
             return result
         }
 
         // A small file the opening request brought whole, with nothing beside
         // its name to take up: its data file gets a name only at the commit.
-        let unnamed = opening?.heldBody != nil && !options.overwrite
+        let unnamed =
+            opening?.heldBody != nil && !options.overwrite
             && (vouched || (output == guessed && !fresh ? !partial : !PartialFile.exists(beside: output)))
-        let part = try PartialFile.claim(output: output, remote: remote, replacingOthers: restart, unnamed: unnamed,
-                                         options: options)
+        let part = try PartialFile.claim(
+            output: output, remote: remote, replacingOthers: restart, unnamed: unnamed,
+            options: options)
         controller.setPartPath(part.files.data)
-        try part.resume(from: sources, restart: restart, nothingBeside: !partial && output == guessed,
-                        listedClear: fresh && output == guessed, compare: spotCheck, onEvent: onEvent)
+        try part.resume(
+            from: sources, restart: restart, nothingBeside: !partial && output == guessed,
+            listedClear: fresh && output == guessed, compare: spotCheck, onEvent: onEvent)
         var policy = OutcomePolicy()
         while true {
             // Reused: what earlier runs left that is still there. A start-over
@@ -110,7 +119,8 @@ extension Download {
             // its plan, so a kill costs only what was not yet durable; one
             // kept in memory (at most 128 KiB, whatever `--min-split` says)
             // has nothing on disk before it is whole.
-            let whole = !plain && part.manifest == nil && opening?.isUsable == true
+            let whole =
+                !plain && part.manifest == nil && opening?.isUsable == true
                 && opening?.served == remote.size.map { ByteRange(0, $0) }
                 && ((remote.size ?? .max) <= options.minimumSplit || opening?.heldBody != nil)
             if part.manifest == nil, !whole, let size = remote.size {
@@ -121,7 +131,8 @@ extension Download {
                 outcome = write(held: body, from: held, of: remote, into: part.file, tally: &tally, onEvent: onEvent)
             } else {
                 let engine = Engine(
-                    mirrors: sources, sink: .file(part.file), manifest: part.manifest, manifestPath: part.files.manifest,
+                    mirrors: sources, sink: .file(part.file), manifest: part.manifest,
+                    manifestPath: part.files.manifest,
                     settings: options, plain: plain, loop: loop, opening: opening, unprobed: unprobed,
                     onEvent: onEvent)
                 outcome = await run(engine, tally: &tally)
@@ -133,16 +144,21 @@ extension Download {
                 if controller.handsOffCommit, let group = options.syncGroup {
                     let (tally, probeReports, remote) = (tally, probeReports, remote)
                     try part.commit(size: size, remote: remote, in: group, onEvent: onEvent) { [self] failure in
-                        let outcome = failure.map(DownloadOutcome.failure) ?? .success(
-                            finished(path: output, size: size, remote: remote, tally: tally, since: started, probed: probeReports,
-                                     prober: prober, onEvent: onEvent))
+                        let outcome =
+                            failure.map(DownloadOutcome.failure)
+                            ?? .success(
+                                finished(
+                                    path: output, size: size, remote: remote, tally: tally, since: started,
+                                    probed: probeReports,
+                                    prober: prober, onEvent: onEvent))
                         _ = end(outcome, discarding: nil)
                     }
                     return nil
                 }
                 try part.commit(size: size, remote: remote, onEvent: onEvent)
-                return finished(path: output, size: size, remote: remote, tally: tally, since: started, probed: probeReports,
-                                prober: prober, onEvent: onEvent)
+                return finished(
+                    path: output, size: size, remote: remote, tally: tally, since: started, probed: probeReports,
+                    prober: prober, onEvent: onEvent)
             case let .fail(error):
                 throw error
             case .probe:
@@ -172,7 +188,8 @@ extension Download {
     func transferLoop() throws(DownloadError) -> TransferLoop {
         if let session { return try session.transferLoop() }
         do {
-            return try TransferLoop(threaded: false, multiplex: options.transfer.multiplex, connections: options.connections)
+            return try TransferLoop(
+                threaded: false, multiplex: options.transfer.multiplex, connections: options.connections)
         } catch {
             throw .network(url: url, message: "cannot set up libcurl: \(error.message)", failure: error.failure)
         }
@@ -195,8 +212,10 @@ extension Download {
     /// connection to make: for a list of small files, an engine per file was
     /// a tenth of the CPU): the events and figures of the one transfer that
     /// fetched it, as an engine reports them.
-    private func write(held body: [UInt8], from opening: Opening, of remote: RemoteFile, into file: OutputFile,
-                       tally: inout Tally, onEvent: (DownloadEvent) -> Void) -> EngineOutcome {
+    private func write(
+        held body: [UInt8], from opening: Opening, of remote: RemoteFile, into file: OutputFile,
+        tally: inout Tally, onEvent: (DownloadEvent) -> Void
+    ) -> EngineOutcome {
         if controller.isStopRequested { return .stopped }
         let range = ByteRange(0, Int64(body.count))
         onEvent(.transfer(.pieceStarted(connection: 0, range: range, url: remote.url)))
@@ -210,13 +229,19 @@ extension Download {
         }
         if let failure { return .failed(.io(failure)) }
         onEvent(.transfer(.pieceFinished(connection: 0, written: range, complete: true)))
-        onEvent(.progress(DownloadProgress(bytesDone: range.count, totalBytes: remote.size, bytesPerSecond: 0,
-                                           activeConnections: 0, completed: RangeSet([range]))))
+        onEvent(
+            .progress(
+                DownloadProgress(
+                    bytesDone: range.count, totalBytes: remote.size, bytesPerSecond: 0,
+                    activeConnections: 0, completed: RangeSet([range]))))
         tally.fetched += range.count
         tally.connectionsUsed = max(tally.connectionsUsed, 1)
-        tally.add([MirrorReport(url: remote.url, bytes: range.count, seconds: opening.heldSeconds, errors: 0,
-                                tcpConnections: opening.connectionsOpened,
-                                httpVersion: opening.connection.easy.httpVersion)])
+        tally.add([
+            MirrorReport(
+                url: remote.url, bytes: range.count, seconds: opening.heldSeconds, errors: 0,
+                tcpConnections: opening.connectionsOpened,
+                httpVersion: opening.connection.easy.httpVersion)
+        ])
         // Its transfer is over: the connection can serve the next file's opening.
         opening.loop.recycle(opening.connection)
         return .complete(size: range.count)
@@ -225,8 +250,10 @@ extension Download {
     /// What a download that completed did (`tally` of its earlier attempts,
     /// this one's since `started`, with the figures of the probes), also
     /// sent as the `finished` event.
-    func finished(path: String, size: Int64, remote: RemoteFile, tally: Tally, since started: Double,
-                  probed: [MirrorReport], prober: Prober, onEvent: @Sendable (DownloadEvent) -> Void) -> DownloadResult {
+    func finished(
+        path: String, size: Int64, remote: RemoteFile, tally: Tally, since started: Double,
+        probed: [MirrorReport], prober: Prober, onEvent: @Sendable (DownloadEvent) -> Void
+    ) -> DownloadResult {
         let result = DownloadResult(
             path: path, size: size, seconds: tally.seconds + MonotonicClock.now() - started,
             bytesFetched: tally.fetched, bytesReused: tally.reused ?? 0, retries: tally.retries,
@@ -263,13 +290,17 @@ extension Download {
     /// standing in for a validator the server does not send. Anything else
     /// (another tool's partial download, zeros, a file changed since) is a
     /// usage error saying what is known and naming the two ways on.
-    private func alreadyComplete(_ output: String, remote: RemoteFile, reports: [MirrorReport], seconds: Double,
-                                 tcpConnections: Int) throws(DownloadError) -> DownloadResult {
+    private func alreadyComplete(
+        _ output: String, remote: RemoteFile, reports: [MirrorReport], seconds: Double,
+        tcpConnections: Int
+    ) throws(DownloadError) -> DownloadResult {
         var info = stat()
         guard lstat(output, &info) == 0 else { throw .io(IOError("examine", output)) }
         // Another download's data file (marked, or with its manifest beside it) may have every byte's room and no byte.
         var manifestInfo = stat()
-        if Manifest.isPartialDownload(dataFile: output) || lstat(PartialFiles(data: output).manifest, &manifestInfo) == 0 {
+        if Manifest.isPartialDownload(dataFile: output)
+            || lstat(PartialFiles(data: output).manifest, &manifestInfo) == 0
+        {
             throw .usage("\(output) already exists and is a partial download, not a finished file", remedy: .overwrite)
         }
         let size = Int64(info.st_size)
@@ -279,8 +310,9 @@ extension Download {
             let actual: String
             do { actual = try Checksum.digest(of: output, algorithm: expected.algorithm) } catch { throw .io(error) }
             guard actual == expected.hex else {
-                throw .usage("\(output) already exists and is not the expected file (its \(expected.algorithm.rawValue) "
-                             + "is \(actual), expected \(expected.hex))", remedy: .overwrite)
+                throw .usage(
+                    "\(output) already exists and is not the expected file (its \(expected.algorithm.rawValue) "
+                        + "is \(actual), expected \(expected.hex))", remedy: .overwrite)
             }
         } else {
             switch FileOrigin.verdict(path: output, remote: remote) {
@@ -288,24 +320,28 @@ extension Download {
                 break
             case .needsSample:
                 if let differing = try sampleDifference(output, size: size, remote: remote) {
-                    throw .usage("\(output) already exists and is not the server's file now (it differs from it at bytes "
-                                 + "\(differing))", remedy: .overwrite)
+                    throw .usage(
+                        "\(output) already exists and is not the server's file now (it differs from it at bytes "
+                            + "\(differing))", remedy: .overwrite)
                 }
             case let .serverChanged(why):
                 throw .usage("\(output) already exists and is not the server's file now (\(why))", remedy: .overwrite)
             case let .unproven(why):
-                throw .usage("\(output) already exists and is not shown to be the server's file (\(why))",
-                             remedy: .verifyOrOverwrite)
+                throw .usage(
+                    "\(output) already exists and is not shown to be the server's file (\(why))",
+                    remedy: .verifyOrOverwrite)
             }
         }
-        return DownloadResult(path: output, size: size, seconds: seconds, bytesFetched: 0,
-                              bytesReused: size, retries: 0, mirrors: reports, connectionsUsed: 0,
-                              tcpConnections: tcpConnections, alreadyComplete: true, remoteFile: remote)
+        return DownloadResult(
+            path: output, size: size, seconds: seconds, bytesFetched: 0,
+            bytesReused: size, retries: 0, mirrors: reports, connectionsUsed: 0,
+            tcpConnections: tcpConnections, alreadyComplete: true, remoteFile: remote)
     }
 
     /// The first of a few ranges sampled over the whole file at `output` whose
     /// bytes differ from what `remote` serves there, or nil when all agree.
-    private func sampleDifference(_ output: String, size: Int64, remote: RemoteFile) throws(DownloadError) -> ByteRange? {
+    private func sampleDifference(_ output: String, size: Int64, remote: RemoteFile) throws(DownloadError) -> ByteRange?
+    {
         guard size > 0 else { return nil }
         let file: OutputFile
         do { file = try OutputFile(existing: output, calls: options.systemCalls) } catch { throw .io(error) }
@@ -316,8 +352,10 @@ extension Download {
     /// How bytes on disk are compared with a server's (a resume's spot check,
     /// `PartialFile.resume`, and a finished file's): fetched with this
     /// download's transfer options.
-    private func spotCheck(_ file: OutputFile, _ url: String, _ size: Int64,
-                           _ samples: [ByteRange]) throws(DownloadError) -> ByteRange? {
+    private func spotCheck(
+        _ file: OutputFile, _ url: String, _ size: Int64,
+        _ samples: [ByteRange]
+    ) throws(DownloadError) -> ByteRange? {
         try SpotCheck.firstDifference(in: file, url: url, size: size, samples: samples, options: options.transfer)
     }
 }

@@ -3,13 +3,14 @@
 // private temporary directory, and the bytes are read back from there. Memory
 // holds at most `limit` bytes, whatever the server sends.
 import FoundationEssentials
+import Synchronization
+import SystemSupport
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Synchronization
-import SystemSupport
 
 extension Download {
     /// The default limit of `data(from:limit:options:)`: 16 MiB.
@@ -50,8 +51,9 @@ extension Download {
         options.overwrite = true
         // The opening request (the probe) asks for no more than the limit.
         options.openingLimit = max(1, limit)
-        let download = Download(mirrors: [url], destination: .file(directory + "/data"), window: nil, options: options,
-                                session: session)
+        let download = Download(
+            mirrors: [url], destination: .file(directory + "/data"), window: nil, options: options,
+            session: session)
         // Set when the limit is passed: the announced size, or nil for a stream that ran past it.
         let refused = Mutex<Int64??>(nil)
         download.start { event in

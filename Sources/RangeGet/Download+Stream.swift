@@ -79,7 +79,9 @@ public final class DownloadStream: AsyncSequence, Sendable {
     /// ended otherwise. For a thread that writes the bytes on (a pipe, a
     /// socket) while another runs the download (`download.run(onEvent:)`).
     @available(*, noasync, message: "blocks the calling thread; iterate the sequence instead")
-    public func read(atMost limit: Int = 1 << 20, _ body: (UnsafeRawBufferPointer) -> Void) throws(DownloadError) -> Bool {
+    public func read(atMost limit: Int = 1 << 20, _ body: (UnsafeRawBufferPointer) -> Void) throws(DownloadError)
+        -> Bool
+    {
         try window.read(atMost: limit, body)
     }
 
@@ -110,8 +112,9 @@ public final class DownloadStream: AsyncSequence, Sendable {
 
         private func read() async throws(DownloadError) -> [UInt8]? {
             guard let reading else {
-                throw DownloadError.usage("a DownloadStream is read once, by its first iterator; "
-                                          + "Download.bytes(from:) makes a new one")
+                throw DownloadError.usage(
+                    "a DownloadStream is read once, by its first iterator; "
+                        + "Download.bytes(from:) makes a new one")
             }
             return try await reading.next()
         }
@@ -161,13 +164,15 @@ extension Download {
     /// Memory stays within `options.streamWindow` (64 MiB by default)
     /// however slow the reader: the connections wait while it is behind.
     public static func bytes(from url: String, mirrors: [String] = [], options: DownloadOptions = DownloadOptions())
-        -> DownloadStream {
+        -> DownloadStream
+    {
         DownloadStream(mirrors: [url] + mirrors, options: options, session: nil)
     }
 
     /// `bytes(from:mirrors:options:)` for `URL`s.
     public static func bytes(from url: URL, mirrors: [URL] = [], options: DownloadOptions = DownloadOptions())
-        -> DownloadStream {
+        -> DownloadStream
+    {
         DownloadStream(mirrors: ([url] + mirrors).map(\.absoluteString), options: options, session: nil)
     }
 }
@@ -176,13 +181,15 @@ extension DownloadSession {
     /// The file at `url` (and its `mirrors`) read in order as it arrives, on
     /// this session's connections (see ``Download/bytes(from:mirrors:options:)-(String,_,_)``).
     public func bytes(from url: String, mirrors: [String] = [], options: DownloadOptions = DownloadOptions())
-        -> DownloadStream {
+        -> DownloadStream
+    {
         DownloadStream(mirrors: [url] + mirrors, options: options, session: self)
     }
 
     /// The file at `url` (and its `mirrors`) read in order as it arrives, on this session's connections.
     public func bytes(from url: URL, mirrors: [URL] = [], options: DownloadOptions = DownloadOptions())
-        -> DownloadStream {
+        -> DownloadStream
+    {
         DownloadStream(mirrors: ([url] + mirrors).map(\.absoluteString), options: options, session: self)
     }
 }
@@ -206,8 +213,9 @@ extension Download {
         var remote = sources[0]
         let first = window.record(remote)
         if let problem = first.differs(from: remote) ?? Self.disagreement(remote, with: first) {
-            throw .verification("\(url) \(problem) now, after \(window.bytesRead) bytes were passed on; a stream "
-                                + "cannot take them back")
+            throw .verification(
+                "\(url) \(problem) now, after \(window.bytesRead) bytes were passed on; a stream "
+                    + "cannot take them back")
         }
         onEvent(.probed(remote))
         var policy = OutcomePolicy()
@@ -224,19 +232,22 @@ extension Download {
             case let .finish(size):
                 try await window.finishWriting(size: size)
                 if let checksum = options.checksum, let actual = window.finishDigest(), actual != checksum.hex {
-                    throw .verification("\(checksum.algorithm.rawValue) of the stream is \(actual), expected "
-                                        + "\(checksum.hex); every byte was passed on already")
+                    throw .verification(
+                        "\(checksum.algorithm.rawValue) of the stream is \(actual), expected "
+                            + "\(checksum.hex); every byte was passed on already")
                 }
-                return finished(path: "-", size: size, remote: remote, tally: tally, since: started, probed: probeReports,
-                                prober: prober, onEvent: onEvent)
+                return finished(
+                    path: "-", size: size, remote: remote, tally: tally, since: started, probed: probeReports,
+                    prober: prober, onEvent: onEvent)
             case let .fail(error):
                 throw error
             case .probe:
                 preconditionFailure("a stream always probes first")
             case let .startOver(reason):
                 guard window.restart() else {
-                    throw .verification("the remote file changed (\(reason)) after \(window.bytesRead) bytes were "
-                                        + "passed on; a stream cannot take them back")
+                    throw .verification(
+                        "the remote file changed (\(reason)) after \(window.bytesRead) bytes were "
+                            + "passed on; a stream cannot take them back")
                 }
                 onEvent(.restarting(reason: "the remote file changed (\(reason)); starting over"))
                 (sources, probeReports, _) = try await probeMirrors(prober, skipHead: true, onEvent: onEvent)

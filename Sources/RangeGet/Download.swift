@@ -7,13 +7,14 @@
 // DownloadController.swift.
 import Dispatch
 import FoundationEssentials
+import Synchronization
+import SystemSupport
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Synchronization
-import SystemSupport
 
 /// A download of one remote file, from one URL or several mirrors, to a
 /// local path, resumable across runs.
@@ -58,8 +59,10 @@ public final class Download: Sendable {
         self.init(mirrors: mirrors, destination: .file("-"), window: window, options: options, session: session)
     }
 
-    init(mirrors: [String], destination: Destination, window: StreamWindow?, options: DownloadOptions,
-         session: DownloadSession?) {
+    init(
+        mirrors: [String], destination: Destination, window: StreamWindow?, options: DownloadOptions,
+        session: DownloadSession?
+    ) {
         precondition(!mirrors.isEmpty, "a download needs a URL")
         url = mirrors[0]
         self.mirrors = mirrors
@@ -114,8 +117,10 @@ public final class Download: Sendable {
     /// the `finished` event. A download that has ended gives its outcome
     /// again; one running elsewhere gives `.usage`. No pause: a paused
     /// download waits on this thread, as with `run(onEvent:)`.
-    package func runHandingOffCommit(onEvent: @escaping @Sendable (DownloadEvent) -> Void,
-                                     ended: @escaping @Sendable (Result<DownloadResult, DownloadError>) -> Void) {
+    package func runHandingOffCommit(
+        onEvent: @escaping @Sendable (DownloadEvent) -> Void,
+        ended: @escaping @Sendable (Result<DownloadResult, DownloadError>) -> Void
+    ) {
         switch controller.claim(threaded: false, observer: onEvent, whenEnded: ended) {
         case .claimed:
             _ = ThreadExecutor.run { await self.drive() }

@@ -11,7 +11,8 @@ extension DownloadController {
     /// leaves, or when `attempt` returned nil: it handed the commit off, and
     /// the committer ends the download.
     func drive(
-        attempt: (inout Tally, @escaping @Sendable (DownloadEvent) -> Void) async throws(DownloadError) -> DownloadResult?,
+        attempt: (inout Tally, @escaping @Sendable (DownloadEvent) -> Void) async throws(DownloadError) ->
+            DownloadResult?,
         end: (DownloadOutcome, String?) -> DownloadOutcome
     ) async -> DownloadOutcome? {
         var step = Step.attempt

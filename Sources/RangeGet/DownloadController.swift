@@ -115,8 +115,10 @@ final class DownloadController: Sendable {
     /// Moves a ready download to running; `threaded` when no caller's thread
     /// waits in `run(onEvent:)`; `whenEnded`, if given, hands the commit off
     /// and hears the outcome.
-    func claim(threaded: Bool, observer: @escaping @Sendable (DownloadEvent) -> Void,
-               whenEnded: (@Sendable (DownloadOutcome) -> Void)? = nil) -> Claim {
+    func claim(
+        threaded: Bool, observer: @escaping @Sendable (DownloadEvent) -> Void,
+        whenEnded: (@Sendable (DownloadOutcome) -> Void)? = nil
+    ) -> Claim {
         state.withLock { state in
             switch state.phase {
             case .ready:
@@ -287,8 +289,9 @@ final class DownloadController: Sendable {
         state.engine = nil
         // The observer may hold the download itself (Download.data does): let both go.
         state.observer = { _ in }
-        let ended = Ended(outcome: outcome, waiters: state.waiters, subscribers: Array(state.subscribers.values),
-                          whenEnded: state.whenEnded)
+        let ended = Ended(
+            outcome: outcome, waiters: state.waiters, subscribers: Array(state.subscribers.values),
+            whenEnded: state.whenEnded)
         state.whenEnded = nil
         state.waiters = []
         state.subscribers = [:]

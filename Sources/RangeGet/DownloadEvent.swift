@@ -17,8 +17,10 @@ public struct DownloadProgress: Sendable, Equatable {
     public var inFlight: [ByteRange]
 
     /// Figures as given.
-    public init(bytesDone: Int64, totalBytes: Int64?, bytesPerSecond: Double, activeConnections: Int,
-                completed: RangeSet = RangeSet(), inFlight: [ByteRange] = []) {
+    public init(
+        bytesDone: Int64, totalBytes: Int64?, bytesPerSecond: Double, activeConnections: Int,
+        completed: RangeSet = RangeSet(), inFlight: [ByteRange] = []
+    ) {
         self.bytesDone = bytesDone
         self.totalBytes = totalBytes
         self.bytesPerSecond = bytesPerSecond

@@ -113,8 +113,10 @@ public struct DownloadOptions: Sendable {
         if connections < 1 { return "connections must be at least 1, not \(connections)" }
         if maxPerHost < 1 { return "maxPerHost must be at least 1, not \(maxPerHost)" }
         if minimumSplit < 1 { return "minimumSplit must be at least 1 byte, not \(minimumSplit)" }
-        for (name, value) in [("retryWait", retryWait), ("retryWaitLimit", retryWaitLimit),
-                              ("longestRetryAfter", longestRetryAfter)]
+        for (name, value) in [
+            ("retryWait", retryWait), ("retryWaitLimit", retryWaitLimit),
+            ("longestRetryAfter", longestRetryAfter)
+        ]
         where !(value.isFinite && value >= 0) {
             return "\(name) must be a finite number of seconds, at least 0, not \(value)"
         }

@@ -60,7 +60,8 @@ package enum OutgoingText {
         var result = String.UnicodeScalarView()
         for scalar in text.unicodeScalars {
             if isControl(scalar) {
-                result.append(contentsOf: ("\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}").unicodeScalars)
+                result.append(
+                    contentsOf: ("\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}").unicodeScalars)
             } else {
                 result.append(scalar)
             }
@@ -94,8 +95,9 @@ extension DownloadEvent {
         case let .probed(remote): return .probed(remote.cleaned)
         case let .restarting(reason): return .restarting(reason: clean(reason))
         case let .retry(connection, cause, reason, delay, attempt, attempts):
-            return .retry(connection: connection, cause: cause, reason: clean(reason), delay: delay, attempt: attempt,
-                          attempts: attempts)
+            return .retry(
+                connection: connection, cause: cause, reason: clean(reason), delay: delay, attempt: attempt,
+                attempts: attempts)
         case let .transfer(.pieceStarted(connection, range, url)):
             return .transfer(.pieceStarted(connection: connection, range: range, url: clean(url)))
         case let .transfer(.connectionsMoved(from, to, count)):

@@ -45,7 +45,7 @@ enum RangeSpec: Equatable {
         for element in trimmed[trimmed.index(after: equals)...].split(separator: ",", omittingEmptySubsequences: false)
         {
             let text = element.trimmingSpaces()
-            if text.isEmpty { continue }  // the list syntax allows empty elements
+            if text.isEmpty { continue } // the list syntax allows empty elements
             guard let dash = text.firstIndex(of: "-") else { return nil }
             let firstText = text[..<dash]
             let lastText = text[text.index(after: dash)...]

@@ -21,12 +21,12 @@ extension FaultRule {
         "cut-random:SEED", "stall:BYTES", "status:CODE[:RETRY_AFTER]", "head-status:CODE", "head-hang", "hang",
         "delay:MS", "head-no-length", "no-accept-ranges", "accept-ranges-none", "gzip", "multipart", "chunked",
         "change-content", "change-size:BYTES", "weak-etag", "redirect:LOCATION[:3XX]",
-        "retry-after:CODE:VALUE", "claim-length:DIGITS", "overlong:BYTES", "header:NAME:VALUE",
+        "retry-after:CODE:VALUE", "claim-length:DIGITS", "overlong:BYTES", "header:NAME:VALUE"
     ]
 
     /// The triggers, for help texts.
     public static let triggerSynopses = [
-        "always", "request=N", "from=N", "range-start=OFFSET", "p=P[,seed=S]", "method=METHOD",
+        "always", "request=N", "from=N", "range-start=OFFSET", "p=P[,seed=S]", "method=METHOD"
     ]
 
     /// Reads a rule from its compact text form, `FAULT[:ARG[:ARG]][@TRIGGER]`.
@@ -116,7 +116,9 @@ extension FaultRule {
             return .retryAfter(status: try status(args[0], 200...599), value: try fieldValue(args.dropFirst()))
         case "claim-length":
             let digits = try one(args, { $0 })
-            guard !digits.isEmpty, digits.allSatisfy({ $0.isASCII && $0.isNumber }) else { throw .invalid(digits, expected: "digits") }
+            guard !digits.isEmpty, digits.allSatisfy({ $0.isASCII && $0.isNumber }) else {
+                throw .invalid(digits, expected: "digits")
+            }
             return .claimLength(digits)
         case "overlong": return .overlong(try one(args, count))
         case "header":

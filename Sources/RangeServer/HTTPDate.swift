@@ -9,7 +9,7 @@ enum HTTPDate {
     private static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
 
     /// The seconds since 1970 an IMF-fixdate can write: years 0001 to 9999.
-    private static let writable: ClosedRange<Double> = -62_135_596_800 ... 253_402_300_799
+    private static let writable: ClosedRange<Double> = -62_135_596_800...253_402_300_799
 
     /// `Sun, 06 Nov 1994 08:49:37 GMT`; fractions of a second are dropped.
     /// A date outside years 0001 to 9999 (a file's mtime may be anything
@@ -20,7 +20,7 @@ enum HTTPDate {
         let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
         let secondOfDay = seconds - days * 86_400
         let (year, month, day) = civil(fromDays: days)
-        let weekday = Int((days % 7 + 11) % 7)  // 1970-01-01 was a Thursday
+        let weekday = Int((days % 7 + 11) % 7) // 1970-01-01 was a Thursday
         return "\(weekdays[weekday]), \(pad(day, 2)) \(months[month - 1]) \(pad(year, 4)) "
             + "\(pad(Int(secondOfDay / 3600), 2)):\(pad(Int(secondOfDay / 60 % 60), 2)):\(pad(Int(secondOfDay % 60), 2)) GMT"
     }
@@ -33,7 +33,7 @@ enum HTTPDate {
         var year = 0
         var time = ""
         switch fields.count {
-        case 6:  // IMF-fixdate: Sun, 06 Nov 1994 08:49:37 GMT
+        case 6: // IMF-fixdate: Sun, 06 Nov 1994 08:49:37 GMT
             guard fields[0].hasSuffix(","), weekdays.contains(String(fields[0].dropLast())), fields[5] == "GMT",
                 fields[1].count == 2, fields[3].count == 4
             else { return nil }
@@ -41,7 +41,7 @@ enum HTTPDate {
             month = (months.firstIndex(of: fields[2]) ?? -1) + 1
             year = Int(fields[3]) ?? 0
             time = fields[4]
-        case 4:  // RFC 850: Sunday, 06-Nov-94 08:49:37 GMT
+        case 4: // RFC 850: Sunday, 06-Nov-94 08:49:37 GMT
             let parts = fields[1].split(separator: "-").map(String.init)
             guard fields[0].hasSuffix(","), longWeekdays.contains(String(fields[0].dropLast())), fields[3] == "GMT",
                 parts.count == 3, parts[0].count == 2, parts[2].count == 2, let shortYear = Int(parts[2])
@@ -50,7 +50,7 @@ enum HTTPDate {
             month = (months.firstIndex(of: parts[1]) ?? -1) + 1
             year = shortYear < 70 ? 2000 + shortYear : 1900 + shortYear
             time = fields[2]
-        case 5:  // asctime: Sun Nov  6 08:49:37 1994
+        case 5: // asctime: Sun Nov  6 08:49:37 1994
             guard weekdays.contains(fields[0]), fields[4].count == 4 else { return nil }
             month = (months.firstIndex(of: fields[1]) ?? -1) + 1
             day = Int(fields[2]) ?? 0

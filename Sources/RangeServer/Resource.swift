@@ -1,12 +1,13 @@
 // What the server can serve: generated (deterministic, no storage),
 // in-memory bytes, or a file; plus the validators and headers sent with it.
 import FoundationEssentials
+import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Synchronization
 
 /// A representation the server serves at a path, with its validators.
 ///

@@ -151,7 +151,9 @@ struct ResponsePlan: Equatable {
         case .partial(let range):
             status = 206
             (contentRange, body) = singleRange(range, size: size, fault: fault)
-            if case .overlong(let extra)? = fault { body.append(.bytes(Array(repeating: UInt8(ascii: "!"), count: Int(extra)))) }
+            if case .overlong(let extra)? = fault {
+                body.append(.bytes(Array(repeating: UInt8(ascii: "!"), count: Int(extra))))
+            }
         case .full, .multiple:
             body = fault == .chunkedNoLength ? chunkedBody(size) : (size > 0 ? [.content(0..<size)] : [])
         }
@@ -266,7 +268,7 @@ struct ResponsePlan: Equatable {
         while offset < size {
             let end = min(offset + chunkSize, size)
             body += [
-                .bytes(Array("\(String(end - offset, radix: 16))\r\n".utf8)), .content(offset..<end), .bytes([13, 10]),
+                .bytes(Array("\(String(end - offset, radix: 16))\r\n".utf8)), .content(offset..<end), .bytes([13, 10])
             ]
             offset = end
         }

@@ -2,12 +2,13 @@
 // too), plan each response, and carry the plan out with latency, pacing,
 // cuts and stalls, counting every body byte written.
 import FoundationEssentials
+import SystemSupport
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import SystemSupport
 
 final class ServerConnection {
     private let core: ServerCore
@@ -234,7 +235,8 @@ final class ServerConnection {
             if prepaid > 0 {
                 maxCount = min(maxCount, prepaid)
             } else if let total = rates.total {
-                let booking = rates.burst.map { Int(min(Int64($0), count - done)) }
+                let booking =
+                    rates.burst.map { Int(min(Int64($0), count - done)) }
                     ?? min(maxCount, core.uplink.sliceSize(rate: total))
                 maxCount = min(maxCount, booking)
                 let start = core.uplink.book(booking, rate: total, now: MonotonicClock.now())

@@ -4,12 +4,13 @@
 // reference to the server still stops it.
 import Dispatch
 import FoundationEssentials
+import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Synchronization
 
 final class ServerCore: Sendable {
     /// One listening period, from start() to stop().

@@ -1,3 +1,5 @@
+import SystemSupport
+
 // Small helpers FoundationEssentials lacks: trimming spaces and starting a
 // detached thread. (The server avoids full Foundation to stay light in the
 // rangeget executable.)
@@ -6,7 +8,6 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import SystemSupport
 
 extension StringProtocol {
     /// The text without leading and trailing spaces and tabs.

@@ -1,3 +1,6 @@
+import Synchronization
+import SystemSupport
+
 // Thin wrappers over the POSIX calls the server makes: EINTR retries, errno
 // to typed errors, whole-buffer writes and interruptible waits live here so
 // no call site repeats them.
@@ -6,8 +9,6 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Synchronization
-import SystemSupport
 
 /// Calls `call` until it does not fail with EINTR; a result of -1 becomes a
 /// ``RangeServerError`` naming `operation`.

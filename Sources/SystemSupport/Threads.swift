@@ -1,3 +1,5 @@
+import Synchronization
+
 // Named POSIX threads for blocking work. Plain pthreads: the global dispatch
 // queue runs only about one blocking job per core, and Foundation's Thread
 // would pull all of Foundation (and ICU) into every program using the
@@ -7,7 +9,6 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Synchronization
 
 /// Starts `body` on a new detached thread with a 4 MiB stack, named `name`
 /// (at most 15 bytes: what `top -H`, perf, gdb and `/proc/self/task` show);
@@ -27,15 +28,17 @@ package func tryStartThread(_ name: String, _ body: @escaping @Sendable () -> Vo
     pthread_attr_setstacksize(&attributes, 4 << 20)
     pthread_attr_setdetachstate(&attributes, Int32(PTHREAD_CREATE_DETACHED))
     var thread = pthread_t()
-    let result = pthread_create(&thread, &attributes, { raw in
-        let job = Unmanaged<Job>.fromOpaque(raw!).takeRetainedValue()
-        nameThisThread(job.name)
-        let id = threadID()
-        startedThreads.withLock { _ = $0.insert(id) }
-        job.body()
-        startedThreads.withLock { _ = $0.remove(id) }
-        return nil
-    }, job)
+    let result = pthread_create(
+        &thread, &attributes,
+        { raw in
+            let job = Unmanaged<Job>.fromOpaque(raw!).takeRetainedValue()
+            nameThisThread(job.name)
+            let id = threadID()
+            startedThreads.withLock { _ = $0.insert(id) }
+            job.body()
+            startedThreads.withLock { _ = $0.remove(id) }
+            return nil
+        }, job)
     guard result == 0 else {
         Unmanaged<Job>.fromOpaque(job).release()
         return false

@@ -8,13 +8,14 @@
 // each file's object as it ends, then a summary line.
 import Dispatch
 import FoundationEssentials
+import RangeGet
+import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import RangeGet
-import Synchronization
 
 final class BatchRun: Sendable {
     private let entries: [DownloadList.Entry]
@@ -41,8 +42,10 @@ final class BatchRun: Sendable {
     /// `--checksum-file`'s digests by file name, nil without one.
     private let checksums: [String: Checksum]?
 
-    init(entries: [DownloadList.Entry], problems: [DownloadList.Problem] = [], settings: GetSettings,
-         checksums: [String: Checksum]? = nil) {
+    init(
+        entries: [DownloadList.Entry], problems: [DownloadList.Problem] = [], settings: GetSettings,
+        checksums: [String: Checksum]? = nil
+    ) {
         self.checksums = checksums
         self.entries = entries
         self.problems = problems
@@ -73,17 +76,19 @@ final class BatchRun: Sendable {
         tuneMalloc(arenas: 2, largestKept: 1 << 20)
         Self.raiseOpenFileLimit()
         // One multi handle and one connection limit (-n) for every file.
-        let session = DownloadSession(configuration: .init(
-            connections: settings.options.connections, multiplex: settings.options.transfer.multiplex,
-            maxBytesPerSecond: settings.maxSpeed))
+        let session = DownloadSession(
+            configuration: .init(
+                connections: settings.options.connections, multiplex: settings.options.transfer.multiplex,
+                maxBytesPerSecond: settings.maxSpeed))
         var options = settings.options
         // Looked up by the name the file is saved under, known only after the probe (Content-Disposition).
         options.checksumList = checksums
         let list = session.exclusiveList(entries, into: settings.directory ?? ".", options: options, jobs: jobs)
         let interrupts = InterruptHandler { list.stop() }
         defer { interrupts.cancel() }
-        let summary = list.runBlocking(onEvent: { [self] index, event in observe(event, of: index) },
-                                       onEnd: { [self] index, result in end(index, with: result) })
+        let summary = list.runBlocking(
+            onEvent: { [self] index, event in observe(event, of: index) },
+            onEnd: { [self] index, result in end(index, with: result) })
         display.clear()
         return finish(summary)
     }
@@ -115,15 +120,18 @@ final class BatchRun: Sendable {
             switch result {
             case let .success(done): printJSONLine(JSONSummary(result: done, line: entries[index].line))
             case let .failure(error):
-                printJSONLine(JSONSummary(urls: entries[index].urls, error: error, code: ExitCode(error),
-                                          line: entries[index].line))
+                printJSONLine(
+                    JSONSummary(
+                        urls: entries[index].urls, error: error, code: ExitCode(error),
+                        line: entries[index].line))
             }
         }
         switch result {
         case let .success(done) where !settings.quiet && !settings.json:
-            display.message(done.alreadyComplete
-                ? "\(done.path) is already complete (the same as the server's): skipped"
-                : "saved \(done.path) (\(ByteCount.format(done.size)))")
+            display.message(
+                done.alreadyComplete
+                    ? "\(done.path) is already complete (the same as the server's): skipped"
+                    : "saved \(done.path) (\(ByteCount.format(done.size)))")
         case .failure(.interrupted):
             if !settings.quiet { display.message("failed: \(resumability.interruptedMessage)") }
         case let .failure(error):
@@ -142,7 +150,9 @@ final class BatchRun: Sendable {
             } else if case .restarting = event {
                 resumability.withLock { $0[index] = ($0[index] ?? .resumable).after(event) }
             }
-            GetCommand.report(event, display: display, quiet: settings.quiet, file: OutgoingText.withoutUserinfo(entries[index].urls[0]))
+            GetCommand.report(
+                event, display: display, quiet: settings.quiet,
+                file: OutgoingText.withoutUserinfo(entries[index].urls[0]))
             return
         }
         guard display.draws else { return }
@@ -151,8 +161,9 @@ final class BatchRun: Sendable {
             return (state.progress.figures(), state.finished)
         }
         // No map: the list's bytes are no one file's.
-        display.show(figures.progress, prefix: "[\(finished)/\(entries.count) files]", mapped: false,
-                     unknownSizes: figures.unknownSizes)
+        display.show(
+            figures.progress, prefix: "[\(finished)/\(entries.count) files]", mapped: false,
+            unknownSizes: figures.unknownSizes)
     }
 
     /// One JSON object on a line of stdout, written whole and flushed at
@@ -168,30 +179,40 @@ final class BatchRun: Sendable {
     /// (a bad line's is 2), else 0.
     private func finish(_ summary: DownloadList.Summary?) -> Int32 {
         let (failures, tcpConnections) = state.withLock { ($0.failed, $0.tcpConnections) }
-        let (started, skipped, stopping) = (summary?.started ?? 0, summary?.alreadyComplete ?? 0, summary?.stopped ?? false)
+        let (started, skipped, stopping) = (
+            summary?.started ?? 0, summary?.alreadyComplete ?? 0, summary?.stopped ?? false
+        )
         let notStarted = entries.count - started
         let files = entries.count + problems.count
         let failedCount = failures.count + notStarted + problems.count
-        let firstFailure = (failures.map { (line: entries[$0.index].line, code: $0.code) }
+        let firstFailure =
+            (failures.map { (line: entries[$0.index].line, code: $0.code) }
             + problems.map { (line: $0.line, code: ExitCode.usage) }).min { $0.line < $1.line }
         let code = stopping || notStarted > 0 ? .interrupted : firstFailure?.code ?? .success
         if settings.json {
             for index in started..<entries.count {
-                printJSONLine(JSONSummary(urls: entries[index].urls, error: .interrupted(keptResumeState: true),
-                                          code: .interrupted, line: entries[index].line))
+                printJSONLine(
+                    JSONSummary(
+                        urls: entries[index].urls, error: .interrupted(keptResumeState: true),
+                        code: .interrupted, line: entries[index].line))
             }
-            printJSONLine(BatchSummary(
-                outcome: failedCount == 0 ? "complete" : code == .interrupted ? "interrupted" : "failed",
-                exitCode: code.rawValue, fileCount: files, complete: files - failedCount,
-                alreadyComplete: skipped, failed: failedCount, badLines: problems.count, tcpConnections: tcpConnections))
+            printJSONLine(
+                BatchSummary(
+                    outcome: failedCount == 0 ? "complete" : code == .interrupted ? "interrupted" : "failed",
+                    exitCode: code.rawValue, fileCount: files, complete: files - failedCount,
+                    alreadyComplete: skipped, failed: failedCount, badLines: problems.count,
+                    tcpConnections: tcpConnections))
         } else if !settings.quiet, !entries.isEmpty {
             // (A list of bad lines only was all said as the run began.)
-            let failedNames = failures.sorted { $0.index < $1.index }.map { OutgoingText.withoutUserinfo(entries[$0.index].urls[0]) }
-                + (problems.isEmpty ? [] : ["\(problems.count) bad \(problems.count == 1 ? "line" : "lines") of the list"])
+            let failedNames =
+                failures.sorted { $0.index < $1.index }.map { OutgoingText.withoutUserinfo(entries[$0.index].urls[0]) }
+                + (problems.isEmpty
+                    ? [] : ["\(problems.count) bad \(problems.count == 1 ? "line" : "lines") of the list"])
                 + (notStarted > 0 ? ["\(notStarted) not started"] : [])
-            display.message("\(files - failedCount) of \(files) files downloaded"
-                + (skipped > 0 ? " (\(skipped) already complete)" : "")
-                + (failedNames.isEmpty ? "" : "; failed: " + failedNames.joined(separator: ", ")))
+            display.message(
+                "\(files - failedCount) of \(files) files downloaded"
+                    + (skipped > 0 ? " (\(skipped) already complete)" : "")
+                    + (failedNames.isEmpty ? "" : "; failed: " + failedNames.joined(separator: ", ")))
         }
         return code.rawValue
     }

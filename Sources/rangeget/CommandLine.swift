@@ -32,14 +32,18 @@ struct Option<Settings> {
     let apply: (inout Settings, String) throws(UsageError) -> Void
 
     /// A flag: `-q`, `--restart`.
-    static func flag(_ short: Character? = nil, _ long: String, _ help: String,
-                     _ apply: @escaping (inout Settings) -> Void) -> Option {
+    static func flag(
+        _ short: Character? = nil, _ long: String, _ help: String,
+        _ apply: @escaping (inout Settings) -> Void
+    ) -> Option {
         Option(text: OptionText(short: short, long: long, value: nil, help: help)) { settings, _ in apply(&settings) }
     }
 
     /// An option with a value: `-n 8`, `--output=FILE`.
-    static func value(_ short: Character? = nil, _ long: String, _ placeholder: String, _ help: String,
-                      _ apply: @escaping (inout Settings, String) throws(UsageError) -> Void) -> Option {
+    static func value(
+        _ short: Character? = nil, _ long: String, _ placeholder: String, _ help: String,
+        _ apply: @escaping (inout Settings, String) throws(UsageError) -> Void
+    ) -> Option {
         Option(text: OptionText(short: short, long: long, value: placeholder, help: help), apply: apply)
     }
 }
@@ -107,7 +111,8 @@ struct Command<Settings> {
                     guard let option = options.first(where: { $0.text.short == letter }) else {
                         // `-conections`: a long option typed with one dash.
                         let word = String(argument.dropFirst())
-                        throw unknownOption("-\(letter)", closeTo: word.count > 2 && letters.count + 1 == word.count ? word : nil)
+                        throw unknownOption(
+                            "-\(letter)", closeTo: word.count > 2 && letters.count + 1 == word.count ? word : nil)
                     }
                     if option.text.value == nil {
                         try option.apply(&settings, "")
@@ -138,8 +143,9 @@ struct Command<Settings> {
         if typed.hasPrefix("--"), let hint = habits[typed] { return UsageError(hint) }
         let longNames = options.map(\.text.long)
         if let word, let match = longNames.contains(word) ? word : Suggestion.closest(to: word, among: longNames) {
-            return UsageError("unknown option \(typed == "--" + word ? typed : "-" + word); did you mean --\(match)? "
-                + "(see '\(helpCommand)')")
+            return UsageError(
+                "unknown option \(typed == "--" + word ? typed : "-" + word); did you mean --\(match)? "
+                    + "(see '\(helpCommand)')")
         }
         if let hint = habits[typed] { return UsageError(hint) }
         return UsageError("unknown option \(typed) (see '\(helpCommand)')")
@@ -226,14 +232,17 @@ enum Parse {
         return value
     }
 
-    static func bytes(_ text: String, _ option: String, range: ClosedRange<Int64> = 1...largestSize) throws(UsageError) -> Int64 {
+    static func bytes(_ text: String, _ option: String, range: ClosedRange<Int64> = 1...largestSize) throws(UsageError)
+        -> Int64
+    {
         guard let value = ByteCount.parse(text), range.contains(value) else {
             func short(_ size: Int64) -> String {
                 let units: [(String, Int64)] = [("T", 1 << 40), ("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)]
                 return units.first { size >= $0.1 && size % $0.1 == 0 }.map { "\(size / $0.1)\($0.0)" } ?? "\(size)"
             }
-            throw UsageError("--\(option) needs a size from \(short(range.lowerBound)) to \(short(range.upperBound)), "
-                             + "like 512K, 10M or 1.5G, not '\(text)'")
+            throw UsageError(
+                "--\(option) needs a size from \(short(range.lowerBound)) to \(short(range.upperBound)), "
+                    + "like 512K, 10M or 1.5G, not '\(text)'")
         }
         return value
     }
@@ -249,7 +258,8 @@ enum Parse {
         let bare = name.filter { $0 != " " && $0 != "\t" }.lowercased()
         if bare == "range" || bare == "if-range" {
             let which = bare == "range" ? "Range" : "If-Range"
-            throw UsageError("--header \(which) is not allowed: rangeget chooses the ranges and validators of its requests")
+            throw UsageError(
+                "--header \(which) is not allowed: rangeget chooses the ranges and validators of its requests")
         }
         guard name.count < text.count, TransferOptions.isToken(name) else {
             throw UsageError("--header needs 'Name: value' with a name of letters, digits and -, not '\(text)'")

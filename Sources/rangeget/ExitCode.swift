@@ -1,3 +1,6 @@
+import RangeGet
+import SystemSupport
+
 // The exit codes of rangeget, as documented in README.md. Errors are mapped
 // to codes only here, in the executable.
 #if canImport(Glibc)
@@ -5,8 +8,6 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import RangeGet
-import SystemSupport
 
 enum ExitCode: Int32 {
     case success = 0

@@ -7,18 +7,20 @@
 // ends the run quietly with exit 0: the transfers stop at once. A stream
 // keeps nothing on disk, so an interrupted one is not resumable.
 import Dispatch
+import RangeGet
+import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import RangeGet
-import Synchronization
 
 extension GetCommand {
     static func stream(_ urls: [String], settings: GetSettings) -> Int32 {
         if isatty(STDOUT_FILENO) == 1 {
-            return fail("-o - writes the file to stdout, which is a terminal: pipe it into a program or redirect it", .usage)
+            return fail(
+                "-o - writes the file to stdout, which is a terminal: pipe it into a program or redirect it", .usage)
         }
         // A closed pipe is an EPIPE from write, not a signal that kills the process.
         signal(SIGPIPE, SIG_IGN)
@@ -62,12 +64,15 @@ extension GetCommand {
             return fail("cannot write to stdout: \(systemReason(code))", .local)
         case let (.success(result), nil):
             if !settings.quiet {
-                display.message(summary(result, retries: retries.withLock { $0 }, connections: settings.options.connections))
+                display.message(
+                    summary(result, retries: retries.withLock { $0 }, connections: settings.options.connections))
             }
             return ExitCode.success.rawValue
         case (.failure(.interrupted), nil):
             if !settings.quiet {
-                display.message("interrupted after \(ByteCount.format(stream.bytesRead)) written to stdout (a stream is not resumable)")
+                display.message(
+                    "interrupted after \(ByteCount.format(stream.bytesRead)) written to stdout (a stream is not resumable)"
+                )
             }
             return ExitCode.interrupted.rawValue
         case let (.failure(error), nil):

@@ -1,3 +1,8 @@
+import Dispatch
+import FoundationEssentials
+import RangeGet
+import Synchronization
+
 // The main command: `rangeget [OPTIONS] URL`. Parses options into
 // DownloadOptions, runs a Download, shows progress, maps the outcome to an
 // exit code. All the work happens in the RangeGet library.
@@ -6,10 +11,6 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Dispatch
-import FoundationEssentials
-import RangeGet
-import Synchronization
 
 struct GetSettings {
     var options = DownloadOptions()
@@ -26,102 +27,166 @@ struct GetSettings {
 }
 
 enum GetCommand {
-    static var command: Command<GetSettings> { Command(
-        name: nil,
-        usage: [Usage("[OPTIONS] URL [MIRROR-URL...]", "download one file (several URLs: mirrors of it)"),
-                Usage("[OPTIONS] -i LIST", "download every file in LIST")],
-        summary: """
-        Download a file over many connections at once, resumably: run the same command again after
-        Ctrl-C, a crash or a reboot and only the missing bytes are fetched. Several URLs are mirrors
-        of one file: they must agree on its size, and work flows to whichever is faster.
-        """,
-        options: [
-            .value("o", "output", "PATH", "save to PATH (default: name from the server or the URL); '-' writes the file to stdout, in order") { $0.output = $1 },
-            .value(nil, "window", "SIZE", "with -o -: the most bytes held in memory ahead of the reader (default 64M, 1M to 16G)") { settings, text throws(UsageError) in
-                settings.options.streamWindow = try Parse.bytes(text, "window", range: 1 << 20 ... 16 << 30)
-            },
-            .value("d", "dir", "DIR", "save into directory DIR, created with its parents if missing (default: current directory)") { $0.directory = $1 },
-            .value("i", "input-file", "FILE", "download every file listed in FILE (one per line; '-' reads stdin)") {
-                $0.inputFile = $1
-            },
-            .value("j", "jobs", "N", "with -i: at most N files fetched at once, up to 1000 (default: one per connection)") { settings, text throws(UsageError) in
-                settings.jobs = try Parse.positiveInteger(text, "jobs", max: 1000)
-            },
-            .value("n", "connections", "N", "connections at once, for the whole run, shared by the files of a list (default 8, at most 256)") { settings, text throws(UsageError) in
-                settings.options.connections = try Parse.positiveInteger(text, "connections", max: 256)
-            },
-            .value("k", "min-split", "SIZE", "never split a piece below SIZE bytes (default 1M, at most 1T)") { settings, text throws(UsageError) in
-                settings.options.minimumSplit = try Parse.bytes(text, "min-split")
-            },
-            .value(nil, "max-per-host", "N", "at most N connections to one host:port (default 16, at most 256)") { settings, text throws(UsageError) in
-                settings.options.maxPerHost = try Parse.positiveInteger(text, "max-per-host", max: 256)
-            },
-            .flag(nil, "use-head", "probe with HEAD before any data moves (default: the first ranged GET is the probe)") {
-                $0.options.probeWithHead = true
-            },
-            .flag("q", "quiet", "no progress display and no summary") { $0.quiet = true },
-            .flag(nil, "json", "print one JSON object with the outcome and per-mirror figures on stdout") { $0.json = true },
-            .flag(nil, "restart", "discard a partial download and start over") { $0.options.restart = true },
-            .value(nil, "checksum", "ALGO=HEX", "verify the file (sha256, sha512, sha1 or md5) before it is renamed into place") { settings, text throws(UsageError) in
-                guard let checksum = Checksum(text) else {
-                    throw UsageError("--checksum needs sha256=HEX (or sha512, sha1, md5) with a digest of the right length, not '\(text)'")
-                }
-                settings.options.checksum = checksum
-            },
-            .value(nil, "checksum-file", "FILE", "with -i: verify each file against a SHA256SUMS-style list; a file it does not list fails (exit 3)") {
-                $0.checksumFile = $1
-            },
-            .flag(nil, "force", "overwrite an existing complete file") { $0.options.overwrite = true },
-            .flag(nil, "xattr", "record the URL on the saved file as the extended attribute user.xdg.origin.url, as curl --xattr does") {
-                $0.options.recordOriginURL = true
-            },
-            .value(nil, "retries", "N", "attempts at a piece that fail without progress before giving up (default 5, at most 1000)") { settings, text throws(UsageError) in
-                settings.options.retries = try Parse.count(text, "retries", max: 1000)
-            },
-            .value(nil, "retry-wait", "SECONDS", "first delay before a retry, doubling each time, four times as long after a 429 without Retry-After (default 0.5; 0.001 to 86400)") { settings, text throws(UsageError) in
-                settings.options.retryWait = try Parse.seconds(text, "retry-wait")
-            },
-            .value(nil, "max-wait", "SECONDS", "the longest Retry-After to wait out; a server asking for more is dropped, or the run fails (default 60; 0.001 to 86400)") { settings, text throws(UsageError) in
-                settings.options.longestRetryAfter = try Parse.seconds(text, "max-wait")
-            },
-            .value(nil, "stall-timeout", "SECONDS", "hand a connection's range to another after this long without data (default 5; 0.001 to 86400)") { settings, text throws(UsageError) in
-                settings.options.transfer.stallTimeout = try Parse.seconds(text, "stall-timeout")
-            },
-            .value(nil, "connect-timeout", "SECONDS", "give up connecting after this long (default 15; 0.001 to 86400)") { settings, text throws(UsageError) in
-                settings.options.transfer.connectTimeout = try Parse.seconds(text, "connect-timeout")
-            },
-            .value(nil, "max-speed", "RATE", "cap the whole run at RATE bytes/s, e.g. 10M (at most 1T)") { settings, text throws(UsageError) in
-                settings.maxSpeed = try Parse.bytes(text, "max-speed")
-            },
-            .flag(nil, "netrc", "read credentials from ~/.netrc") { $0.options.transfer.useNetrc = true },
-            .value("H", "header", "'NAME: VALUE'", "send this request header (never stored on disk; not Range or If-Range)") { settings, text throws(UsageError) in
-                settings.options.transfer.headerLines.append(try Parse.header(text))
-            },
-            .value(nil, "user-agent", "TEXT", "the User-Agent header") { settings, text throws(UsageError) in
-                settings.options.transfer.userAgent = try Parse.headerValue(text, "user-agent")
-            },
-            .value(nil, "proxy", "URL", "use this proxy") { $0.options.transfer.proxy = $1 },
-            .flag(nil, "http2", "offer HTTP/2 over TLS (default HTTP/1.1; either way each range has a TCP connection of its own)") {
-                $0.options.transfer.httpVersion = .http2
-            },
-            .flag(nil, "multiplex", "let ranges to one host share a TCP connection as HTTP/2 streams (one flow; off by default)") {
-                $0.options.transfer.multiplex = true
-            },
-            .flag(nil, "insecure", "do not verify TLS certificates") { $0.options.transfer.insecure = true },
-            .value(nil, "cacert", "FILE", "verify TLS certificates with the CAs in FILE") { $0.options.transfer.caCertificates = $1 },
-            .flag("h", "help", "show this help") { $0.help = true },
-            .flag(nil, "version", "show the version") { $0.version = true },
-        ],
-        details: listSyntax + "\n\n" + """
-        Exit codes: 0 done, 1 network or server failure, 2 usage error, 3 verification failed,
-        4 local I/O error, 5 another rangeget is downloading to the same file, 130 interrupted (the
-        same command resumes it; a single stream only where the server then serves byte ranges;
-        -o - never). A list exits with the code of its first failed entry in list order (130 when
-        interrupted). With -o -, a reader that
-        closes the pipe early ends the run with 0.
-        """,
-        habits: Suggestion.habits
-    ) }
+    static var command: Command<GetSettings> {
+        Command(
+            name: nil,
+            usage: [
+                Usage("[OPTIONS] URL [MIRROR-URL...]", "download one file (several URLs: mirrors of it)"),
+                Usage("[OPTIONS] -i LIST", "download every file in LIST")
+            ],
+            summary: """
+                Download a file over many connections at once, resumably: run the same command again after
+                Ctrl-C, a crash or a reboot and only the missing bytes are fetched. Several URLs are mirrors
+                of one file: they must agree on its size, and work flows to whichever is faster.
+                """,
+            options: [
+                .value(
+                    "o", "output", "PATH",
+                    "save to PATH (default: name from the server or the URL); '-' writes the file to stdout, in order"
+                ) { $0.output = $1 },
+                .value(
+                    nil, "window", "SIZE",
+                    "with -o -: the most bytes held in memory ahead of the reader (default 64M, 1M to 16G)"
+                ) { settings, text throws(UsageError) in
+                    settings.options.streamWindow = try Parse.bytes(text, "window", range: 1 << 20...16 << 30)
+                },
+                .value(
+                    "d", "dir", "DIR",
+                    "save into directory DIR, created with its parents if missing (default: current directory)"
+                ) { $0.directory = $1 },
+                .value("i", "input-file", "FILE", "download every file listed in FILE (one per line; '-' reads stdin)")
+                {
+                    $0.inputFile = $1
+                },
+                .value(
+                    "j", "jobs", "N",
+                    "with -i: at most N files fetched at once, up to 1000 (default: one per connection)"
+                ) { settings, text throws(UsageError) in
+                    settings.jobs = try Parse.positiveInteger(text, "jobs", max: 1000)
+                },
+                .value(
+                    "n", "connections", "N",
+                    "connections at once, for the whole run, shared by the files of a list (default 8, at most 256)"
+                ) { settings, text throws(UsageError) in
+                    settings.options.connections = try Parse.positiveInteger(text, "connections", max: 256)
+                },
+                .value("k", "min-split", "SIZE", "never split a piece below SIZE bytes (default 1M, at most 1T)") {
+                    settings, text throws(UsageError) in
+                    settings.options.minimumSplit = try Parse.bytes(text, "min-split")
+                },
+                .value(nil, "max-per-host", "N", "at most N connections to one host:port (default 16, at most 256)") {
+                    settings, text throws(UsageError) in
+                    settings.options.maxPerHost = try Parse.positiveInteger(text, "max-per-host", max: 256)
+                },
+                .flag(
+                    nil, "use-head",
+                    "probe with HEAD before any data moves (default: the first ranged GET is the probe)"
+                ) {
+                    $0.options.probeWithHead = true
+                },
+                .flag("q", "quiet", "no progress display and no summary") { $0.quiet = true },
+                .flag(nil, "json", "print one JSON object with the outcome and per-mirror figures on stdout") {
+                    $0.json = true
+                },
+                .flag(nil, "restart", "discard a partial download and start over") { $0.options.restart = true },
+                .value(
+                    nil, "checksum", "ALGO=HEX",
+                    "verify the file (sha256, sha512, sha1 or md5) before it is renamed into place"
+                ) { settings, text throws(UsageError) in
+                    guard let checksum = Checksum(text) else {
+                        throw UsageError(
+                            "--checksum needs sha256=HEX (or sha512, sha1, md5) with a digest of the right length, not '\(text)'"
+                        )
+                    }
+                    settings.options.checksum = checksum
+                },
+                .value(
+                    nil, "checksum-file", "FILE",
+                    "with -i: verify each file against a SHA256SUMS-style list; a file it does not list fails (exit 3)"
+                ) {
+                    $0.checksumFile = $1
+                },
+                .flag(nil, "force", "overwrite an existing complete file") { $0.options.overwrite = true },
+                .flag(
+                    nil, "xattr",
+                    "record the URL on the saved file as the extended attribute user.xdg.origin.url, as curl --xattr does"
+                ) {
+                    $0.options.recordOriginURL = true
+                },
+                .value(
+                    nil, "retries", "N",
+                    "attempts at a piece that fail without progress before giving up (default 5, at most 1000)"
+                ) { settings, text throws(UsageError) in
+                    settings.options.retries = try Parse.count(text, "retries", max: 1000)
+                },
+                .value(
+                    nil, "retry-wait", "SECONDS",
+                    "first delay before a retry, doubling each time, four times as long after a 429 without Retry-After (default 0.5; 0.001 to 86400)"
+                ) { settings, text throws(UsageError) in
+                    settings.options.retryWait = try Parse.seconds(text, "retry-wait")
+                },
+                .value(
+                    nil, "max-wait", "SECONDS",
+                    "the longest Retry-After to wait out; a server asking for more is dropped, or the run fails (default 60; 0.001 to 86400)"
+                ) { settings, text throws(UsageError) in
+                    settings.options.longestRetryAfter = try Parse.seconds(text, "max-wait")
+                },
+                .value(
+                    nil, "stall-timeout", "SECONDS",
+                    "hand a connection's range to another after this long without data (default 5; 0.001 to 86400)"
+                ) { settings, text throws(UsageError) in
+                    settings.options.transfer.stallTimeout = try Parse.seconds(text, "stall-timeout")
+                },
+                .value(
+                    nil, "connect-timeout", "SECONDS", "give up connecting after this long (default 15; 0.001 to 86400)"
+                ) { settings, text throws(UsageError) in
+                    settings.options.transfer.connectTimeout = try Parse.seconds(text, "connect-timeout")
+                },
+                .value(nil, "max-speed", "RATE", "cap the whole run at RATE bytes/s, e.g. 10M (at most 1T)") {
+                    settings, text throws(UsageError) in
+                    settings.maxSpeed = try Parse.bytes(text, "max-speed")
+                },
+                .flag(nil, "netrc", "read credentials from ~/.netrc") { $0.options.transfer.useNetrc = true },
+                .value(
+                    "H", "header", "'NAME: VALUE'",
+                    "send this request header (never stored on disk; not Range or If-Range)"
+                ) { settings, text throws(UsageError) in
+                    settings.options.transfer.headerLines.append(try Parse.header(text))
+                },
+                .value(nil, "user-agent", "TEXT", "the User-Agent header") { settings, text throws(UsageError) in
+                    settings.options.transfer.userAgent = try Parse.headerValue(text, "user-agent")
+                },
+                .value(nil, "proxy", "URL", "use this proxy") { $0.options.transfer.proxy = $1 },
+                .flag(
+                    nil, "http2",
+                    "offer HTTP/2 over TLS (default HTTP/1.1; either way each range has a TCP connection of its own)"
+                ) {
+                    $0.options.transfer.httpVersion = .http2
+                },
+                .flag(
+                    nil, "multiplex",
+                    "let ranges to one host share a TCP connection as HTTP/2 streams (one flow; off by default)"
+                ) {
+                    $0.options.transfer.multiplex = true
+                },
+                .flag(nil, "insecure", "do not verify TLS certificates") { $0.options.transfer.insecure = true },
+                .value(nil, "cacert", "FILE", "verify TLS certificates with the CAs in FILE") {
+                    $0.options.transfer.caCertificates = $1
+                },
+                .flag("h", "help", "show this help") { $0.help = true },
+                .flag(nil, "version", "show the version") { $0.version = true }
+            ],
+            details: listSyntax + "\n\n" + """
+                Exit codes: 0 done, 1 network or server failure, 2 usage error, 3 verification failed,
+                4 local I/O error, 5 another rangeget is downloading to the same file, 130 interrupted (the
+                same command resumes it; a single stream only where the server then serves byte ranges;
+                -o - never). A list exits with the code of its first failed entry in list order (130 when
+                interrupted). With -o -, a reader that
+                closes the pipe early ends the run with 0.
+                """,
+            habits: Suggestion.habits
+        )
+    }
 
     /// How a list for -i is written; in --help and in the man page's LISTS.
     static let listSyntax = """
@@ -140,9 +205,13 @@ enum GetCommand {
         let urls: [String]
         do {
             urls = try command.parse(arguments, into: &settings)
-            if settings.help { print(command.help); return ExitCode.success.rawValue }
+            if settings.help {
+                print(command.help)
+                return ExitCode.success.rawValue
+            }
             if settings.version {
-                print("""
+                print(
+                    """
                     rangeget \(RangeGetVersion.current) (commit \(RangeGetVersion.build))
                     \(RangeGetVersion.libraries)
                     checksums: \(RangeGetVersion.checksumLibrary)
@@ -150,30 +219,45 @@ enum GetCommand {
                 return ExitCode.success.rawValue
             }
             if let list = settings.inputFile {
-                guard urls.isEmpty else { throw UsageError("give URLs either on the command line or with -i, not both") }
-                guard settings.output == nil else { throw UsageError("-o names one file; with -i use out=NAME in the list") }
+                guard urls.isEmpty else {
+                    throw UsageError("give URLs either on the command line or with -i, not both")
+                }
+                guard settings.output == nil else {
+                    throw UsageError("-o names one file; with -i use out=NAME in the list")
+                }
                 try validate(urls: ["http://list/"], settings: settings)
                 let reading = ListFile(parsing: try readList(list))
-                guard !reading.entries.isEmpty || !reading.problems.isEmpty else { throw UsageError("\(list) lists no URL") }
+                guard !reading.entries.isEmpty || !reading.problems.isEmpty else {
+                    throw UsageError("\(list) lists no URL")
+                }
                 let checksums = try settings.checksumFile.map { file throws(UsageError) in
                     let text = try readList(file)
-                    do throws(DownloadError) { return try Checksum.list(parsing: text) } catch { throw UsageError(error.problem) }
+                    do throws(DownloadError) { return try Checksum.list(parsing: text) } catch {
+                        throw UsageError(error.problem)
+                    }
                 }
                 for notice in reading.entries.compactMap(\.outputNotice) { warn(notice) }
-                return BatchRun(entries: reading.entries, problems: reading.problems, settings: settings, checksums: checksums)
-                    .run(jobs: settings.jobs ?? settings.options.connections)
+                return BatchRun(
+                    entries: reading.entries, problems: reading.problems, settings: settings, checksums: checksums
+                )
+                .run(jobs: settings.jobs ?? settings.options.connections)
             }
-            if settings.checksumFile != nil { throw UsageError("--checksum-file goes with -i; for one file use --checksum") }
+            if settings.checksumFile != nil {
+                throw UsageError("--checksum-file goes with -i; for one file use --checksum")
+            }
             try validate(urls: urls, settings: settings)
             if settings.output == "-" {
-                guard !settings.json else { throw UsageError("--json prints on stdout, which -o - fills with the file") }
+                guard !settings.json else {
+                    throw UsageError("--json prints on stdout, which -o - fills with the file")
+                }
                 return stream(urls, settings: settings)
             }
         } catch {
             return fail("\(error)", .usage)
         }
         if let total = settings.maxSpeed { settings.options.transfer.rateLimit = RateLimit(bytesPerSecond: total) }
-        let destination: Destination = settings.output.map { .file(joined(settings.directory, $0)) }
+        let destination: Destination =
+            settings.output.map { .file(joined(settings.directory, $0)) }
             ?? .directory(settings.directory ?? ".")
         let download = Download(mirrors: urls, destination: destination, options: settings.options)
         let display = ProgressDisplay(quiet: settings.quiet || settings.json)
@@ -201,8 +285,10 @@ enum GetCommand {
                 print(JSONSummary(result: result).encoded())
             } else if !settings.quiet {
                 // Said to people, so on stderr: stdout carries only what a program reads (--json, -o -).
-                display.message(result.alreadyComplete ? skipped(result)
-                    : summary(result, retries: retries.withLock { $0 }, connections: settings.options.connections))
+                display.message(
+                    result.alreadyComplete
+                        ? skipped(result)
+                        : summary(result, retries: retries.withLock { $0 }, connections: settings.options.connections))
             }
             return ExitCode.success.rawValue
         } catch {
@@ -231,7 +317,9 @@ enum GetCommand {
             return text
         }
         guard let data = FileManager.default.contents(atPath: path) else {
-            let reason = access(path, R_OK) != 0 ? systemReason(errno) : isDirectory(path) ? systemReason(EISDIR) : systemReason(EIO)
+            let reason =
+                access(path, R_OK) != 0
+                ? systemReason(errno) : isDirectory(path) ? systemReason(EISDIR) : systemReason(EIO)
             throw UsageError("cannot read input file \(path): \(reason)")
         }
         return String(decoding: data, as: UTF8.self)
@@ -242,7 +330,8 @@ enum GetCommand {
         // `rangeget statsu`: a plain word close to a command's name meant the command.
         for url in urls where !url.contains(where: { "./:".contains($0) }) {
             if let command = Suggestion.closest(to: url, among: Subcommand.names) {
-                throw UsageError("unknown command '\(url)'; did you mean 'rangeget \(command)'? (see 'rangeget --help')")
+                throw UsageError(
+                    "unknown command '\(url)'; did you mean 'rangeget \(command)'? (see 'rangeget --help')")
             }
         }
         for url in urls { try CommandLineURL.check(url) }
@@ -266,8 +355,10 @@ enum GetCommand {
     /// should know. `file` (a list's entry) starts each message that does not
     /// name its URL already, so that a list's messages say which file they are about.
     /// `streaming`: to stdout (`-o -`), where nothing is kept to resume.
-    static func report(_ event: DownloadEvent, display: ProgressDisplay, quiet: Bool, file: @autoclosure () -> String? = nil,
-                       streaming: Bool = false) {
+    static func report(
+        _ event: DownloadEvent, display: ProgressDisplay, quiet: Bool, file: @autoclosure () -> String? = nil,
+        streaming: Bool = false
+    ) {
         func say(_ message: String) {
             if !quiet { display.message(file().map { "\($0): \(message)" } ?? message) }
         }
@@ -275,10 +366,13 @@ enum GetCommand {
         case let .progress(progress):
             display.show(progress)
         case let .probed(remote) where remote.size == nil:
-            say("the server does not say how long the file is: downloading as one stream" + (streaming ? "" : " (not resumable)"))
+            say(
+                "the server does not say how long the file is: downloading as one stream"
+                    + (streaming ? "" : " (not resumable)"))
         case let .probed(remote) where !remote.acceptsRanges:
-            say("the server does not serve byte ranges: downloading as one stream"
-                + (streaming ? "" : " (a later run resumes it only if the server then serves them)"))
+            say(
+                "the server does not serve byte ranges: downloading as one stream"
+                    + (streaming ? "" : " (a later run resumes it only if the server then serves them)"))
         case let .restarting(reason):
             say(reason)
         case let .reusing(bytes):
@@ -309,7 +403,10 @@ enum GetCommand {
     /// The line that ends a download, `connections` being `-n`.
     static func summary(_ result: DownloadResult, retries: RetryKinds, connections: Int) -> String {
         let rate = result.seconds > 0 ? Double(result.bytesFetched) / result.seconds : 0
-        var line = result.path == "-" ? "streamed \(ByteCount.format(result.size)) to stdout" : "saved \(result.path) (\(ByteCount.format(result.size)))"
+        var line =
+            result.path == "-"
+            ? "streamed \(ByteCount.format(result.size)) to stdout"
+            : "saved \(result.path) (\(ByteCount.format(result.size)))"
         line += " in \(String(format1: result.seconds)) s"
         // Nothing fetched has no rate: "0 B/s" read as a stalled run.
         if result.bytesFetched > 0 { line += ", \(ByteCount.format(Int64(saturating: rate)))/s" }
@@ -323,7 +420,8 @@ enum GetCommand {
         if !versions.isEmpty { line += " over " + versions.map { "HTTP/\($0)" }.joined(separator: " and ") }
         if result.tcpConnections > connections {
             // More than -n is no broken limit: say why.
-            line += " (at most \(connections) at once: a transfer cut short, by the server, a steal or a race, closes its connection)"
+            line +=
+                " (at most \(connections) at once: a transfer cut short, by the server, a steal or a race, closes its connection)"
         }
         if result.mirrors.count > 1 {
             func host(_ url: String) -> String {

@@ -4,12 +4,13 @@
 // docs/rangeget.1; `--completion bash|zsh` prints docs/completion/*; a test
 // checks the committed files match.
 import FoundationEssentials
+import RangeGet
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import RangeGet
 
 /// The shells whose completion `help --completion` writes.
 enum Shell: String {
@@ -23,48 +24,66 @@ struct HelpSettings {
 }
 
 enum HelpCommand {
-    static var command: Command<HelpSettings> { Command(
-        name: "help",
-        usage: [Usage("[OPTIONS] [COMMAND]", "help for a command (also COMMAND -h)")],
-        summary: """
-        Show the help of COMMAND, or of the download itself without one; or write the man page or a
-        shell's completion, generated from the same option tables.
-        """,
-        options: [
-            .flag(nil, "man", "print the man page, in roff (what man rangeget shows)") { $0.man = true },
-            .value(nil, "completion", "SHELL", "print the completion script for SHELL: bash or zsh") { settings, text throws(UsageError) in
-                guard let shell = Shell(rawValue: text) else { throw UsageError("--completion needs bash or zsh") }
-                settings.completion = shell
-            },
-            .flag("h", "help", "show this help") { $0.help = true },
-        ],
-        details: ""
-    ) }
+    static var command: Command<HelpSettings> {
+        Command(
+            name: "help",
+            usage: [Usage("[OPTIONS] [COMMAND]", "help for a command (also COMMAND -h)")],
+            summary: """
+                Show the help of COMMAND, or of the download itself without one; or write the man page or a
+                shell's completion, generated from the same option tables.
+                """,
+            options: [
+                .flag(nil, "man", "print the man page, in roff (what man rangeget shows)") { $0.man = true },
+                .value(nil, "completion", "SHELL", "print the completion script for SHELL: bash or zsh") {
+                    settings, text throws(UsageError) in
+                    guard let shell = Shell(rawValue: text) else { throw UsageError("--completion needs bash or zsh") }
+                    settings.completion = shell
+                },
+                .flag("h", "help", "show this help") { $0.help = true }
+            ],
+            details: ""
+        )
+    }
 
     /// The man page's EXAMPLES: the README's examples (a test keeps them the same), each with what it does.
     static let examples: [(command: String, meaning: String)] = [
         ("rangeget https://example.org/big.iso", "8 connections, saved as ./big.iso"),
         ("rangeget -n 16 -o /data/big.iso https://example.org/big.iso", "16 connections, saved as /data/big.iso"),
-        ("rangeget -n 12 https://a.example/big.iso https://b.example/big.iso https://c.example/big.iso",
-         "three mirrors of one file, 12 connections among them"),
+        (
+            "rangeget -n 12 https://a.example/big.iso https://b.example/big.iso https://c.example/big.iso",
+            "three mirrors of one file, 12 connections among them"
+        ),
         ("rangeget -d ~/Downloads https://example.org/get?id=42", "the name from Content-Disposition"),
-        ("rangeget --checksum sha256=9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08 https://example.org/big.iso",
-         "verified before it gets its final name"),
+        (
+            "rangeget --checksum sha256=9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08 https://example.org/big.iso",
+            "verified before it gets its final name"
+        ),
         ("rangeget -H 'Authorization: Bearer TOKEN' https://example.org/private.tar", "a header, never stored on disk"),
         ("rangeget --max-speed 5M https://example.org/big.iso", "the whole run stays under 5 MiB/s"),
         ("rangeget --restart https://example.org/big.iso", "throw away a partial download"),
-        ("rangeget -n 16 -d isos -i list.txt --checksum-file SHA256SUMS", "a list, each file checked against SHA256SUMS"),
+        (
+            "rangeget -n 16 -d isos -i list.txt --checksum-file SHA256SUMS",
+            "a list, each file checked against SHA256SUMS"
+        ),
         ("rangeget --json https://example.org/big.iso | jq .mirrors", "the outcome as JSON"),
-        ("rangeget -n 8 -o - https://example.org/big.tar.zst | zstd -d | tar x",
-         "stream in order to stdout, 8 connections fetching ahead"),
+        (
+            "rangeget -n 8 -o - https://example.org/big.tar.zst | zstd -d | tar x",
+            "stream in order to stdout, 8 connections fetching ahead"
+        ),
         ("rangeget status ~/Downloads", "the partial downloads there"),
-        ("rangeget bench --seconds 5 https://a.example/big.iso https://b.example/big.iso",
-         "which mirrors to use, and how many connections"),
-        ("rangeget serve ./files --rate-per-connection 10M --latency 50 --fault 'stall:1048576@request=3'",
-         "a test server: 10 MiB/s per connection, 50 ms latency, the third request stalls after 1 MiB"),
+        (
+            "rangeget bench --seconds 5 https://a.example/big.iso https://b.example/big.iso",
+            "which mirrors to use, and how many connections"
+        ),
+        (
+            "rangeget serve ./files --rate-per-connection 10M --latency 50 --fault 'stall:1048576@request=3'",
+            "a test server: 10 MiB/s per connection, 50 ms latency, the third request stalls after 1 MiB"
+        ),
         ("rangeget serve ./files --rate-total 40M", "a mirror whose 40 MiB/s uplink all connections share"),
-        ("rangeget serve ./files --rate-per-connection 10M --burst 2M",
-         "2 MiB at once, then a pause: nginx's default limit_rate pacing"),
+        (
+            "rangeget serve ./files --rate-per-connection 10M --burst 2M",
+            "2 MiB at once, then a pause: nginx's default limit_rate pacing"
+        )
     ]
 
     static func run(_ arguments: [String]) -> Int32 {
@@ -86,7 +105,8 @@ enum HelpCommand {
             print(page.help)
         } else {
             let names = Subcommand.names.joined(separator: ", ")
-            return fail("no help for '\(words[0])'; commands: \(names) (and the download itself: rangeget help)", .usage)
+            return fail(
+                "no help for '\(words[0])'; commands: \(names) (and the download itself: rangeget help)", .usage)
         }
         return ExitCode.success.rawValue
     }
@@ -103,14 +123,14 @@ enum HelpCommand {
             text.replacing("\\", with: "\\e").replacing("-", with: "\\-")
         }
         var roff = """
-        .TH RANGEGET 1 "" "rangeget \(RangeGetVersion.current)" "User Commands"
-        .ad l
-        .nh
-        .SH NAME
-        rangeget \\- segmented, resumable downloads over many connections
-        .SH SYNOPSIS
+            .TH RANGEGET 1 "" "rangeget \(RangeGetVersion.current)" "User Commands"
+            .ad l
+            .nh
+            .SH NAME
+            rangeget \\- segmented, resumable downloads over many connections
+            .SH SYNOPSIS
 
-        """
+            """
         // `.B rangeget status` and its arguments, the words to replace (`PATH`, `MIRROR-URL`) in italics.
         roff += Subcommand.all.flatMap { subcommand in
             subcommand.page.usage.map { usage in
@@ -120,10 +140,11 @@ enum HelpCommand {
         }.joined(separator: ".br\n")
         // Text as written in --help: each line as it is, indented lines kept apart (.nf), a line starting with . or ' escaped.
         func block(_ text: String) -> String {
-            ".nf\n" + text.split(separator: "\n", omittingEmptySubsequences: false).map { line in
-                let escaped = escape(String(line))
-                return escaped.hasPrefix(".") || escaped.hasPrefix("'") ? "\\&" + escaped : escaped
-            }.joined(separator: "\n") + "\n.fi\n"
+            ".nf\n"
+                + text.split(separator: "\n", omittingEmptySubsequences: false).map { line in
+                    let escaped = escape(String(line))
+                    return escaped.hasPrefix(".") || escaped.hasPrefix("'") ? "\\&" + escaped : escaped
+                }.joined(separator: "\n") + "\n.fi\n"
         }
         for page in Subcommand.all.map(\.page) {
             roff += page.name.map { ".SH \($0.uppercased())\n" } ?? ".SH DESCRIPTION\n"
@@ -141,16 +162,16 @@ enum HelpCommand {
             roff += ".TP\n.B \(escape(example.command))\n\(escape(example.meaning))\n"
         }
         roff += """
-        .SH RESUMING
-        Data goes to \\fIOUTPUT\\fR.part and the resume state to \\fIOUTPUT\\fR.part.json. Running the same
-        command again fetches only the missing bytes; a remote file that changed is downloaded again from the start.
-        .SH EXIT STATUS
-        0 done; 1 network or server failure; 2 usage error; 3 verification failed; 4 local I/O error;
-        5 another rangeget is downloading to the same file (nothing changed); 130 interrupted
-        (resumable; a single stream only where the server then serves byte ranges). A list exits
-        with the code of its first failed entry, in list order, or 130 when interrupted.
+            .SH RESUMING
+            Data goes to \\fIOUTPUT\\fR.part and the resume state to \\fIOUTPUT\\fR.part.json. Running the same
+            command again fetches only the missing bytes; a remote file that changed is downloaded again from the start.
+            .SH EXIT STATUS
+            0 done; 1 network or server failure; 2 usage error; 3 verification failed; 4 local I/O error;
+            5 another rangeget is downloading to the same file (nothing changed); 130 interrupted
+            (resumable; a single stream only where the server then serves byte ranges). A list exits
+            with the code of its first failed entry, in list order, or 130 when interrupted.
 
-        """
+            """
         return roff
     }
 
@@ -172,22 +193,22 @@ enum HelpCommand {
             return "        \(subcommand.name ?? "*")) words=\"\(words.joined(separator: " "))\" ;;"
         }
         return """
-        # bash completion for rangeget (generated by `rangeget help --completion bash`)
-        _rangeget() {
-            local cur=${COMP_WORDS[COMP_CWORD]} sub=${COMP_WORDS[1]}
-            local words
-            case "$sub" in
-        \(cases.joined(separator: "\n"))
-            esac
-            if [[ $cur == -* || $COMP_CWORD -eq 1 || $sub == help ]]; then
-                COMPREPLY=($(compgen -W "$words" -- "$cur"))
-            else
-                COMPREPLY=($(compgen -f -- "$cur"))
-            fi
-        }
-        complete -o default -F _rangeget rangeget
+            # bash completion for rangeget (generated by `rangeget help --completion bash`)
+            _rangeget() {
+                local cur=${COMP_WORDS[COMP_CWORD]} sub=${COMP_WORDS[1]}
+                local words
+                case "$sub" in
+            \(cases.joined(separator: "\n"))
+                esac
+                if [[ $cur == -* || $COMP_CWORD -eq 1 || $sub == help ]]; then
+                    COMPREPLY=($(compgen -W "$words" -- "$cur"))
+                else
+                    COMPREPLY=($(compgen -f -- "$cur"))
+                fi
+            }
+            complete -o default -F _rangeget rangeget
 
-        """
+            """
     }
 
     /// The zsh completion: after a command's name, its options with their
@@ -205,20 +226,23 @@ enum HelpCommand {
         let cases = caseOrder.map { subcommand in
             var specs = subcommand.page.options.map(spec)
             let names = commandNames(for: subcommand).joined(separator: " ")
-            if !names.isEmpty { specs.append("'*:\(subcommand.name == nil ? "url or subcommand" : "command"):(\(names))'") }
-            return "    \(subcommand.name ?? "*")) _arguments \\\n" + specs.map { "        " + $0 }.joined(separator: " \\\n") + " ;;"
+            if !names.isEmpty {
+                specs.append("'*:\(subcommand.name == nil ? "url or subcommand" : "command"):(\(names))'")
+            }
+            return "    \(subcommand.name ?? "*")) _arguments \\\n"
+                + specs.map { "        " + $0 }.joined(separator: " \\\n") + " ;;"
         }
         return """
-        #compdef rangeget
-        # zsh completion for rangeget (generated by `rangeget help --completion zsh`)
-        _rangeget() {
-            case $words[2] in
-        \(cases.joined(separator: "\n"))
-            esac
-        }
-        _rangeget "$@"
+            #compdef rangeget
+            # zsh completion for rangeget (generated by `rangeget help --completion zsh`)
+            _rangeget() {
+                case $words[2] in
+            \(cases.joined(separator: "\n"))
+                esac
+            }
+            _rangeget "$@"
 
-        """
+            """
     }
 }
 

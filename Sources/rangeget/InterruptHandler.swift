@@ -1,11 +1,12 @@
 // InterruptHandler: Ctrl-C and SIGTERM as a call on a queue, never in signal context.
 import Dispatch
+import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Synchronization
 
 /// Turns SIGINT and SIGTERM into a call of `handler` (on a dispatch queue, not
 /// in signal context). A second signal within `sameInterrupt` seconds of the

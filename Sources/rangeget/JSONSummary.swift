@@ -1,3 +1,6 @@
+import FoundationEssentials
+import RangeGet
+
 // `--json`: one object on stdout when the run ends, for scripts and
 // benchmarks. Field names are stable; see docs/DESIGN.md ("Machine-readable output").
 #if canImport(Glibc)
@@ -5,8 +8,6 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import FoundationEssentials
-import RangeGet
 
 struct JSONSummary: Encodable {
     var outcome: String
@@ -73,9 +74,10 @@ struct JSONSummary: Encodable {
         tcpConnections = result.tcpConnections
         alreadyComplete = result.alreadyComplete
         mirrors = result.mirrors.map {
-            Mirror(url: $0.url, bytes: $0.bytes, bytesPerSecondPerConnection: $0.bytesPerSecond,
-                   errors: $0.errors, dropped: $0.dropped, tcpConnections: $0.tcpConnections,
-                   httpVersion: $0.httpVersion)
+            Mirror(
+                url: $0.url, bytes: $0.bytes, bytesPerSecondPerConnection: $0.bytesPerSecond,
+                errors: $0.errors, dropped: $0.dropped, tcpConnections: $0.tcpConnections,
+                httpVersion: $0.httpVersion)
         }
     }
 
@@ -92,14 +94,16 @@ struct JSONSummary: Encodable {
         self.file = file
         mirrors = urls.map {
             let url = OutgoingText.withoutUserinfo($0)
-            return Mirror(url: url, bytes: 0, bytesPerSecondPerConnection: 0, errors: error.url == url ? 1 : 0, dropped: nil,
-                          tcpConnections: 0, httpVersion: nil)
+            return Mirror(
+                url: url, bytes: 0, bytesPerSecondPerConnection: 0, errors: error.url == url ? 1 : 0, dropped: nil,
+                tcpConnections: 0, httpVersion: nil)
         }
     }
 
     private enum CodingKeys: String, CodingKey {
-        case outcome, exitCode, error, httpStatus, failure, file, size, seconds, averageBytesPerSecond, bytesFetched, bytesReused,
-             retries, connectionsUsed, tcpConnections, alreadyComplete, mirrors, line
+        case outcome, exitCode, error, httpStatus, failure, file, size, seconds, averageBytesPerSecond, bytesFetched,
+            bytesReused,
+            retries, connectionsUsed, tcpConnections, alreadyComplete, mirrors, line
     }
 
     /// Every field, null when it does not apply, so that a script finds each
@@ -131,7 +135,8 @@ struct JSONSummary: Encodable {
     /// safe to print on a terminal (`TerminalText.json`).
     static func encode(_ value: some Encodable, pretty: Bool = false) -> String {
         let encoder = JSONEncoder()
-        encoder.outputFormatting = pretty ? [.sortedKeys, .withoutEscapingSlashes, .prettyPrinted] : [.sortedKeys, .withoutEscapingSlashes]
+        encoder.outputFormatting =
+            pretty ? [.sortedKeys, .withoutEscapingSlashes, .prettyPrinted] : [.sortedKeys, .withoutEscapingSlashes]
         return (try? encoder.encode(value)).map { TerminalText.json(String(decoding: $0, as: UTF8.self)) } ?? "{}"
     }
 }

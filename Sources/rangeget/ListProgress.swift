@@ -67,8 +67,9 @@ struct ListProgress {
             let sum = Double(done) + left
             total = sum >= Double(Int64.max) ? .max : Int64(sum)
         }
-        let progress = DownloadProgress(bytesDone: done, totalBytes: total, bytesPerSecond: 0,
-                                        activeConnections: connections)
+        let progress = DownloadProgress(
+            bytesDone: done, totalBytes: total, bytesPerSecond: 0,
+            activeConnections: connections)
         return (progress, unknown)
     }
 }

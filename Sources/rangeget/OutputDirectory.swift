@@ -1,3 +1,5 @@
+import RangeGet
+
 // OutputDirectory: checks, before anything is fetched, that downloads can be
 // saved where the command line says: `-d DIR`, and the directory of `-o
 // PATH`, are created when missing (with their parents, as `mkdir -p`, aria2c
@@ -10,7 +12,6 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import RangeGet
 
 enum OutputDirectory {
     /// Makes sure files can be created in `path`, creating it first when
@@ -20,7 +21,9 @@ enum OutputDirectory {
         var info = stat()
         if stat(path, &info) != 0 {
             let reason = errno
-            guard reason == ENOENT || reason == ENOTDIR else { throw UsageError("cannot reach \(name): \(systemReason(reason))") }
+            guard reason == ENOENT || reason == ENOTDIR else {
+                throw UsageError("cannot reach \(name): \(systemReason(reason))")
+            }
             guard create else { throw UsageError("\(name) does not exist") }
             if let failure = Directories.make(path) {
                 throw UsageError("\(name) does not exist and cannot be created: \(failure)")

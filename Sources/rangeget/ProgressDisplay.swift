@@ -7,14 +7,15 @@
 // with -q. The rate
 // and ETA are the display's own (RateWindow), shown once there is one.
 import FoundationEssentials
+import RangeGet
+import Synchronization
+import SystemSupport
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import RangeGet
-import Synchronization
-import SystemSupport
 
 final class ProgressDisplay: Sendable {
     private enum Mode { case off, terminal, lines }
@@ -51,14 +52,17 @@ final class ProgressDisplay: Sendable {
     /// `unknownSizes` files (of a list) have not told their sizes, the
     /// total is a lower bound: the total, percent and ETA show as bounds,
     /// followed by that count.
-    func show(_ progress: DownloadProgress, prefix: @autoclosure () -> String = "", mapped: Bool = true,
-              unknownSizes: Int = 0) {
+    func show(
+        _ progress: DownloadProgress, prefix: @autoclosure () -> String = "", mapped: Bool = true,
+        unknownSizes: Int = 0
+    ) {
         let now = MonotonicClock.now()
         let interval = mode == .terminal ? 0.1 : 5.0
         let draw: (due: Bool, rate: Double?) = state.withLock { state in
             state.rate.add(bytesDone: progress.bytesDone, at: now)
             guard mode != .off, now - state.lastDraw >= interval,
-                  mode == .terminal || now - started >= Self.firstLineAfter else { return (false, nil) }
+                mode == .terminal || now - started >= Self.firstLineAfter
+            else { return (false, nil) }
             state.lastDraw = now
             state.drawn = mode == .terminal
             return (true, state.rate.bytesPerSecond)
@@ -106,7 +110,10 @@ final class ProgressDisplay: Sendable {
     /// progress line is redrawn below it later.
     func message(_ text: String) {
         let wasDrawn = state.withLock { state in
-            defer { state.drawn = false; state.lastDraw = -Double.infinity }
+            defer {
+                state.drawn = false
+                state.lastDraw = -Double.infinity
+            }
             return state.drawn
         }
         write((wasDrawn ? "\r\u{1B}[K" : "") + "rangeget: " + TerminalText.escaped(text) + "\n")

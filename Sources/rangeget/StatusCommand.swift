@@ -2,12 +2,13 @@
 // (or the given files and directories): URL, size, how much is done, when the
 // manifest was last written, and whether it can be resumed as it is.
 import FoundationEssentials
+import RangeGet
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import RangeGet
 
 struct StatusSettings {
     var json = false
@@ -15,22 +16,25 @@ struct StatusSettings {
 }
 
 enum StatusCommand {
-    static var command: Command<StatusSettings> { Command(
-        name: "status",
-        usage: [Usage("[OPTIONS] [PATH...]", "partial downloads here (or there) and their health")],
-        summary: "Show the partial downloads in the current directory, or in the given directories and files\n(an output name, its .part or its .part.json).",
-        options: [
-            .flag(nil, "json", "print a JSON array instead of a table") { $0.json = true },
-            .flag("h", "help", "show this help") { $0.help = true },
-        ],
-        details: """
-        States: resumable (its manifest reads back and its .part file holds every byte listed), checksum
-        failed (complete, but not what --checksum expected: --restart fetches it again), not resumable
-        (one stream, from a server that served no ranges or no length: the next run starts over unless
-        the server serves ranges by then), damaged (exit 4). A PATH that does not
-        exist (no file, .part or .part.json of that name) is said so on stderr, and the exit code is 2.
-        """
-    ) }
+    static var command: Command<StatusSettings> {
+        Command(
+            name: "status",
+            usage: [Usage("[OPTIONS] [PATH...]", "partial downloads here (or there) and their health")],
+            summary:
+                "Show the partial downloads in the current directory, or in the given directories and files\n(an output name, its .part or its .part.json).",
+            options: [
+                .flag(nil, "json", "print a JSON array instead of a table") { $0.json = true },
+                .flag("h", "help", "show this help") { $0.help = true }
+            ],
+            details: """
+                States: resumable (its manifest reads back and its .part file holds every byte listed), checksum
+                failed (complete, but not what --checksum expected: --restart fetches it again), not resumable
+                (one stream, from a server that served no ranges or no length: the next run starts over unless
+                the server serves ranges by then), damaged (exit 4). A PATH that does not
+                exist (no file, .part or .part.json of that name) is said so on stderr, and the exit code is 2.
+                """
+        )
+    }
 
     /// One partial download as `status` reports it.
     struct Entry: Encodable {
@@ -76,7 +80,10 @@ enum StatusCommand {
         } catch {
             return fail(error.description, .usage)
         }
-        if settings.help { print(command.help); return ExitCode.success.rawValue }
+        if settings.help {
+            print(command.help)
+            return ExitCode.success.rawValue
+        }
         var manifests: [String] = []
         var missing = false
         for path in paths.isEmpty ? ["."] : paths {
@@ -115,11 +122,15 @@ enum StatusCommand {
     /// download to look at: nothing of that name (`missing`), or a file
     /// without a `.part` or `.part.json` beside it. Nil when there is one.
     private static func absence(_ path: String) -> (text: String, missing: Bool)? {
-        let base = path.hasSuffix(".part.json") ? String(path.dropLast(".part.json".count))
+        let base =
+            path.hasSuffix(".part.json")
+            ? String(path.dropLast(".part.json".count))
             : path.hasSuffix(".part") ? String(path.dropLast(".part".count)) : path
         let exists = { (name: String) in access(name, F_OK) == 0 }
         if exists(base + ".part") || exists(base + ".part.json") || isDirectory(path) { return nil }
-        if exists(path) { return ("\(path): no partial download of it here (complete, or not fetched by rangeget)", false) }
+        if exists(path) {
+            return ("\(path): no partial download of it here (complete, or not fetched by rangeget)", false)
+        }
         return ("\(path) does not exist", true)
     }
 
@@ -136,7 +147,9 @@ enum StatusCommand {
                     entry.state = "not resumable"
                     entry.problem = "one stream of unknown length (no manifest): the next run starts over"
                 } else {
-                    entry.problem = access(part, F_OK) == 0 ? "no manifest, and \(part) is not rangeget's"
+                    entry.problem =
+                        access(part, F_OK) == 0
+                        ? "no manifest, and \(part) is not rangeget's"
                         : "\(entry.output): no such download here"
                 }
                 return entry
@@ -157,7 +170,8 @@ enum StatusCommand {
                 entry.problem = problem + " (--restart fetches it again)"
             } else if manifest.singleStream == true {
                 entry.state = "not resumable"
-                entry.problem = "one stream (the server served no byte ranges): the next run starts over "
+                entry.problem =
+                    "one stream (the server served no byte ranges): the next run starts over "
                     + "unless the server serves ranges by then"
             } else {
                 entry.state = "resumable"
@@ -178,7 +192,7 @@ enum StatusCommand {
                 entry.bytesLeft.map(ByteCount.format) ?? "-",
                 entry.lastUpdated ?? "-",
                 entry.state + (entry.problem.map { ": " + $0 } ?? ""),
-                entry.url ?? "-",
+                entry.url ?? "-"
             ])
         }
         return TerminalText.table(rows)

@@ -27,7 +27,7 @@ struct Subcommand {
             Subcommand(StatusCommand.command, run: StatusCommand.run),
             Subcommand(BenchCommand.command, run: BenchCommand.run),
             Subcommand(ServeCommand.command, run: ServeCommand.run),
-            Subcommand(HelpCommand.command, run: HelpCommand.run),
+            Subcommand(HelpCommand.command, run: HelpCommand.run)
         ]
     }
 

@@ -19,7 +19,8 @@ enum Suggestion {
 
     /// The optimal-string-alignment distance between `a` and `b`.
     static func editDistance(_ a: String, _ b: String) -> Int {
-        let a = Array(a.lowercased()), b = Array(b.lowercased())
+        let a = Array(a.lowercased())
+        let b = Array(b.lowercased())
         guard !a.isEmpty else { return b.count }
         guard !b.isEmpty else { return a.count }
         // Three rows: two back for the swap of neighbours.
@@ -55,15 +56,17 @@ enum Suggestion {
             "-O": "-O is not a rangeget option: name the file with -o FILE (wget's -O FILE); "
                 + "without it the name comes from the server or the URL (curl's -O)",
             "-C": "-C - is curl's resume: " + resume,
-            "-Z": "-Z is curl's parallel mode: rangeget fetches each file over -n connections, and a list with -i LIST",
+            "-Z": "-Z is curl's parallel mode: rangeget fetches each file over -n connections, and a list with -i LIST"
         ]
         hints["--max-connection-per-server"] = "--max-connection-per-server is aria2c's -x: " + connections
         hints["--split"] = "--split is aria2c's -s: " + connections
         hints["--continue"] = "--continue is not a rangeget option: " + resume
         hints["--output-document"] = "--output-document is wget's -O: rangeget's is -o FILE"
-        hints["--remote-name"] = "--remote-name is curl's -O: rangeget names the file from the server or the URL on its own"
+        hints["--remote-name"] =
+            "--remote-name is curl's -O: rangeget names the file from the server or the URL on its own"
         hints["--continue-at"] = "--continue-at is curl's -C: " + resume
-        hints["--parallel"] = "--parallel is curl's -Z: rangeget fetches each file over -n connections, and a list with -i LIST"
+        hints["--parallel"] =
+            "--parallel is curl's -Z: rangeget fetches each file over -n connections, and a list with -i LIST"
         return hints
     }()
 }

@@ -1,3 +1,5 @@
+import FoundationEssentials
+
 // Sizes, rates and durations as people write and read them: `10M`, `1.5G`,
 // `45.2 MiB`, `1:05`. K, M, G and T are binary (1024-based), as in curl.
 // Every formatter takes any value, up to Int64.max bytes and infinite or NaN
@@ -7,7 +9,6 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import FoundationEssentials
 
 enum ByteCount {
     /// Parses `1234`, `10K`, `1.5G`, `20MiB`, `3m`; nil for anything else.
@@ -26,7 +27,8 @@ enum ByteCount {
             digits = digits.dropLast()
         }
         guard !digits.isEmpty, digits.allSatisfy({ $0.isNumber || $0 == "." }),
-              let value = Double(digits), value >= 0 else { return nil }
+            let value = Double(digits), value >= 0
+        else { return nil }
         let bytes = value * multiplier
         guard bytes < 9.2e18 else { return nil }
         return Int64(bytes.rounded())
@@ -69,8 +71,14 @@ extension String {
     /// One decimal place, without Foundation's formatter; a whole number
     /// from 10^15 on (saturated at Int64's range), `-` for NaN.
     init(format1 value: Double) {
-        guard !value.isNaN else { self = "-"; return }
-        guard abs(value) < 1e15 else { self = String(Int64(saturating: value)); return }
+        guard !value.isNaN else {
+            self = "-"
+            return
+        }
+        guard abs(value) < 1e15 else {
+            self = String(Int64(saturating: value))
+            return
+        }
         let tenths = Int64((abs(value) * 10).rounded())
         self = (value < 0 && tenths > 0 ? "-" : "") + "\(tenths / 10).\(tenths % 10)"
     }

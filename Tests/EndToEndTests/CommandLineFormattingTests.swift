@@ -7,16 +7,18 @@ import Foundation
 import RangeGet
 import RangeServer
 import XCTest
+
 @testable import rangeget
 
 final class CommandLineFormattingTests: XCTestCase {
     private let sizes: [Int64] = [
         0, 1, 59, 60, 61, 1023, 1024, (1 << 31) - 1, 1 << 32, 1 << 40, 1 << 50, 1 << 60, (1 << 62) + 1,
-        9_000_000_000_000_000_000, Int64.max / 60, Int64.max / 2 + 1, Int64.max - 59, Int64.max - 1, Int64.max,
+        9_000_000_000_000_000_000, Int64.max / 60, Int64.max / 2 + 1, Int64.max - 59, Int64.max - 1, Int64.max
     ]
 
     private func size(_ random: inout SplitMix64) -> Int64 {
-        random.next() % 2 == 0 ? sizes[Int(random.next() % UInt64(sizes.count))] : Int64.random(in: 0...Int64.max, using: &random)
+        random.next() % 2 == 0
+            ? sizes[Int(random.next() % UInt64(sizes.count))] : Int64.random(in: 0...Int64.max, using: &random)
     }
 
     /// The map's cells computed `total * cell`, which trapped for a file the
@@ -30,7 +32,9 @@ final class CommandLineFormattingTests: XCTestCase {
             var previous = ByteRange(0, 0)
             for cell in 0..<cells {
                 let slice = ProgressDisplay.slice(cell, of: cells, total: total)
-                XCTAssertTrue(slice.start >= 0 && slice.end <= total && slice.count >= 1, "cell \(cell)/\(cells) of \(total): \(slice)")
+                XCTAssertTrue(
+                    slice.start >= 0 && slice.end <= total && slice.count >= 1,
+                    "cell \(cell)/\(cells) of \(total): \(slice)")
                 XCTAssertGreaterThanOrEqual(slice.start, previous.start, "in order")
                 if total >= Int64(cells) { XCTAssertEqual(slice.start, previous.end, "adjacent cells for \(total)") }
                 previous = slice
@@ -38,7 +42,9 @@ final class CommandLineFormattingTests: XCTestCase {
             XCTAssertEqual(previous.end, total, "the last cell ends the file")
             XCTAssertEqual(ProgressDisplay.slice(0, of: cells, total: total).start, 0)
         }
-        XCTAssertEqual(ProgressDisplay.slice(30, of: 60, total: Int64.max), ByteRange(Int64.max / 2, Int64.max / 60 * 31 + 7 * 31 / 60))
+        XCTAssertEqual(
+            ProgressDisplay.slice(30, of: 60, total: Int64.max),
+            ByteRange(Int64.max / 2, Int64.max / 60 * 31 + 7 * 31 / 60))
     }
 
     func testByteCountsFormatUpToInt64Max() {
@@ -61,10 +67,15 @@ final class CommandLineFormattingTests: XCTestCase {
     /// An ETA of 10^19 seconds trapped in `Int(seconds.rounded())`.
     func testDurationsAndDecimalsFormatWhateverTheValue() {
         var random = SplitMix64(seed: 12_33)
-        let specials: [Double] = [0, -0.0, 0.04, 0.05, 59.5, 3599.5, rangeget.DurationText.longest, rangeget.DurationText.longest + 1, 9.2e18, 9.3e18,
-                                  1e19, 1e300, -1e19, .infinity, -.infinity, .nan, .greatestFiniteMagnitude, -.greatestFiniteMagnitude]
+        let specials: [Double] = [
+            0, -0.0, 0.04, 0.05, 59.5, 3599.5, rangeget.DurationText.longest, rangeget.DurationText.longest + 1, 9.2e18,
+            9.3e18,
+            1e19, 1e300, -1e19, .infinity, -.infinity, .nan, .greatestFiniteMagnitude, -.greatestFiniteMagnitude
+        ]
         for index in 0..<20_000 {
-            let value = index < specials.count ? specials[index]
+            let value =
+                index < specials.count
+                ? specials[index]
                 : Double(bitPattern: random.next()) // every exponent, NaNs and infinities included
             XCTAssertFalse(rangeget.DurationText.format(value).isEmpty)
             XCTAssertFalse(String(format1: value).isEmpty)
@@ -88,7 +99,8 @@ final class CommandLineFormattingTests: XCTestCase {
     func testSumsOverAListSaturate() {
         var random = SplitMix64(seed: 12_34)
         for _ in 0..<20_000 {
-            let a = size(&random), b = size(&random)
+            let a = size(&random)
+            let b = size(&random)
             let sum = a.saturatingAdding(b)
             XCTAssertEqual(sum, a > Int64.max - b ? Int64.max : a + b)
         }
@@ -98,19 +110,30 @@ final class CommandLineFormattingTests: XCTestCase {
     /// Server text reached the terminal raw (item 15); JSON must stay valid.
     func testTerminalTextEscapesEveryActiveCharacterAndKeepsJSONValid() throws {
         var random = SplitMix64(seed: 12_35)
-        let alphabet: [String] = ["a", "é", "\u{1B}", "[2J", "\u{07}", "\u{9B}", "\u{7F}", "\r", "\n", "\r\n", "\t", "\0",
-                                  "\u{202E}", "\u{2066}", "\u{2028}", "\u{85}", "\u{301}", "\\", "\"", "👩‍👩‍👧", "\u{FEFF}"]
+        let alphabet: [String] = [
+            "a", "é", "\u{1B}", "[2J", "\u{07}", "\u{9B}", "\u{7F}", "\r", "\n", "\r\n", "\t", "\0",
+            "\u{202E}", "\u{2066}", "\u{2028}", "\u{85}", "\u{301}", "\\", "\"", "👩‍👩‍👧", "\u{FEFF}"
+        ]
         for _ in 0..<20_000 {
-            let text = (0..<Int.random(in: 0...12, using: &random)).map { _ in alphabet[Int(random.next() % UInt64(alphabet.count))] }
-                .joined()
+            let text = (0..<Int.random(in: 0...12, using: &random)).map { _ in
+                alphabet[Int(random.next() % UInt64(alphabet.count))]
+            }
+            .joined()
             let escaped = TerminalText.escaped(text)
-            XCTAssertFalse(escaped.unicodeScalars.contains { $0.value < 0x20 || (0x7F...0x9F).contains($0.value)
-                || (0x202A...0x202E).contains($0.value) || (0x2066...0x2069).contains($0.value) || $0.value == 0x2028 },
-                           escaped.debugDescription)
+            XCTAssertFalse(
+                escaped.unicodeScalars.contains {
+                    $0.value < 0x20 || (0x7F...0x9F).contains($0.value)
+                        || (0x202A...0x202E).contains($0.value) || (0x2066...0x2069).contains($0.value)
+                        || $0.value == 0x2028
+                },
+                escaped.debugDescription)
             XCTAssertEqual(TerminalText.escaped(escaped), escaped, "escaping twice changes nothing")
             let json = JSONSummary.encode(["text": text])
-            XCTAssertFalse(json.unicodeScalars.contains { $0.value < 0x20 || (0x7F...0x9F).contains($0.value)
-                || (0x202A...0x202E).contains($0.value) }, json.debugDescription)
+            XCTAssertFalse(
+                json.unicodeScalars.contains {
+                    $0.value < 0x20 || (0x7F...0x9F).contains($0.value)
+                        || (0x202A...0x202E).contains($0.value)
+                }, json.debugDescription)
             let decoded = try JSONDecoder().decode([String: String].self, from: Data(json.utf8))
             XCTAssertEqual(decoded["text"], text, "the same JSON value: \(json.debugDescription)")
         }
@@ -121,8 +144,12 @@ final class CommandLineFormattingTests: XCTestCase {
     /// Issue 18: a cell as wide as its column got a space more than the
     /// others, so the `status` and `bench` rows after it were shifted by one.
     func testTableColumnsStartAtTheSameOffsetInEveryRow() {
-        let table = TerminalText.table([["OUTPUT", "DONE", "URL"], ["/nonexistent", "-", "-"], ["a", "50.0%", "http://h/a"]])
-        XCTAssertEqual(table, """
+        let table = TerminalText.table([
+            ["OUTPUT", "DONE", "URL"], ["/nonexistent", "-", "-"], ["a", "50.0%", "http://h/a"]
+        ])
+        XCTAssertEqual(
+            table,
+            """
             OUTPUT       DONE  URL
             /nonexistent -     -
             a            50.0% http://h/a
@@ -153,7 +180,8 @@ final class CommandLineFormattingTests: XCTestCase {
         for line in ["http://h/a dir=x\n", "http://h/é dir=ü\n", "http://h/a x=\n"] {
             let reading = ListFile(parsing: line)
             XCTAssertEqual(reading.entries, [], line)
-            XCTAssertTrue(reading.problems.first?.message.contains("input line 1: unknown option") == true, "\(reading.problems)")
+            XCTAssertTrue(
+                reading.problems.first?.message.contains("input line 1: unknown option") == true, "\(reading.problems)")
         }
         let digest = String(repeating: "ab", count: 32)
         let sums = try Checksum.list(parsing: "\(digest)  a.bin\r\n\r\n\(digest.uppercased()) *./b.bin\r\n")
@@ -228,8 +256,10 @@ final class CommandLineFormattingTests: XCTestCase {
         let outs = ["out=x.bin", "out=../y", "out=ü.txt", "out=#\u{FE0F}\u{20E3}", "out=x#\u{301}y"]
         let comments = ["# c", "#", "#out=z", "# é"]
         // Each drawn now and then: what the rules refuse, or a blank or '#' that a mark joins.
-        let odd = ["out=", "out=..", "dir=x", "é", "ftp://h/f", "http://", "a=http://h/z", "\u{301}", "\u{FEFF}",
-                   " \u{301}", "#\u{301}", "x=\u{200D}", "é=\u{301}x", "é=:/\u{301}/"]
+        let odd = [
+            "out=", "out=..", "dir=x", "é", "ftp://h/f", "http://", "a=http://h/z", "\u{301}", "\u{FEFF}",
+            " \u{301}", "#\u{301}", "x=\u{200D}", "é=\u{301}x", "é=:/\u{301}/"
+        ]
         let blanks = [" ", "\t", "  ", " \t"]
         let breaks = ["\n", "\r\n", "\r", "\n\n"]
         var (accepted, lists) = (0, 3000)
@@ -238,15 +268,19 @@ final class CommandLineFormattingTests: XCTestCase {
             for _ in 0..<Int.random(in: 1...6, using: &random) {
                 var tokens: [String]
                 switch Int.random(in: 0..<10, using: &random) {
-                case 0..<6: tokens = (0..<Int.random(in: 1...3, using: &random)).map { _ in random.pick(urls) }
+                case 0..<6:
+                    tokens = (0..<Int.random(in: 1...3, using: &random)).map { _ in random.pick(urls) }
                     if random.chance(0.4) { tokens.append(random.pick(outs)) }
-                case 6..<8: tokens = [random.pick(outs)]
-                    text += random.pick(blanks)  // an option line, indented
+                case 6..<8:
+                    tokens = [random.pick(outs)]
+                    text += random.pick(blanks) // an option line, indented
                 case 8: tokens = []
                 default: tokens = [random.pick(comments)]
                 }
                 if random.chance(0.2) { tokens.append(random.pick(comments)) }
-                if random.chance(0.04) { tokens.insert(random.pick(odd), at: Int.random(in: 0...tokens.count, using: &random)) }
+                if random.chance(0.04) {
+                    tokens.insert(random.pick(odd), at: Int.random(in: 0...tokens.count, using: &random))
+                }
                 text += tokens.map { $0 + random.pick(blanks) }.joined().dropLast()
                 text += random.pick(breaks)
             }
@@ -312,7 +346,8 @@ final class CommandLineFormattingTests: XCTestCase {
                 continue
             }
             if !urls.isEmpty {
-                reading.entries.append(DownloadList.Entry(urls: urls, output: output, line: number, outputNotice: notice))
+                reading.entries.append(
+                    DownloadList.Entry(urls: urls, output: output, line: number, outputNotice: notice))
             } else if !skipping, let output {
                 reading.entries[reading.entries.count - 1].output = output
                 reading.entries[reading.entries.count - 1].outputNotice = notice

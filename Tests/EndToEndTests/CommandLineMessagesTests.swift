@@ -4,19 +4,25 @@ import Foundation
 import RangeGet
 import RangeServer
 import XCTest
+
 @testable import rangeget
 
 final class CommandLineMessagesTests: EndToEndTestCase {
     /// The cell under each header starts where the header does, on every row.
-    private func assertColumnsAlign(_ table: String, headers: [String], file: StaticString = #filePath, line: UInt = #line) {
+    private func assertColumnsAlign(
+        _ table: String, headers: [String], file: StaticString = #filePath, line: UInt = #line
+    ) {
         let lines = table.split(separator: "\n").map { Array($0) }
         guard let header = lines.first.map({ String($0) }) else { return XCTFail("no table", file: file, line: line) }
         for name in headers.dropFirst() {
-            guard let range = header.range(of: " " + name) else { return XCTFail("no \(name) in \(header)", file: file, line: line) }
+            guard let range = header.range(of: " " + name) else {
+                return XCTFail("no \(name) in \(header)", file: file, line: line)
+            }
             let column = header.distance(from: header.startIndex, to: range.lowerBound) + 1
             for row in lines.dropFirst() {
-                XCTAssertTrue(row.count > column && row[column] != " " && row[column - 1] == " ",
-                              "\(name) starts at \(column) in\n\(table)", file: file, line: line)
+                XCTAssertTrue(
+                    row.count > column && row[column] != " " && row[column - 1] == " ",
+                    "\(name) starts at \(column) in\n\(table)", file: file, line: line)
             }
         }
     }
@@ -34,19 +40,25 @@ final class CommandLineMessagesTests: EndToEndTestCase {
     func testSummaryCountsRetriesByKind() throws {
         XCTAssertNil(RetryKinds().phrase(total: 0))
         var kinds = RetryKinds()
-        let causes: [RetryCause] = [.stall, .cut, .status(503), .cut, .cut, .status(429), .transport(.connectFailed),
-                                    .transport(.tls)]
+        let causes: [RetryCause] = [
+            .stall, .cut, .status(503), .cut, .cut, .status(429), .transport(.connectFailed),
+            .transport(.tls)
+        ]
         for cause in causes { kinds.add(cause) }
-        XCTAssertEqual(kinds.phrase(total: 9), "9 retries (3 cuts, 1 stall, 1 HTTP 429 answer, 1 HTTP 503 answer, "
-                       + "1 failed connection, 2 other failures)")
+        XCTAssertEqual(
+            kinds.phrase(total: 9),
+            "9 retries (3 cuts, 1 stall, 1 HTTP 429 answer, 1 HTTP 503 answer, "
+                + "1 failed connection, 2 other failures)")
         var one = RetryKinds()
         one.add(.stall)
         XCTAssertEqual(one.phrase(total: 1), "1 retry (1 stall)")
 
         let resource = Resource.generated(size: 4 << 20, seed: 1802)
         server.setResource(resource, at: "f")
-        server.setFaults([FaultRule(.cutAfter(100_000), when: .nthRequest(2)),
-                          FaultRule(.status(503, retryAfter: nil), when: .nthRequest(3))])
+        server.setFaults([
+            FaultRule(.cutAfter(100_000), when: .nthRequest(2)),
+            FaultRule(.status(503, retryAfter: nil), when: .nthRequest(3))
+        ])
         let run = try CLI.run(["-n", "1", "--retry-wait", "0.01", "-o", path("f"), server.url("f")], in: directory)
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(path("f"), resource)
@@ -64,11 +76,16 @@ final class CommandLineMessagesTests: EndToEndTestCase {
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(path("f"), resource)
         let summary = run.stderr
-        XCTAssertTrue(summary.contains("; mirrors: 127.0.0.1:\(server.port) 4.0 MiB, 127.0.0.1:\(other.port) dropped; "
-                                       + "127.0.0.1:\(other.port) was dropped: "), summary)
+        XCTAssertTrue(
+            summary.contains(
+                "; mirrors: 127.0.0.1:\(server.port) 4.0 MiB, 127.0.0.1:\(other.port) dropped; "
+                    + "127.0.0.1:\(other.port) was dropped: "), summary)
         var depth = 0
         for character in summary + run.stderr {
-            if character == "(" { depth += 1; XCTAssertLessThanOrEqual(depth, 1, summary + run.stderr) }
+            if character == "(" {
+                depth += 1
+                XCTAssertLessThanOrEqual(depth, 1, summary + run.stderr)
+            }
             if character == ")" { depth -= 1 }
         }
     }
@@ -89,10 +106,13 @@ final class CommandLineMessagesTests: EndToEndTestCase {
         let plainServer = try anotherServer()
         plainServer.setResource(Resource.generated(size: 4 << 20, seed: 1805), at: "plain")
         plainServer.setFaults([FaultRule(.acceptRangesNone)])
-        try "\(server.url("ranged"))\n\(plainServer.url("plain"))\n".write(toFile: path("list"), atomically: true, encoding: .utf8)
+        try "\(server.url("ranged"))\n\(plainServer.url("plain"))\n".write(
+            toFile: path("list"), atomically: true, encoding: .utf8)
         let run = try CLI.run(["--use-head", "-i", path("list")], in: directory)
         XCTAssertEqual(run.status, 0, run.stderr)
-        XCTAssertTrue(run.stderr.contains("rangeget: \(plainServer.url("plain")): the server does not serve byte ranges"), run.stderr)
+        XCTAssertTrue(
+            run.stderr.contains("rangeget: \(plainServer.url("plain")): the server does not serve byte ranges"),
+            run.stderr)
         XCTAssertFalse(run.stderr.contains("\(server.url("ranged")): the server"), run.stderr)
     }
 
@@ -126,8 +146,11 @@ final class CommandLineMessagesTests: EndToEndTestCase {
         // Probed fine (HEAD and the opening request), then every ranged GET answers 503.
         server.setResource(Resource.generated(size: 4 << 20, seed: 1808), at: "f")
         server.setFaults([FaultRule(.status(503, retryAfter: nil), when: .fromRequest(3))])
-        let run = try CLI.run(["--json", "-n", "2", "--min-split", "1M", "--retries", "1", "--retry-wait", "0.01",
-                               "-o", path("f"), server.url("f")], in: directory)
+        let run = try CLI.run(
+            [
+                "--json", "-n", "2", "--min-split", "1M", "--retries", "1", "--retry-wait", "0.01",
+                "-o", path("f"), server.url("f")
+            ], in: directory)
         XCTAssertEqual(run.status, 1, run.stderr)
         let object = try run.jsonObject()
         XCTAssertTrue((object["error"] as? String)?.contains("giving up") == true, run.stdout)
@@ -153,15 +176,26 @@ final class CommandLineMessagesTests: EndToEndTestCase {
         let cases: [(arguments: [String], message: String, unprivileged: Bool)] = [
             (["-d", "/proc"], "cannot write to directory /proc: its file system takes no new files", false),
             (["-d", path("plain-file")], "--dir \(path("plain-file")) is not a directory", false),
-            (["-d", path("plain-file/sub")], "--dir \(path("plain-file/sub")) does not exist and cannot be created: Not a directory", false),
-            (["-o", path("plain-file/out")], "the directory \(path("plain-file")) of --output is not a directory", false),
+            (
+                ["-d", path("plain-file/sub")],
+                "--dir \(path("plain-file/sub")) does not exist and cannot be created: Not a directory", false
+            ),
+            (
+                ["-o", path("plain-file/out")], "the directory \(path("plain-file")) of --output is not a directory",
+                false
+            ),
             (["-d", locked], "cannot write to directory \(locked): Permission denied", true),
-            (["-d", locked + "/sub"], "--dir \(locked)/sub does not exist and cannot be created: Permission denied", true),
+            (
+                ["-d", locked + "/sub"], "--dir \(locked)/sub does not exist and cannot be created: Permission denied",
+                true
+            ),
             (["-o", locked + "/out"], "cannot write to directory \(locked): Permission denied", true),
-            (["-i", locked + "/none"], "cannot read input file \(locked)/none: No such file or directory", false),
+            (["-i", locked + "/none"], "cannot read input file \(locked)/none: No such file or directory", false)
         ]
         for (arguments, message, unprivileged) in cases {
-            let run = unprivileged ? try CLI.runWithoutPermissionOverride(arguments + [server.url("f")], in: directory)
+            let run =
+                unprivileged
+                ? try CLI.runWithoutPermissionOverride(arguments + [server.url("f")], in: directory)
                 : try CLI.run(arguments + (arguments[0] == "-i" ? [] : [server.url("f")]), in: directory)
             XCTAssertEqual(run.status, 2, "\(arguments): \(run.stderr)")
             XCTAssertTrue(run.stderr.hasPrefix("rangeget: " + message), "\(arguments): \(run.stderr)")
@@ -187,16 +221,25 @@ final class CommandLineMessagesTests: EndToEndTestCase {
         for (url, problem) in [
             ("https://example.org/x", nil), ("HTTP://h/x", nil),
             ("example.org/x", "not an http or https URL: 'example.org/x'; did you mean 'https://example.org/x'?"),
-            ("localhost:8080/x", "not an http or https URL: 'localhost:8080/x'; did you mean 'http://localhost:8080/x'?"),
+            (
+                "localhost:8080/x",
+                "not an http or https URL: 'localhost:8080/x'; did you mean 'http://localhost:8080/x'?"
+            ),
             // A host on the machine or the local network rarely has a certificate (issue 37).
-            ("127.0.0.1:18900/big.bin", "not an http or https URL: '127.0.0.1:18900/big.bin'; did you mean 'http://127.0.0.1:18900/big.bin'?"),
+            (
+                "127.0.0.1:18900/big.bin",
+                "not an http or https URL: '127.0.0.1:18900/big.bin'; did you mean 'http://127.0.0.1:18900/big.bin'?"
+            ),
             ("192.168.1.20/f", "not an http or https URL: '192.168.1.20/f'; did you mean 'http://192.168.1.20/f'?"),
             ("nas:8080/f", "not an http or https URL: 'nas:8080/f'; did you mean 'http://nas:8080/f'?"),
             ("[::1]:80/f", "not an http or https URL: '[::1]:80/f'; did you mean 'http://[::1]:80/f'?"),
-            ("fcbarcelona.com/f", "not an http or https URL: 'fcbarcelona.com/f'; did you mean 'https://fcbarcelona.com/f'?"),
+            (
+                "fcbarcelona.com/f",
+                "not an http or https URL: 'fcbarcelona.com/f'; did you mean 'https://fcbarcelona.com/f'?"
+            ),
             ("8.8.8.8/f", "not an http or https URL: '8.8.8.8/f'; did you mean 'https://8.8.8.8/f'?"),
             ("notaurl", "not an http or https URL: 'notaurl'"), ("", "not an http or https URL: ''"),
-            ("ftp://h/x", "not an http or https URL: 'ftp://h/x'"), ("http://", "not an http or https URL: 'http://'"),
+            ("ftp://h/x", "not an http or https URL: 'ftp://h/x'"), ("http://", "not an http or https URL: 'http://'")
         ] as [(String, String?)] {
             XCTAssertEqual(RemoteURL.problem(url), problem, url)
         }
@@ -210,7 +253,8 @@ final class CommandLineMessagesTests: EndToEndTestCase {
 
         let run = try CLI.run(["example.org/x"], in: directory)
         XCTAssertEqual(run.status, 2)
-        XCTAssertEqual(run.stderr, "rangeget: not an http or https URL: 'example.org/x'; did you mean 'https://example.org/x'?\n")
+        XCTAssertEqual(
+            run.stderr, "rangeget: not an http or https URL: 'example.org/x'; did you mean 'https://example.org/x'?\n")
     }
 
     /// Issue 37, the output rule: stdout carries what a program reads
@@ -241,8 +285,14 @@ final class CommandLineMessagesTests: EndToEndTestCase {
     func testTyposGetSuggestionsAndOtherToolsHabitsGetHints() throws {
         let url = server.url("f")
         let cases: [(arguments: [String], message: String)] = [
-            (["--conections", "4", url], "unknown option --conections; did you mean --connections? (see 'rangeget --help')"),
-            (["-connections", "4", url], "unknown option -connections; did you mean --connections? (see 'rangeget --help')"),
+            (
+                ["--conections", "4", url],
+                "unknown option --conections; did you mean --connections? (see 'rangeget --help')"
+            ),
+            (
+                ["-connections", "4", url],
+                "unknown option -connections; did you mean --connections? (see 'rangeget --help')"
+            ),
             (["--retires", "2", url], "unknown option --retires; did you mean --retries? (see 'rangeget --help')"),
             (["--frobnicate", url], "unknown option --frobnicate (see 'rangeget --help')"),
             (["statsu"], "unknown command 'statsu'; did you mean 'rangeget status'? (see 'rangeget --help')"),
@@ -250,15 +300,30 @@ final class CommandLineMessagesTests: EndToEndTestCase {
             (["-x", "8", url], "-x is aria2c's connections per server: rangeget's connections are -n N (default 8)"),
             (["-x8", url], "-x is aria2c's connections per server: rangeget's connections are -n N (default 8)"),
             (["-s", "8", url], "-s is aria2c's split count: rangeget's connections are -n N (default 8)"),
-            (["--max-connection-per-server=8", url], "--max-connection-per-server is aria2c's -x: rangeget's connections are -n N (default 8)"),
-            (["-c", url], "-c is not a rangeget option: where wget and aria2c resume with -c, rangeget resumes on its own "
-                + "(run the same command again); curl's -c writes a cookie jar, which rangeget does not keep"),
-            (["--continue", url], "--continue is not a rangeget option: rangeget resumes on its own (run the same command again)"),
-            (["-O", "x.bin", url], "-O is not a rangeget option: name the file with -o FILE (wget's -O FILE); "
-                + "without it the name comes from the server or the URL (curl's -O)"),
+            (
+                ["--max-connection-per-server=8", url],
+                "--max-connection-per-server is aria2c's -x: rangeget's connections are -n N (default 8)"
+            ),
+            (
+                ["-c", url],
+                "-c is not a rangeget option: where wget and aria2c resume with -c, rangeget resumes on its own "
+                    + "(run the same command again); curl's -c writes a cookie jar, which rangeget does not keep"
+            ),
+            (
+                ["--continue", url],
+                "--continue is not a rangeget option: rangeget resumes on its own (run the same command again)"
+            ),
+            (
+                ["-O", "x.bin", url],
+                "-O is not a rangeget option: name the file with -o FILE (wget's -O FILE); "
+                    + "without it the name comes from the server or the URL (curl's -O)"
+            ),
             (["-C", "-", url], "-C - is curl's resume: rangeget resumes on its own (run the same command again)"),
-            (["-Z", url], "-Z is curl's parallel mode: rangeget fetches each file over -n connections, and a list with -i LIST"),
-            (["--output-document", "x", url], "--output-document is wget's -O: rangeget's is -o FILE"),
+            (
+                ["-Z", url],
+                "-Z is curl's parallel mode: rangeget fetches each file over -n connections, and a list with -i LIST"
+            ),
+            (["--output-document", "x", url], "--output-document is wget's -O: rangeget's is -o FILE")
         ]
         for (arguments, message) in cases {
             let run = try CLI.run(arguments, in: directory)
@@ -275,29 +340,37 @@ final class CommandLineMessagesTests: EndToEndTestCase {
     /// file an installed user does not have.
     func testHelpAndTheManPageShowEveryFormTheListSyntaxAndExamples() throws {
         let help = try CLI.run(["--help"], in: directory).stdout
-        for form in ["rangeget [OPTIONS] URL [MIRROR-URL...]", "rangeget [OPTIONS] -i LIST", "rangeget status [OPTIONS] [PATH...]",
-                     "rangeget bench [OPTIONS] URL [URL...]", "rangeget serve DIR [OPTIONS]", "rangeget help [OPTIONS] [COMMAND]"] {
+        for form in [
+            "rangeget [OPTIONS] URL [MIRROR-URL...]", "rangeget [OPTIONS] -i LIST",
+            "rangeget status [OPTIONS] [PATH...]",
+            "rangeget bench [OPTIONS] URL [URL...]", "rangeget serve DIR [OPTIONS]", "rangeget help [OPTIONS] [COMMAND]"
+        ] {
             XCTAssertTrue(help.contains("       " + form) || help.contains("Usage: " + form), "\(form) in\n\(help)")
         }
         let man = try String(contentsOf: CLI.repositoryRoot.appendingPathComponent("docs/rangeget.1"), encoding: .utf8)
         for text in ["Several URLs on a line are mirrors", "out=NAME", "'#' starts a comment"] {
             XCTAssertTrue(help.contains(text), "--help explains lists: \(text)")
-            XCTAssertTrue(man.contains(text.replacingOccurrences(of: "-", with: "\\-")), "the man page explains lists: \(text)")
+            XCTAssertTrue(
+                man.contains(text.replacingOccurrences(of: "-", with: "\\-")), "the man page explains lists: \(text)")
         }
         XCTAssertTrue(man.contains(".SH LISTS\n") && man.contains(".SH EXAMPLES\n"), man)
         let readme = try String(contentsOf: CLI.repositoryRoot.appendingPathComponent("README.md"), encoding: .utf8)
         for example in HelpCommand.examples {
-            XCTAssertTrue(man.contains(".B " + example.command.replacingOccurrences(of: "-", with: "\\-")), example.command)
-            XCTAssertTrue(readme.split(separator: "\n").contains { $0.hasPrefix(example.command) },
-                          "the README's examples and the man page's are the same: \(example.command)")
+            XCTAssertTrue(
+                man.contains(".B " + example.command.replacingOccurrences(of: "-", with: "\\-")), example.command)
+            XCTAssertTrue(
+                readme.split(separator: "\n").contains { $0.hasPrefix(example.command) },
+                "the README's examples and the man page's are the same: \(example.command)")
         }
 
         let serve = try CLI.run(["help", "serve"], in: directory).stdout
         XCTAssertFalse(serve.contains("README"), serve)
-        let faults = try String(contentsOf: CLI.repositoryRoot.appendingPathComponent("Sources/RangeServer/README.md"), encoding: .utf8)
-            .split(separator: "\n").filter { $0.hasPrefix("| `") && $0.contains("| `.") }.map { row in
-                String(row.dropFirst(3).prefix { $0 != "`" && $0 != ":" && $0 != "[" })
-            }
+        let faults = try String(
+            contentsOf: CLI.repositoryRoot.appendingPathComponent("Sources/RangeServer/README.md"), encoding: .utf8
+        )
+        .split(separator: "\n").filter { $0.hasPrefix("| `") && $0.contains("| `.") }.map { row in
+            String(row.dropFirst(3).prefix { $0 != "`" && $0 != ":" && $0 != "[" })
+        }
         XCTAssertGreaterThan(faults.count, 20)
         for fault in faults { XCTAssertTrue(serve.contains("  " + fault), "help serve explains \(fault)") }
         for trigger in ["request=N", "from=N", "range-start=OFFSET", "p=P", "method=METHOD"] {
@@ -320,8 +393,10 @@ final class CommandLineMessagesTests: EndToEndTestCase {
         XCTAssertTrue(wait(timeout: 30) { !example.isRunning }, printed())
         XCTAssertEqual(example.process.terminationStatus, 0, printed())
         let lines = printed()
-        for line in ["size: 4194304 bytes", "paused: no connection open, resume state saved", "resumed",
-                     "finished: 4194304 bytes in \(path("f"))", "fetched 4194304 bytes"] {
+        for line in [
+            "size: 4194304 bytes", "paused: no connection open, resume state saved", "resumed",
+            "finished: 4194304 bytes in \(path("f"))", "fetched 4194304 bytes"
+        ] {
             XCTAssertTrue(lines.contains(line), "\(line) in\n\(lines)")
         }
         assertSameBytes(path("f"), resource)
@@ -329,9 +404,11 @@ final class CommandLineMessagesTests: EndToEndTestCase {
 
     /// `pieceStarted` and `pieceFinished` were missing from the README (the library guide, docs/LIBRARY.md, since the README became a user guide).
     func testTheReadmeDocumentsEveryDownloadEvent() throws {
-        let source = try String(contentsOf: CLI.repositoryRoot.appendingPathComponent("Sources/RangeGet/DownloadEvent.swift"),
-                                encoding: .utf8)
-        let readme = try String(contentsOf: CLI.repositoryRoot.appendingPathComponent("docs/LIBRARY.md"), encoding: .utf8)
+        let source = try String(
+            contentsOf: CLI.repositoryRoot.appendingPathComponent("Sources/RangeGet/DownloadEvent.swift"),
+            encoding: .utf8)
+        let readme = try String(
+            contentsOf: CLI.repositoryRoot.appendingPathComponent("docs/LIBRARY.md"), encoding: .utf8)
         // The events a `switch` covers, then the engine's, grouped under `transfer`.
         for (type, least) in [("DownloadEvent", 11), ("TransferEvent", 6)] {
             let body = source[source.range(of: "public enum \(type)")!.upperBound...].prefix { $0 != "}" }
@@ -341,7 +418,9 @@ final class CommandLineMessagesTests: EndToEndTestCase {
                 return String(words.dropFirst(5).prefix { $0.isLetter })
             }
             XCTAssertGreaterThanOrEqual(cases.count, least, type)
-            for name in cases { XCTAssertTrue(readme.contains("| `\(name)"), "docs/LIBRARY.md documents \(type).\(name)") }
+            for name in cases {
+                XCTAssertTrue(readme.contains("| `\(name)"), "docs/LIBRARY.md documents \(type).\(name)")
+            }
         }
         XCTAssertTrue(readme.contains("`connectionSeconds`"))
     }

@@ -13,7 +13,8 @@ final class CommandLineTests: EndToEndTestCase {
         let output = path("f")
         // script(1) gives the child a pseudo-terminal.
         let command = "LANG=C.UTF-8 COLUMNS=100 \(CLI.binary) -n 4 -o \(output) \(server.url("f"))"
-        let run = try CLI.run(["-c", "/usr/bin/script -qfec '\(command)' /dev/null"], in: directory, executable: "/bin/sh")
+        let run = try CLI.run(
+            ["-c", "/usr/bin/script -qfec '\(command)' /dev/null"], in: directory, executable: "/bin/sh")
         XCTAssertEqual(run.status, 0, run.stdout + run.stderr)
         assertSameBytes(output, resource)
         let screen = run.stdout
@@ -56,18 +57,26 @@ final class CommandLineTests: EndToEndTestCase {
     }
 
     /// The README: "Every key but `alreadyComplete` is in every object, `null` where it does not apply."
-    private func assertEveryDocumentedKey(in object: [String: Any], _ text: String,
-                                          file: StaticString = #filePath, line: UInt = #line) {
-        for key in ["outcome", "exitCode", "error", "httpStatus", "failure", "file", "size", "seconds",
-                    "averageBytesPerSecond", "bytesFetched", "bytesReused", "retries", "connectionsUsed",
-                    "tcpConnections", "mirrors"] {
+    private func assertEveryDocumentedKey(
+        in object: [String: Any], _ text: String,
+        file: StaticString = #filePath, line: UInt = #line
+    ) {
+        for key in [
+            "outcome", "exitCode", "error", "httpStatus", "failure", "file", "size", "seconds",
+            "averageBytesPerSecond", "bytesFetched", "bytesReused", "retries", "connectionsUsed",
+            "tcpConnections", "mirrors"
+        ] {
             XCTAssertNotNil(object[key], "field \(key) in \(text)", file: file, line: line)
         }
         let mirrors = object["mirrors"] as? [[String: Any]] ?? []
         XCTAssertFalse(mirrors.isEmpty, text, file: file, line: line)
         for mirror in mirrors {
-            XCTAssertEqual(Set(mirror.keys), ["url", "bytes", "bytesPerSecondPerConnection", "errors", "dropped",
-                                              "tcpConnections", "httpVersion"], text, file: file, line: line)
+            XCTAssertEqual(
+                Set(mirror.keys),
+                [
+                    "url", "bytes", "bytesPerSecondPerConnection", "errors", "dropped",
+                    "tcpConnections", "httpVersion"
+                ], text, file: file, line: line)
         }
     }
 
@@ -85,8 +94,9 @@ final class CommandLineTests: EndToEndTestCase {
         lines.append("  out=renamed.bin")
         try lines.joined(separator: "\n").write(toFile: path("list.txt"), atomically: true, encoding: .utf8)
         try FileManager.default.createDirectory(atPath: path("out"), withIntermediateDirectories: true)
-        let run = try CLI.run(["-n", "4", "-j", "3", "--retries", "0", "-d", path("out"), "-i", path("list.txt")],
-                              in: directory)
+        let run = try CLI.run(
+            ["-n", "4", "-j", "3", "--retries", "0", "-d", path("out"), "-i", path("list.txt")],
+            in: directory)
         XCTAssertEqual(run.status, 1, "one file failed: \(run.stderr)")
         XCTAssertTrue(run.stderr.contains("7 of 8 files downloaded"), run.stderr)
         XCTAssertTrue(run.stderr.contains("missing"), run.stderr)
@@ -94,10 +104,12 @@ final class CommandLineTests: EndToEndTestCase {
         assertSameBytes(path("out/renamed.bin"), resources["file1"]!)
 
         // A bad line fails alone (issue 37): the good entry is fetched, and the run exits 2.
-        try "\(server.url("file2")) out=again.bin\nftp://bad/b\n".write(toFile: path("bad.txt"), atomically: true, encoding: .utf8)
+        try "\(server.url("file2")) out=again.bin\nftp://bad/b\n".write(
+            toFile: path("bad.txt"), atomically: true, encoding: .utf8)
         let bad = try CLI.run(["-d", path("out"), "-i", path("bad.txt")], in: directory)
         XCTAssertEqual(bad.status, 2)
-        XCTAssertTrue(bad.stderr.contains("rangeget: failed: input line 2: not an http or https URL: 'ftp://bad/b'"), bad.stderr)
+        XCTAssertTrue(
+            bad.stderr.contains("rangeget: failed: input line 2: not an http or https URL: 'ftp://bad/b'"), bad.stderr)
         assertSameBytes(path("out/again.bin"), resources["file2"]!)
     }
 
@@ -163,7 +175,8 @@ final class CommandLineTests: EndToEndTestCase {
         try resources.indices.map { server.url("s\($0)") }.joined(separator: "\n")
             .write(toFile: path("list"), atomically: true, encoding: .utf8)
         let started = Date()
-        let run = try CLI.run(["-q", "-n", "4", "--max-speed", "1M", "-i", path("list"), "-d", path("out")], in: directory)
+        let run = try CLI.run(
+            ["-q", "-n", "4", "--max-speed", "1M", "-i", path("list"), "-d", path("out")], in: directory)
         XCTAssertEqual(run.status, 0, run.stderr)
         XCTAssertGreaterThan(Date().timeIntervalSince(started), 0.9, "1.25 MiB at 1 MiB/s takes about 1.2 s")
         for (index, resource) in resources.enumerated() { assertSameBytes(path("out/s\(index)"), resource) }
@@ -176,9 +189,11 @@ final class CommandLineTests: EndToEndTestCase {
             return String(line[range.lowerBound...].prefix { $0 != " " && $0 != "," })
         }
         XCTAssertGreaterThan(options.count, 15)
-        for (file, arguments) in [("docs/rangeget.1", ["help", "--man"]),
-                                  ("docs/completion/rangeget.bash", ["help", "--completion", "bash"]),
-                                  ("docs/completion/_rangeget", ["help", "--completion", "zsh"])] {
+        for (file, arguments) in [
+            ("docs/rangeget.1", ["help", "--man"]),
+            ("docs/completion/rangeget.bash", ["help", "--completion", "bash"]),
+            ("docs/completion/_rangeget", ["help", "--completion", "zsh"])
+        ] {
             let committed = try String(contentsOf: CLI.repositoryRoot.appendingPathComponent(file), encoding: .utf8)
             let generated = try CLI.run(arguments, in: directory).stdout
             XCTAssertEqual(committed, generated, "\(file) is stale: regenerate with make docs")
@@ -207,8 +222,11 @@ final class CommandLineTests: EndToEndTestCase {
         server.setResource(Resource.generated(size: 4 << 20, seed: 87), at: "wrong")
         other.setResource(good, at: "f")
         other.setRatePerConnection(1 << 20)
-        let run = try CLI.run(["bench", "--json", "--seconds", "0.5", "-n", "2",
-                               server.url("f"), other.url("f"), server.url("wrong")], in: directory, timeout: 60)
+        let run = try CLI.run(
+            [
+                "bench", "--json", "--seconds", "0.5", "-n", "2",
+                server.url("f"), other.url("f"), server.url("wrong")
+            ], in: directory, timeout: 60)
         XCTAssertEqual(run.status, 0, run.stderr)
         let report = try run.jsonObject()
         let mirrors = try XCTUnwrap(report["mirrors"] as? [[String: Any]])
@@ -217,7 +235,8 @@ final class CommandLineTests: EndToEndTestCase {
         XCTAssertEqual(mirrors[1]["sameBytes"] as? Bool, true)
         XCTAssertEqual(mirrors[2]["sameBytes"] as? Bool, false, "the mirror with other content is flagged")
         XCTAssertEqual(mirrors[1]["server"] as? String, "RangeServer")
-        XCTAssertGreaterThan(mirrors[0]["manyConnections"] as? Double ?? 0, mirrors[1]["manyConnections"] as? Double ?? 0)
+        XCTAssertGreaterThan(
+            mirrors[0]["manyConnections"] as? Double ?? 0, mirrors[1]["manyConnections"] as? Double ?? 0)
         let recommended = try XCTUnwrap((report["recommendation"] as? [String: Any])?["mirrors"] as? [String])
         XCTAssertFalse(recommended.contains(server.url("wrong")))
         XCTAssertEqual(recommended.first, server.url("f"))
@@ -240,8 +259,11 @@ final class CommandLineTests: EndToEndTestCase {
             other.setResource(resource, at: "f")
             // Its requests: HEAD (the probe), GET 0-0 (time to first byte), then the sample.
             other.setFaults([FaultRule(fault, when: .fromRequest(3))])
-            let run = try CLI.run(["bench", "--json", "--seconds", "0.2", "-n", "2", "--samples", "1",
-                                   server.url("f"), server.url("g"), other.url("f")], in: directory, timeout: 60)
+            let run = try CLI.run(
+                [
+                    "bench", "--json", "--seconds", "0.2", "-n", "2", "--samples", "1",
+                    server.url("f"), server.url("g"), other.url("f")
+                ], in: directory, timeout: 60)
             XCTAssertEqual(run.status, 0, "\(fault): \(run.stderr)")
             let mirrors = try XCTUnwrap(try run.jsonObject()["mirrors"] as? [[String: Any]])
             XCTAssertEqual(mirrors.map { $0["sameBytes"] as? Bool }, [true, true, false], "\(fault)")
@@ -260,8 +282,9 @@ final class CommandLineTests: EndToEndTestCase {
         server.setResource(resource, at: "f")
         server.setRatePerConnection(8_000_000)
         slow.setResource(resource, at: "f")
-        let run = try CLI.run(["bench", "--json", "--seconds", "0.5", "-n", "4", slow.url("f"), server.url("f")],
-                              in: directory, timeout: 30)
+        let run = try CLI.run(
+            ["bench", "--json", "--seconds", "0.5", "-n", "4", slow.url("f"), server.url("f")],
+            in: directory, timeout: 30)
         XCTAssertEqual(run.status, 0, run.stderr)
         let report = try run.jsonObject()
         let mirrors = try XCTUnwrap(report["mirrors"] as? [[String: Any]])
@@ -290,7 +313,8 @@ final class CommandLineTests: EndToEndTestCase {
             mirror.setRatePerConnection(rate)
         }
         let started = Date()
-        let run = try CLI.run(["bench", "--json", server.url("f"), twin.url("f"), slow.url("f")], in: directory, timeout: 30)
+        let run = try CLI.run(
+            ["bench", "--json", server.url("f"), twin.url("f"), slow.url("f")], in: directory, timeout: 30)
         let elapsed = Date().timeIntervalSince(started)
         XCTAssertEqual(run.status, 0, run.stderr)
         XCTAssertLessThanOrEqual(elapsed, 10, "the default bench of three mirrors")
@@ -302,14 +326,18 @@ final class CommandLineTests: EndToEndTestCase {
         XCTAssertLessThanOrEqual(abs(share(server.url("f")) - share(twin.url("f"))), 1, "\(recommendation)")
         XCTAssertEqual(share(slow.url("f")), 0, "a connection adds 4 times more on either twin: \(recommendation)")
 
-        let repeated = try CLI.run(["bench", "--json", "--seconds", "0.3", "--runs", "3", "-n", "2", "--samples", "1",
-                                    server.url("f")], in: directory, timeout: 30)
+        let repeated = try CLI.run(
+            [
+                "bench", "--json", "--seconds", "0.3", "--runs", "3", "-n", "2", "--samples", "1",
+                server.url("f")
+            ], in: directory, timeout: 30)
         XCTAssertEqual(repeated.status, 0, repeated.stderr)
         let measured = try XCTUnwrap((try repeated.jsonObject()["mirrors"] as? [[String: Any]])?.first)
         XCTAssertEqual((measured["manyConnectionsRuns"] as? [Double])?.count, 3, "\(measured)")
         XCTAssertEqual((measured["oneConnectionRuns"] as? [Double])?.count, 3, "\(measured)")
-        let table = try CLI.run(["bench", "--seconds", "0.3", "--runs", "2", "-n", "2", "--samples", "1", server.url("f")],
-                                in: directory, timeout: 30)
+        let table = try CLI.run(
+            ["bench", "--seconds", "0.3", "--runs", "2", "-n", "2", "--samples", "1", server.url("f")],
+            in: directory, timeout: 30)
         XCTAssertTrue(table.stdout.contains(" ±"), "the table shows the spread: \(table.stdout)")
     }
 
@@ -317,13 +345,15 @@ final class CommandLineTests: EndToEndTestCase {
         let resource = Resource.generated(size: 3 << 20, seed: 88)
         server.setResource(resource, at: "f")
         let digest = try sha256(of: resource)
-        let good = try CLI.run(["-q", "--checksum", "sha256=\(digest.uppercased())", "-o", path("good"), server.url("f")],
-                               in: directory)
+        let good = try CLI.run(
+            ["-q", "--checksum", "sha256=\(digest.uppercased())", "-o", path("good"), server.url("f")],
+            in: directory)
         XCTAssertEqual(good.status, 0, good.stderr)
         assertSameBytes(path("good"), resource)
 
         let wrong = String(repeating: "0", count: 64)
-        let bad = try CLI.run(["-q", "--checksum", "sha256=\(wrong)", "-o", path("bad"), server.url("f")], in: directory)
+        let bad = try CLI.run(
+            ["-q", "--checksum", "sha256=\(wrong)", "-o", path("bad"), server.url("f")], in: directory)
         XCTAssertEqual(bad.status, 3, bad.stderr)
         XCTAssertTrue(bad.stderr.contains("expected \(wrong)"), bad.stderr)
         XCTAssertFalse(FileManager.default.fileExists(atPath: path("bad")), "no file under the final name")
@@ -336,8 +366,9 @@ final class CommandLineTests: EndToEndTestCase {
         try sums.write(toFile: path("SHA256SUMS"), atomically: true, encoding: .utf8)
         try "\(server.url("f"))\n\(server.url("g"))\n".write(toFile: path("list"), atomically: true, encoding: .utf8)
         try FileManager.default.createDirectory(atPath: path("out"), withIntermediateDirectories: true)
-        let list = try CLI.run(["-q", "-d", path("out"), "-i", path("list"), "--checksum-file", path("SHA256SUMS")],
-                               in: directory)
+        let list = try CLI.run(
+            ["-q", "-d", path("out"), "-i", path("list"), "--checksum-file", path("SHA256SUMS")],
+            in: directory)
         XCTAssertEqual(list.status, 3, "g fails its checksum: \(list.stderr)")
         assertSameBytes(path("out/f"), resource)
         XCTAssertFalse(FileManager.default.fileExists(atPath: path("out/g")))

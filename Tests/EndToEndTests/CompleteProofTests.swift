@@ -35,9 +35,11 @@ final class CompleteProofTests: EndToEndTestCase {
         let before = try Data(contentsOf: URL(fileURLWithPath: path("f")))
         let refused = try CLI.run(arguments, in: directory)
         XCTAssertEqual(refused.status, 2, refused.stderr, file: file, line: line)
-        XCTAssertTrue(refused.stderr.contains("\(path("f")) already exists and \(refusal) (\(reason)); \(waysOn)"),
-                      refused.stderr, file: file, line: line)
-        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: path("f"))), before, "left alone", file: file, line: line)
+        XCTAssertTrue(
+            refused.stderr.contains("\(path("f")) already exists and \(refusal) (\(reason)); \(waysOn)"),
+            refused.stderr, file: file, line: line)
+        XCTAssertEqual(
+            try Data(contentsOf: URL(fileURLWithPath: path("f"))), before, "left alone", file: file, line: line)
         let forced = try CLI.run(["-q", "--force"] + arguments, in: directory)
         XCTAssertEqual(forced.status, 0, forced.stderr, file: file, line: line)
         assertSameBytes(path("f"), resource, file: file, line: line)
@@ -67,7 +69,8 @@ final class CompleteProofTests: EndToEndTestCase {
     func testRangegetsOwnFileOverwrittenInPlaceIsRefused() throws {
         try downloadAndRerun()
         try overwriteInPlace()
-        try assertRefusedThenForced("its modification or change time is not the one rangeget recorded as it saved the file")
+        try assertRefusedThenForced(
+            "its modification or change time is not the one rangeget recorded as it saved the file")
     }
 
     /// `cp -p` over the file, or `touch -r` after an edit, sets the
@@ -83,7 +86,8 @@ final class CompleteProofTests: EndToEndTestCase {
         var after = stat()
         XCTAssertEqual(lstat(path("f"), &after), 0)
         XCTAssertEqual(after.st_mtim.tv_nsec, info.st_mtim.tv_nsec, "the modification time is back to the nanosecond")
-        try assertRefusedThenForced("its modification or change time is not the one rangeget recorded as it saved the file")
+        try assertRefusedThenForced(
+            "its modification or change time is not the one rangeget recorded as it saved the file")
     }
 
     func testTheRightChecksumProvesAFileWithoutARecordAndAWrongOneRefusesIt() throws {
@@ -97,7 +101,8 @@ final class CompleteProofTests: EndToEndTestCase {
         try overwriteInPlace()
         let refused = try CLI.run(["--checksum", "sha256=" + sum] + arguments, in: directory)
         XCTAssertEqual(refused.status, 2, refused.stderr)
-        XCTAssertTrue(refused.stderr.contains("already exists and is not the expected file (its sha256 is "), refused.stderr)
+        XCTAssertTrue(
+            refused.stderr.contains("already exists and is not the expected file (its sha256 is "), refused.stderr)
         XCTAssertTrue(refused.stderr.contains("expected \(sum)); use --force to replace it"), refused.stderr)
     }
 
@@ -116,8 +121,9 @@ final class CompleteProofTests: EndToEndTestCase {
         server.setResource(other, at: "f")
         let refused = try CLI.run(arguments, in: directory)
         XCTAssertEqual(refused.status, 2, refused.stderr)
-        XCTAssertTrue(refused.stderr.contains("already exists and is not the server's file now (it differs from it at bytes "),
-                      refused.stderr)
+        XCTAssertTrue(
+            refused.stderr.contains("already exists and is not the server's file now (it differs from it at bytes "),
+            refused.stderr)
         assertSameBytes(path("f"), resource)
     }
 

@@ -20,35 +20,48 @@ final class DistrustedRaceTests: EndToEndTestCase {
     /// leave nothing from 512 KiB on that a resume trusts: the resume asks
     /// for all of it again.
     func testBytesOfADistrustedRaceAreTrustedByNoResume() throws {
-        let size: Int64 = 1 << 20, late: Int64 = 512 << 10
+        let size: Int64 = 1 << 20
+        let late: Int64 = 512 << 10
         let resource = Resource.generated(size: size, seed: 370)
         server.setResource(resource, at: "f")
         server.setRatePerConnection(384 << 10)
-        server.setFaults([FaultRule(.delay(milliseconds: 1800), when: .nthRequest(2)),
-                          FaultRule(.overlong(1000), when: .rangeStart(late))])
+        server.setFaults([
+            FaultRule(.delay(milliseconds: 1800), when: .nthRequest(2)),
+            FaultRule(.overlong(1000), when: .rangeStart(late))
+        ])
         let output = path("f")
         let (manifest, journal) = (output + ".part.json", output + ".part.journal")
         let leftAtTheKill = Mutex<(manifest: Data?, journal: Data?)?>(nil)
-        let run = runLibrary([server.url("f")], to: output, stopWhen: { event in
-            guard case let .retry(_, _, reason, _, _, _) = event, reason.contains("ran past its Content-Range") else {
-                return false
-            }
-            leftAtTheKill.withLock { $0 = (FileManager.default.contents(atPath: manifest),
-                                           FileManager.default.contents(atPath: journal)) }
-            return true
-        }) { options in
-            options.connections = 2
-            options.minimumSplit = 256 << 10
-            // Checkpoints while the race runs list its bytes as done.
-            options.checkpointInterval = 0.1
-        }
+        let run = runLibrary(
+            [server.url("f")], to: output,
+            stopWhen: { event in
+                guard case let .retry(_, _, reason, _, _, _) = event, reason.contains("ran past its Content-Range")
+                else {
+                    return false
+                }
+                leftAtTheKill.withLock {
+                    $0 = (
+                        FileManager.default.contents(atPath: manifest),
+                        FileManager.default.contents(atPath: journal)
+                    )
+                }
+                return true
+            },
+            configure: { options in
+                options.connections = 2
+                options.minimumSplit = 256 << 10
+                // Checkpoints while the race runs list its bytes as done.
+                options.checkpointInterval = 0.1
+            })
         XCTAssertEqual(run.error, .interrupted(keptResumeState: true))
-        let faults = server.statistics.requests.compactMap { request in request.fault.map { (request.rangeHeader, $0) } }
+        let faults = server.statistics.requests.compactMap { request in request.fault.map { (request.rangeHeader, $0) }
+        }
         XCTAssertEqual(faults.map(\.1), ["delay:1800", "overlong:1000"], "\(faults)")
-        XCTAssertTrue(run.events.contains { event in
-            if case let .transfer(.raced(_, range)) = event { return range.start == late }
-            return false
-        }, "the late piece was never raced")
+        XCTAssertTrue(
+            run.events.contains { event in
+                if case let .transfer(.raced(_, range)) = event { return range.start == late }
+                return false
+            }, "the late piece was never raced")
         let left = try XCTUnwrap(leftAtTheKill.withLock { $0 }, "no answer was distrusted")
         try XCTUnwrap(left.manifest).write(to: URL(fileURLWithPath: manifest))
         if let journalLeft = left.journal { try journalLeft.write(to: URL(fileURLWithPath: journal)) }
@@ -65,7 +78,8 @@ final class DistrustedRaceTests: EndToEndTestCase {
         assertSameBytes(output, resource)
         XCTAssertLessThanOrEqual(result.bytesReused, late)
         let asked = covered(server.requestedRanges)
-        XCTAssertTrue(asked.contains { $0.lowerBound <= late && $0.upperBound == size },
-                      "the resume asked for \(asked), not all of \(late)..<\(size) again")
+        XCTAssertTrue(
+            asked.contains { $0.lowerBound <= late && $0.upperBound == size },
+            "the resume asked for \(asked), not all of \(late)..<\(size) again")
     }
 }

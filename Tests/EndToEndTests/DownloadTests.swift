@@ -14,8 +14,11 @@ final class DownloadTests: EndToEndTestCase {
                 let resource = Resource.generated(size: size, seed: UInt64(size) + 11)
                 server.setResource(resource, at: "f-\(size)")
                 let output = path("out-\(size)-\(connections)")
-                let run = try CLI.run(["-q", "-n", "\(connections)", "--min-split", "1", "-o", output,
-                                       server.url("f-\(size)")], in: directory)
+                let run = try CLI.run(
+                    [
+                        "-q", "-n", "\(connections)", "--min-split", "1", "-o", output,
+                        server.url("f-\(size)")
+                    ], in: directory)
                 XCTAssertEqual(run.status, 0, "size \(size), \(connections) connections: \(run.stderr)")
                 assertSameBytes(output, resource)
                 XCTAssertFalse(FileManager.default.fileExists(atPath: output + ".part"), "the .part is renamed")
@@ -93,7 +96,7 @@ final class DownloadTests: EndToEndTestCase {
             ["not a url"],
             [],
             ["-d", "/proc/no-such-dir", server.url("f")],
-            ["-o"],
+            ["-o"]
         ]
         for arguments in cases {
             let run = try CLI.run(arguments, in: directory)
@@ -106,8 +109,9 @@ final class DownloadTests: EndToEndTestCase {
     }
 
     func testMissingFileFailsWithExitOne() throws {
-        let run = try CLI.run(["-q", "--retries", "1", "--retry-wait", "0.05", "-o", path("x"), server.url("absent")],
-                              in: directory)
+        let run = try CLI.run(
+            ["-q", "--retries", "1", "--retry-wait", "0.05", "-o", path("x"), server.url("absent")],
+            in: directory)
         XCTAssertEqual(run.status, 1, run.stderr)
         XCTAssertTrue(run.stderr.contains("404"), run.stderr)
     }
@@ -140,7 +144,9 @@ final class CheckpointRaceTests: EndToEndTestCase {
             return SystemCalls.live.fsync(descriptor)
         }
         let output = path("f")
-        let result = try Download(url: server.url("f"), destination: .file(output), options: options).run(onEvent: { _ in })
+        let result = try Download(url: server.url("f"), destination: .file(output), options: options).run(onEvent: {
+            _ in
+        })
         XCTAssertEqual(result.path, output)
         assertSameBytes(output, resource)
         usleep(300_000)

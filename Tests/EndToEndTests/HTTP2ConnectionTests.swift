@@ -34,7 +34,8 @@ final class HTTP2ConnectionTests: EndToEndTestCase {
     /// `output`, checks it, and returns the run and what nginx saw.
     private func download(_ flags: [String], to output: String = "out") throws -> (Run, NginxServer.Traffic) {
         let nginx = try startedNginx()
-        let arguments = ["-q", "-n", "4", "--min-split", "1M", "--cacert", nginx.certificate] + flags
+        let arguments =
+            ["-q", "-n", "4", "--min-split", "1M", "--cacert", nginx.certificate] + flags
             + ["-o", path(output), nginx.url("f")]
         let run = try CLI.run(arguments, in: directory, timeout: 30)
         // Without the download nothing below means anything: a failed run ends the test here.
@@ -52,7 +53,8 @@ final class HTTP2ConnectionTests: EndToEndTestCase {
         XCTAssertEqual(traffic.acceptedConnections, 4, traffic.summary)
         XCTAssertEqual(traffic.connections, 4, traffic.summary)
         XCTAssertEqual(traffic.protocols, ["HTTP/1.1"], traffic.summary)
-        XCTAssertTrue(traffic.requests.allSatisfy { $0.method == "GET" && $0.status == 206 && $0.range != nil }, traffic.summary)
+        XCTAssertTrue(
+            traffic.requests.allSatisfy { $0.method == "GET" && $0.status == 206 && $0.range != nil }, traffic.summary)
     }
 
     /// `--http2` offers HTTP/2 but keeps one range per TCP connection: 4
@@ -82,8 +84,9 @@ final class HTTP2ConnectionTests: EndToEndTestCase {
         XCTAssertEqual(traffic.connections, 5, traffic.summary)
         let heads = traffic.requests.filter { $0.method == "HEAD" }
         XCTAssertEqual(heads.count, 1, traffic.summary)
-        XCTAssertFalse(traffic.requests.contains { $0.method != "HEAD" && $0.connection == heads.first?.connection },
-                       "the HEAD's connection carried a GET too: \(traffic.summary)")
+        XCTAssertFalse(
+            traffic.requests.contains { $0.method != "HEAD" && $0.connection == heads.first?.connection },
+            "the HEAD's connection carried a GET too: \(traffic.summary)")
         let ranged = traffic.requests.filter { $0.range != nil }
         XCTAssertEqual(Set(ranged.map(\.httpProtocol)), ["HTTP/1.1"], traffic.summary)
     }

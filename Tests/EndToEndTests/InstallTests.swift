@@ -10,8 +10,10 @@ final class InstallTests: EndToEndTestCase {
         let root = path("root")
         let other = root + "/usr/bin/other"
         try FileManager.default.createDirectory(atPath: root + "/usr/bin", withIntermediateDirectories: true)
-        XCTAssertTrue(FileManager.default.createFile(atPath: other, contents: Data("not rangeget's".utf8),
-                                                     attributes: [.posixPermissions: 0o755]))
+        XCTAssertTrue(
+            FileManager.default.createFile(
+                atPath: other, contents: Data("not rangeget's".utf8),
+                attributes: [.posixPermissions: 0o755]))
         let variables = ["DESTDIR=\(root)", "PREFIX=/usr", "BINARY=\(CLI.binary)"]
 
         let install = try make(["install"] + variables)
@@ -20,7 +22,7 @@ final class InstallTests: EndToEndTestCase {
             "usr/bin/rangeget": (CLI.binary, 0o755),
             "usr/share/man/man1/rangeget.1": ("docs/rangeget.1", 0o644),
             "usr/share/bash-completion/completions/rangeget": ("docs/completion/rangeget.bash", 0o644),
-            "usr/share/zsh/site-functions/_rangeget": ("docs/completion/_rangeget", 0o644),
+            "usr/share/zsh/site-functions/_rangeget": ("docs/completion/_rangeget", 0o644)
         ]
         XCTAssertEqual(try modes(under: root), installed.mapValues { $0.1 }.merging(["usr/bin/other": 0o755]) { $1 })
         for (file, (source, _)) in installed {
@@ -33,20 +35,25 @@ final class InstallTests: EndToEndTestCase {
 
         let uninstall = try make(["uninstall"] + variables)
         XCTAssertEqual(uninstall.status, 0, uninstall.stderr)
-        XCTAssertEqual(try modes(under: root), ["usr/bin/other": 0o755], "uninstall left a file, or took one it did not install")
+        XCTAssertEqual(
+            try modes(under: root), ["usr/bin/other": 0o755], "uninstall left a file, or took one it did not install")
     }
 
     func testPrefixDefaultsToUsrLocalAndZshCompletionsCanGoWhereDebiansZshLooks() throws {
         let local = try make(["install", "DESTDIR=\(path("local"))", "BINARY=\(CLI.binary)"])
         XCTAssertEqual(local.status, 0, local.stderr)
-        XCTAssertEqual(Set(try modes(under: path("local")).keys), [
-            "usr/local/bin/rangeget", "usr/local/share/man/man1/rangeget.1",
-            "usr/local/share/bash-completion/completions/rangeget", "usr/local/share/zsh/site-functions/_rangeget",
-        ])
+        XCTAssertEqual(
+            Set(try modes(under: path("local")).keys),
+            [
+                "usr/local/bin/rangeget", "usr/local/share/man/man1/rangeget.1",
+                "usr/local/share/bash-completion/completions/rangeget", "usr/local/share/zsh/site-functions/_rangeget"
+            ])
 
         // make deb installs this way.
-        let debian = try make(["install", "DESTDIR=\(path("debian"))", "PREFIX=/usr",
-                               "ZSH_COMPLETIONS=/usr/share/zsh/vendor-completions", "BINARY=\(CLI.binary)"])
+        let debian = try make([
+            "install", "DESTDIR=\(path("debian"))", "PREFIX=/usr",
+            "ZSH_COMPLETIONS=/usr/share/zsh/vendor-completions", "BINARY=\(CLI.binary)"
+        ])
         XCTAssertEqual(debian.status, 0, debian.stderr)
         XCTAssertEqual(try modes(under: path("debian"))["usr/share/zsh/vendor-completions/_rangeget"], 0o644)
         XCTAssertNil(try modes(under: path("debian"))["usr/share/zsh/site-functions/_rangeget"])
@@ -65,8 +72,9 @@ final class InstallTests: EndToEndTestCase {
     private func make(_ arguments: [String]) throws -> Run {
         let unset = ["MAKEFLAGS", "MFLAGS", "MAKELEVEL", "PREFIX", "DESTDIR", "ZSH_COMPLETIONS", "BINARY"]
             .flatMap { ["-u", $0] }
-        return try CLI.run(unset + ["make", "--no-print-directory", "-C", CLI.repositoryRoot.path] + arguments,
-                           in: directory, timeout: 60, executable: "/usr/bin/env")
+        return try CLI.run(
+            unset + ["make", "--no-print-directory", "-C", CLI.repositoryRoot.path] + arguments,
+            in: directory, timeout: 60, executable: "/usr/bin/env")
     }
 
     /// The permission bits of every file under `root` (directories left out),

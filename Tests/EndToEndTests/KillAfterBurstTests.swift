@@ -51,17 +51,21 @@ final class KillAfterBurstTests: EndToEndTestCase {
             let child = try launch(arguments)
             // Where this run starts: its first ranged request (the opening request from 0, or a resume).
             var first: Int64?
-            XCTAssertTrue(wait(timeout: 20) {
-                first = server.statistics.requests.dropFirst(requestsBefore).lazy
-                    .compactMap { requestedRange($0.rangeHeader)?.lowerBound }.first
-                return first != nil
-            }, "kill \(kill): the run asks for data")
+            XCTAssertTrue(
+                wait(timeout: 20) {
+                    first =
+                        server.statistics.requests.dropFirst(requestsBefore).lazy
+                        .compactMap { requestedRange($0.rangeHeader)?.lowerBound }.first
+                    return first != nil
+                }, "kill \(kill): the run asks for data")
             let start = try XCTUnwrap(first)
-            XCTAssertGreaterThanOrEqual(start, resumesFrom, "kill \(kill): the run asks again for bytes of the last burst")
+            XCTAssertGreaterThanOrEqual(
+                start, resumesFrom, "kill \(kill): the run asks again for bytes of the last burst")
             let end = start + 2 * burst
             // Asked every millisecond, so that the kill comes right after the write.
-            XCTAssertTrue(wait(timeout: 20, every: 0.001) { isWritten(output + ".part", resource, endingAt: end) },
-                          "kill \(kill): the second burst reached the .part")
+            XCTAssertTrue(
+                wait(timeout: 20, every: 0.001) { isWritten(output + ".part", resource, endingAt: end) },
+                "kill \(kill): the second burst reached the .part")
             child.kill9()
             watched.append(end)
             let sent = server.statistics.requests.dropFirst(requestsBefore).reduce(0) { $0 + $1.bodyBytesSent }
@@ -79,11 +83,13 @@ final class KillAfterBurstTests: EndToEndTestCase {
         XCTAssertTrue(run.stderr.contains("resuming"), run.stderr)
         let last = server.statistics.requests.dropFirst(requestsBefore)
         served += last.reduce(0) { $0 + $1.bodyBytesSent }
-        XCTAssertLessThanOrEqual(served, size + Int64(kills) * oneWrite,
-                                 "served \(served) bytes for \(size): a burst written before a kill was fetched again "
-                                 + "(the runs' second bursts ended at \(watched))")
-        XCTAssertGreaterThanOrEqual(last.compactMap { requestedRange($0.rangeHeader)?.lowerBound }.first ?? -1,
-                                    resumesFrom, "the last run asks again for bytes of the last burst")
+        XCTAssertLessThanOrEqual(
+            served, size + Int64(kills) * oneWrite,
+            "served \(served) bytes for \(size): a burst written before a kill was fetched again "
+                + "(the runs' second bursts ended at \(watched))")
+        XCTAssertGreaterThanOrEqual(
+            last.compactMap { requestedRange($0.rangeHeader)?.lowerBound }.first ?? -1,
+            resumesFrom, "the last run asks again for bytes of the last burst")
         XCTAssertEqual(directoryEntries(), ["f"])
     }
 
@@ -109,7 +115,9 @@ final class KillAfterBurstTests: EndToEndTestCase {
             let requests = server.statistics.requests
             return requests.reduce(0) { $0 + $1.bodyBytesSent } >= 2 * Int64(connections) * burst
                 && requests.allSatisfy { request in
-                    guard request.bodyBytesSent > 0, let range = requestedRange(request.rangeHeader) else { return true }
+                    guard request.bodyBytesSent > 0, let range = requestedRange(request.rangeHeader) else {
+                        return true
+                    }
                     return isWritten(output + ".part", resource, endingAt: range.lowerBound + request.bodyBytesSent)
                 }
         }
@@ -137,12 +145,14 @@ final class KillAfterBurstTests: EndToEndTestCase {
             for range in onDisk.ranges { missing.remove(range) }
             fetchedAgain += fetched.count - missing.byteCount
         }
-        XCTAssertLessThanOrEqual(fetchedAgain, Int64(connections) * oneWrite,
-                                 "fetched again \(fetchedAgain) bytes the .part held at the kill (\(onDisk))")
+        XCTAssertLessThanOrEqual(
+            fetchedAgain, Int64(connections) * oneWrite,
+            "fetched again \(fetchedAgain) bytes the .part held at the kill (\(onDisk))")
         let served = sent + last.reduce(0) { $0 + $1.bodyBytesSent }
         let neverWritten = sent - onDisk.byteCount
-        XCTAssertLessThanOrEqual(served, size + Int64(connections) * oneWrite + neverWritten,
-                                 "served \(served) bytes for \(size), \(neverWritten) of them never reached the .part")
+        XCTAssertLessThanOrEqual(
+            served, size + Int64(connections) * oneWrite + neverWritten,
+            "served \(served) bytes for \(size), \(neverWritten) of them never reached the .part")
     }
 
     /// Whether the `.part` at `path` holds `resource`'s last 16 bytes before

@@ -12,7 +12,7 @@ import XCTest
 
 final class LibraryTests: EndToEndTestCase {
     private let size: Int64 = 8 << 20
-    private let rate = 1 << 20          // per connection: the whole file takes about 2 s
+    private let rate = 1 << 20 // per connection: the whole file takes about 2 s
 
     private var throttledOptions: DownloadOptions {
         var options = DownloadOptions()
@@ -77,8 +77,10 @@ final class LibraryTests: EndToEndTestCase {
     private func exists(_ path: String) -> Bool { FileManager.default.fileExists(atPath: path) }
 
     /// Asserts that `run()` throws `.interrupted`, saying whether the partial download was kept.
-    private func assertInterrupted(_ download: Download, keptResumeState: Bool, file: StaticString = #filePath,
-                                   line: UInt = #line) async {
+    private func assertInterrupted(
+        _ download: Download, keptResumeState: Bool, file: StaticString = #filePath,
+        line: UInt = #line
+    ) async {
         do {
             let result = try await download.run()
             XCTFail("completed instead of being interrupted: \(result)", file: file, line: line)
@@ -133,7 +135,8 @@ final class LibraryTests: EndToEndTestCase {
             default: return nil
             }
         }
-        XCTAssertEqual(controls, ["probed", "paused", "resumed", "probed"], "the pause and the resume are announced in order")
+        XCTAssertEqual(
+            controls, ["probed", "paused", "resumed", "probed"], "the pause and the resume are announced in order")
     }
 
     func testResumeWhilePausingContinuesAndPauseIsIgnoredWhenNotRunning() async throws {
@@ -184,8 +187,9 @@ final class LibraryTests: EndToEndTestCase {
         XCTAssertFalse(requested.isEmpty)
         assertNotAskedAgain(done, in: requested, saved: "in the manifest")
         XCTAssertEqual(covered(requested + done), [0..<size], "the missing bytes were asked for")
-        XCTAssertEqual(server.statistics.requests.filter { $0.method == "GET" && $0.rangeHeader == nil }.count, 0,
-                       "no whole-file GET")
+        XCTAssertEqual(
+            server.statistics.requests.filter { $0.method == "GET" && $0.rangeHeader == nil }.count, 0,
+            "no whole-file GET")
     }
 
     func testCancelDiscardsThePartialDownload() async throws {
@@ -254,9 +258,11 @@ final class LibraryTests: EndToEndTestCase {
                 XCTFail("completed instead of being interrupted: \(result)")
             } catch {
                 XCTAssertEqual(error, .interrupted(keptResumeState: keep))
-                XCTAssertEqual(error.description, keep
-                    ? "interrupted; the partial download is kept for a later download to resume"
-                    : "interrupted; nothing is kept for a later download to resume")
+                XCTAssertEqual(
+                    error.description,
+                    keep
+                        ? "interrupted; the partial download is kept for a later download to resume"
+                        : "interrupted; nothing is kept for a later download to resume")
             }
             XCTAssertEqual(download.state, .cancelled(keptResumeState: keep))
             XCTAssertEqual(exists(path("f.part")), keep, "the data file")
@@ -306,7 +312,7 @@ final class LibraryTests: EndToEndTestCase {
         try await assertRefusedBeforeAnyRequest([
             ("connections must be at least 1", { $0.connections = 0 }),
             ("maxPerHost must be at least 1", { $0.maxPerHost = 0 }),
-            ("minimumSplit must be at least 1", { $0.minimumSplit = 0 }),
+            ("minimumSplit must be at least 1", { $0.minimumSplit = 0 })
         ])
     }
 
@@ -319,13 +325,13 @@ final class LibraryTests: EndToEndTestCase {
         for value in [Double.infinity, 1e16, .nan, 0, -1] {
             settings += [
                 ("connectTimeout must be from", { $0.transfer.connectTimeout = value }),
-                ("stallTimeout must be from", { $0.transfer.stallTimeout = value }),
+                ("stallTimeout must be from", { $0.transfer.stallTimeout = value })
             ]
         }
         for value in [Double.infinity, .nan, -1] {
             settings += [
                 ("retryWait must be a finite", { $0.retryWait = value }),
-                ("retryWaitLimit must be a finite", { $0.retryWaitLimit = value }),
+                ("retryWaitLimit must be a finite", { $0.retryWaitLimit = value })
             ]
         }
         try await assertRefusedBeforeAnyRequest(settings)
@@ -341,9 +347,13 @@ final class LibraryTests: EndToEndTestCase {
         for (expected, change) in settings {
             var options = DownloadOptions()
             change(&options)
-            XCTAssertThrowsError(try Download(url: server.url("f"), destination: .file(path("f")), options: options)
-                .run { _ in }, line: line) { error in
-                guard case let .usage(message, _)? = error as? DownloadError else { return XCTFail("\(error)", line: line) }
+            XCTAssertThrowsError(
+                try Download(url: server.url("f"), destination: .file(path("f")), options: options)
+                    .run { _ in }, line: line
+            ) { error in
+                guard case let .usage(message, _)? = error as? DownloadError else {
+                    return XCTFail("\(error)", line: line)
+                }
                 XCTAssertTrue(message.hasPrefix(expected), message, line: line)
             }
             do {
@@ -354,7 +364,8 @@ final class LibraryTests: EndToEndTestCase {
                 XCTAssertTrue(message.hasPrefix(expected), message, line: line)
             }
         }
-        XCTAssertTrue(server.statistics.requests.isEmpty, "not even probed: \(server.statistics.requests.count)", line: line)
+        XCTAssertTrue(
+            server.statistics.requests.isEmpty, "not even probed: \(server.statistics.requests.count)", line: line)
         XCTAssertFalse(exists(path("f.part")), line: line)
     }
 
@@ -412,7 +423,8 @@ final class LibraryTests: EndToEndTestCase {
         }
         XCTAssertTrue(wait(timeout: 10) { download.state == .paused }, "\(download.state)")
         download.resume()
-        XCTAssertTrue(wait(timeout: 30) { outcome.withLock { $0 } != nil }, "run(onEvent:) did not return: \(download.state)")
+        XCTAssertTrue(
+            wait(timeout: 30) { outcome.withLock { $0 } != nil }, "run(onEvent:) did not return: \(download.state)")
         let result = try XCTUnwrap(outcome.withLock { $0 }).get()
         assertSameBytes(result.path, resource)
         XCTAssertEqual(download.state, .finished(result))
@@ -439,7 +451,9 @@ final class LibraryTests: EndToEndTestCase {
         XCTAssertEqual(seen.map { "\($0)" }, seenBySecond.map { "\($0)" }, "both consumers saw the same events")
         guard case let .probed(remote)? = seen.first else { return XCTFail("probed comes first: \(seen.prefix(3))") }
         XCTAssertEqual(remote.size, size)
-        guard case let .finished(finished)? = seen.last else { return XCTFail("finished comes last: \(seen.suffix(3))") }
+        guard case let .finished(finished)? = seen.last else {
+            return XCTFail("finished comes last: \(seen.suffix(3))")
+        }
         XCTAssertEqual(finished, result)
         guard case let .fetched(bytes)? = seen.dropLast().last else {
             return XCTFail("fetched comes right before finished: \(seen.suffix(3))")
@@ -484,7 +498,9 @@ final class LibraryTests: EndToEndTestCase {
         }
         assertSameBytes(path("f"), resource)
         let (fetched, finished) = times.withLock { $0 }
-        guard let fetched, let finished else { return XCTFail("fetched \(String(describing: fetched)), finished \(String(describing: finished))") }
+        guard let fetched, let finished else {
+            return XCTFail("fetched \(String(describing: fetched)), finished \(String(describing: finished))")
+        }
         XCTAssertGreaterThanOrEqual(finished - fetched, 0.25, "fetched was sent after the commit")
     }
 
@@ -540,7 +556,8 @@ final class LibraryTests: EndToEndTestCase {
     }
 
     private func rangegetTemporaryDirectories() -> Set<String> {
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: FileManager.default.temporaryDirectory.path)) ?? []
+        let names =
+            (try? FileManager.default.contentsOfDirectory(atPath: FileManager.default.temporaryDirectory.path)) ?? []
         return Set(names.filter { $0.hasPrefix("rangeget-data-") })
     }
 }

@@ -29,8 +29,10 @@ final class ListETATests: EndToEndTestCase {
         }
         server.setRatePerConnection(1 << 20)
         try lines.joined(separator: "\n").write(toFile: path("list"), atomically: true, encoding: .utf8)
-        let command = ["stty cols 200;", "LANG=C.UTF-8", CLI.binary, "-n", "4", "-j", "2", "-d", path("out"), "-i", path("list")]
-            .joined(separator: " ")
+        let command = [
+            "stty cols 200;", "LANG=C.UTF-8", CLI.binary, "-n", "4", "-j", "2", "-d", path("out"), "-i", path("list")
+        ]
+        .joined(separator: " ")
         let child = try launch(["-qfec", command, "/dev/null"], executable: "/usr/bin/script")
 
         // Each redraw (text after a carriage return) with the time it was first seen.
@@ -71,8 +73,9 @@ final class ListETATests: EndToEndTestCase {
             // Near the end a second of resolution is most of what is left.
             guard actual >= 2 else { continue }
             checked += 1
-            XCTAssertLessThanOrEqual(abs(eta - actual), max(0.25 * actual, 1.0),
-                                     "at \(draw.time) s: \(draw.text) with \(actual) s left")
+            XCTAssertLessThanOrEqual(
+                abs(eta - actual), max(0.25 * actual, 1.0),
+                "at \(draw.time) s: \(draw.text) with \(actual) s left")
         }
         XCTAssertGreaterThan(checked, 5, "ETAs were read once every size was known: \(draws.map(\.text).suffix(20))")
         XCTAssertGreaterThan(bounds, 5, "the line was a bound while the last file's size was unknown")

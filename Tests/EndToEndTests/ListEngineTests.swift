@@ -89,11 +89,12 @@ final class ListEngineTests: EndToEndTestCase {
         for (index, resource) in resources.enumerated() { assertSameBytes(downloads + "/" + name(index), resource) }
         XCTAssertEqual(downloaded(), (0..<count).map(name).sorted(), "nothing but the files is left")
         let accepted = server.statistics.connectionsAccepted
-        XCTAssertLessThanOrEqual(accepted, connections + 2,
-                                 "\(count) files over -n \(connections) took \(accepted) TCP connections: the engine "
-                                 + "holds at most \(connections) at a time and keeps them alive from one file to the "
-                                 + "next, so the whole list needs about \(connections) (2 spare for a connection the "
-                                 + "engine closes and replaces), not one per file")
+        XCTAssertLessThanOrEqual(
+            accepted, connections + 2,
+            "\(count) files over -n \(connections) took \(accepted) TCP connections: the engine "
+                + "holds at most \(connections) at a time and keeps them alive from one file to the "
+                + "next, so the whole list needs about \(connections) (2 spare for a connection the "
+                + "engine closes and replaces), not one per file")
     }
 
     /// Several files with `-n 1`: one connection carries them all.
@@ -106,8 +107,9 @@ final class ListEngineTests: EndToEndTestCase {
         let run = try CLI.run(["-q", "-n", "1", "-i", "list", "-d", "out"], in: directory, timeout: 60)
         XCTAssertEqual(run.status, 0, run.stderr)
         for (index, resource) in resources.enumerated() { assertSameBytes(downloads + "/" + name(index), resource) }
-        XCTAssertEqual(server.statistics.connectionsAccepted, 1,
-                       "-n 1 over \(count) files of one server: a single keep-alive connection fetches them all")
+        XCTAssertEqual(
+            server.statistics.connectionsAccepted, 1,
+            "-n 1 over \(count) files of one server: a single keep-alive connection fetches them all")
         XCTAssertEqual(server.statistics.requests.count, count, "one request per file: \(server.statistics.requests)")
     }
 
@@ -120,11 +122,12 @@ final class ListEngineTests: EndToEndTestCase {
         let resources = (0..<count).map { Resource.generated(size: 16 << 10, seed: 1700 + UInt64($0)) }
         for (index, resource) in resources.enumerated() { server.setResource(resource, at: name(index)) }
         let credentials = { (index: Int) in index % 3 == 0 ? "u\(index):p\(index)" : nil }
-        try writeList((0..<count).map { index in
-            let url = server.url(name(index))
-            guard let userinfo = credentials(index) else { return (url, nil) }
-            return (url.replacingOccurrences(of: "http://", with: "http://\(userinfo)@"), nil)
-        })
+        try writeList(
+            (0..<count).map { index in
+                let url = server.url(name(index))
+                guard let userinfo = credentials(index) else { return (url, nil) }
+                return (url.replacingOccurrences(of: "http://", with: "http://\(userinfo)@"), nil)
+            })
 
         let run = try CLI.run(["-q", "-n", "2", "-j", "2", "-i", "list", "-d", "out"], in: directory, timeout: 60)
         XCTAssertEqual(run.status, 0, run.stderr)
@@ -154,11 +157,13 @@ final class ListEngineTests: EndToEndTestCase {
     func testNoManifestForASingleFileFetchedWholeByItsFirstResponse() throws {
         let resource = Resource.generated(size: 256 << 10, seed: 1700)
         let watched = try killWhileServedSlowly(resource)
-        XCTAssertEqual(server.statistics.requests.first?.rangeHeader, "bytes=0-1048575",
-                       "the first request asks for the minimum split, which holds the whole file")
+        XCTAssertEqual(
+            server.statistics.requests.first?.rangeHeader, "bytes=0-1048575",
+            "the first request asks for the minimum split, which holds the whole file")
         XCTAssertTrue(watched.contains("small.bin.part"), "the .part was there: \(watched)")
-        XCTAssertFalse(watched.contains { $0.hasSuffix(".part.json") },
-                       "a file fetched whole by its first response needs no manifest, but one appeared: \(watched)")
+        XCTAssertFalse(
+            watched.contains { $0.hasSuffix(".part.json") },
+            "a file fetched whole by its first response needs no manifest, but one appeared: \(watched)")
         XCTAssertFalse(downloaded().contains { $0.hasSuffix(".part.json") }, "after the kill: \(downloaded())")
         try assertRerunCompletes(resource)
     }
@@ -180,8 +185,9 @@ final class ListEngineTests: EndToEndTestCase {
     private func assertRerunCompletes(_ resource: Resource, file: StaticString = #filePath, line: UInt = #line) throws {
         server.setRatePerConnection(nil)
         let rerun = try CLI.run(["-q", "-d", "out", server.url("small.bin")], in: directory, timeout: 30)
-        XCTAssertEqual(rerun.status, 0, "the rerun after a kill in the middle is never refused: \(rerun.stderr)",
-                       file: file, line: line)
+        XCTAssertEqual(
+            rerun.status, 0, "the rerun after a kill in the middle is never refused: \(rerun.stderr)",
+            file: file, line: line)
         assertSameBytes(downloads + "/small.bin", resource, file: file, line: line)
         XCTAssertEqual(downloaded(), ["small.bin"], file: file, line: line)
     }
@@ -208,8 +214,9 @@ final class ListEngineTests: EndToEndTestCase {
         XCTAssertTrue(watched.met, "32 KiB of the held file were sent")
         XCTAssertEqual(slow.statistics.requests.first?.rangeHeader, "bytes=0-1048575")
         XCTAssertTrue(watched.seen.contains("renamed.bin.part"), "the .part was there: \(watched.seen)")
-        XCTAssertFalse(watched.seen.contains { $0.hasSuffix(".part.json") },
-                       "files fetched whole by their first responses need no manifest, but one appeared: \(watched.seen)")
+        XCTAssertFalse(
+            watched.seen.contains { $0.hasSuffix(".part.json") },
+            "files fetched whole by their first responses need no manifest, but one appeared: \(watched.seen)")
         XCTAssertFalse(downloaded().contains { $0.hasSuffix(".part.json") }, "after the kill: \(downloaded())")
 
         slow.setRatePerConnection(nil)
@@ -245,8 +252,9 @@ final class ListEngineTests: EndToEndTestCase {
         assertSameBytes(downloads + "/small.bin", resource)
         let requests = server.statistics.requests
         XCTAssertEqual(requests.first?.fault, "overlong:1000")
-        XCTAssertTrue(requests.dropFirst().contains { $0.method == "GET" && $0.fault == nil },
-                      "fetched again: \(requests)")
+        XCTAssertTrue(
+            requests.dropFirst().contains { $0.method == "GET" && $0.fault == nil },
+            "fetched again: \(requests)")
     }
 
     // MARK: - 3. A kill -9 in the middle of a list
@@ -261,7 +269,9 @@ final class ListEngineTests: EndToEndTestCase {
     func testAKillInTheMiddleOfAListKeepsCompleteFilesAndResumesThePartialOne() throws {
         let slow = try anotherServer()
         let smallCount = 10
-        let small = (0..<smallCount).map { Resource.generated(size: (16 << 10) + Int64($0) * 4096, seed: 1800 + UInt64($0)) }
+        let small = (0..<smallCount).map {
+            Resource.generated(size: (16 << 10) + Int64($0) * 4096, seed: 1800 + UInt64($0))
+        }
         for (index, resource) in small.enumerated() { server.setResource(resource, at: name(index)) }
         let large = Resource.generated(size: 8 << 20, seed: 1820)
         slow.setResource(large, at: "large")
@@ -270,16 +280,21 @@ final class ListEngineTests: EndToEndTestCase {
         let arguments = ["-q", "-n", "4", "-i", "list", "-d", "out"]
 
         let child = try launch(arguments)
-        let smallSaved = { small.indices.allSatisfy { self.fileSize(self.downloads + "/" + self.name($0)) == small[$0].size } }
-        XCTAssertTrue(wait(timeout: 20) { smallSaved() && slow.statistics.bodyBytesSent >= 2 << 20 },
-                      "the small files saved, the large one under way")
+        let smallSaved = {
+            small.indices.allSatisfy { self.fileSize(self.downloads + "/" + self.name($0)) == small[$0].size }
+        }
+        XCTAssertTrue(
+            wait(timeout: 20) { smallSaved() && slow.statistics.bodyBytesSent >= 2 << 20 },
+            "the small files saved, the large one under way")
         child.kill9()
-        XCTAssertFalse(FileManager.default.fileExists(atPath: downloads + "/large"),
-                       "the large file was still partial at the kill (the test needs it so)")
+        XCTAssertFalse(
+            FileManager.default.fileExists(atPath: downloads + "/large"),
+            "the large file was still partial at the kill (the test needs it so)")
         for (index, resource) in small.enumerated() { assertSameBytes(downloads + "/" + name(index), resource) }
         XCTAssertTrue(FileManager.default.fileExists(atPath: downloads + "/large.part"), "\(downloaded())")
-        XCTAssertTrue(FileManager.default.fileExists(atPath: downloads + "/large.part.json"),
-                      "a ranged download keeps a manifest: \(downloaded())")
+        XCTAssertTrue(
+            FileManager.default.fileExists(atPath: downloads + "/large.part.json"),
+            "a ranged download keeps a manifest: \(downloaded())")
 
         slow.setRatePerConnection(nil)
         server.resetStatistics()
@@ -291,13 +306,16 @@ final class ListEngineTests: EndToEndTestCase {
         XCTAssertEqual(downloaded(), ((0..<smallCount).map(name) + ["large"]).sorted(), "no partial file is left")
         for index in small.indices {
             let requests = server.statistics.requests(to: name(index))
-            XCTAssertLessThanOrEqual(requests.count, 1, "\(name(index)) was complete: checked once at most: \(requests)")
-            XCTAssertEqual(requests.reduce(0) { $0 + $1.bodyBytesSent }, 0,
-                           "\(name(index)) was complete: no byte of it is fetched again: \(requests)")
+            XCTAssertLessThanOrEqual(
+                requests.count, 1, "\(name(index)) was complete: checked once at most: \(requests)")
+            XCTAssertEqual(
+                requests.reduce(0) { $0 + $1.bodyBytesSent }, 0,
+                "\(name(index)) was complete: no byte of it is fetched again: \(requests)")
         }
         let servedAgain = slow.statistics.bodyBytesSent
-        XCTAssertLessThan(servedAgain, large.size,
-                          "the rerun resumed the large file: \(servedAgain) of its \(large.size) bytes served again")
+        XCTAssertLessThan(
+            servedAgain, large.size,
+            "the rerun resumed the large file: \(servedAgain) of its \(large.size) bytes served again")
     }
 
     // MARK: - 4. --json: a line per file as it finishes, then the summary
@@ -317,16 +335,18 @@ final class ListEngineTests: EndToEndTestCase {
         try writeList([(slow.url("held"), nil)] + (0..<fast.count).map { (server.url(name($0)), nil) })
 
         let child = try launch(["--json", "-n", "4", "-i", "list", "-d", "out"])
-        XCTAssertTrue(wait(timeout: 20) {
-            fast.indices.allSatisfy { self.fileSize(self.downloads + "/" + self.name($0)) == fast[$0].size }
-        }, "the small files are saved while the held one comes")
+        XCTAssertTrue(
+            wait(timeout: 20) {
+                fast.indices.allSatisfy { self.fileSize(self.downloads + "/" + self.name($0)) == fast[$0].size }
+            }, "the small files are saved while the held one comes")
         // Bounded: a line is printed (and flushed) when its file is saved.
         let early = wait(timeout: 5) { self.jsonLines(child.stdoutURL).count >= fast.count }
         let earlyLines = jsonLines(child.stdoutURL)
         XCTAssertTrue(early, "a line for each small file while the held one is still coming: \(earlyLines)")
         XCTAssertFalse(FileManager.default.fileExists(atPath: downloads + "/held"), "the held file was still coming")
-        XCTAssertEqual(Set(earlyLines.compactMap { fileName($0["file"]) }), Set((0..<fast.count).map(name)),
-                       "the early lines are the small files': \(earlyLines)")
+        XCTAssertEqual(
+            Set(earlyLines.compactMap { fileName($0["file"]) }), Set((0..<fast.count).map(name)),
+            "the early lines are the small files': \(earlyLines)")
 
         slow.setRatePerConnection(nil)
         let run = child.finish(timeout: 30)
@@ -336,7 +356,9 @@ final class ListEngineTests: EndToEndTestCase {
 
         let lines = run.stdout.split(separator: "\n").map(String.init)
         let objects = lines.map { line in (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any] }
-        for (line, object) in zip(lines, objects) { XCTAssertNotNil(object, "a line of stdout that is no JSON object: \(line)") }
+        for (line, object) in zip(lines, objects) {
+            XCTAssertNotNil(object, "a line of stdout that is no JSON object: \(line)")
+        }
         let parsed = objects.compactMap { $0 }
         XCTAssertEqual(parsed.count, fast.count + 2, "one line per file, then the summary: \(run.stdout)")
         guard parsed.count == fast.count + 2, let summary = parsed.last else { return }
@@ -344,13 +366,16 @@ final class ListEngineTests: EndToEndTestCase {
         XCTAssertEqual(perFile.map { fileName($0["file"]) }.last, "held", "the held file finished last: \(run.stdout)")
         XCTAssertEqual(Set(perFile.compactMap { fileName($0["file"]) }), Set(["held"] + (0..<fast.count).map(name)))
         // The keys a saved file's entry has in today's `files`.
-        let entryKeys: Set<String> = ["outcome", "exitCode", "file", "size", "seconds", "averageBytesPerSecond", "bytesFetched",
-                                      "bytesReused", "retries", "connectionsUsed", "tcpConnections", "alreadyComplete", "mirrors"]
+        let entryKeys: Set<String> = [
+            "outcome", "exitCode", "file", "size", "seconds", "averageBytesPerSecond", "bytesFetched",
+            "bytesReused", "retries", "connectionsUsed", "tcpConnections", "alreadyComplete", "mirrors"
+        ]
         for object in perFile {
             XCTAssertEqual(object["outcome"] as? String, "complete", "\(object)")
             XCTAssertEqual(object["exitCode"] as? Int, 0, "\(object)")
-            XCTAssertTrue(entryKeys.isSubset(of: Set(object.keys)),
-                          "a file's line has the shape of its entry in the summary's files: \(object)")
+            XCTAssertTrue(
+                entryKeys.isSubset(of: Set(object.keys)),
+                "a file's line has the shape of its entry in the summary's files: \(object)")
         }
         XCTAssertEqual(perFile.first { fileName($0["file"]) == "held" }?["size"] as? Int, Int(held.size))
 
@@ -359,12 +384,14 @@ final class ListEngineTests: EndToEndTestCase {
             XCTAssertEqual(files.count, fast.count + 1, "\(summary)")
             for object in perFile {
                 let entry = files.first { fileName($0["file"]) == fileName(object["file"]) }
-                XCTAssertEqual(entry.map(NSDictionary.init(dictionary:)), NSDictionary(dictionary: object),
-                               "a file's line is its entry in the summary's files")
+                XCTAssertEqual(
+                    entry.map(NSDictionary.init(dictionary:)), NSDictionary(dictionary: object),
+                    "a file's line is its entry in the summary's files")
             }
         } else {
-            XCTAssertTrue(summary.values.contains { ($0 as? Int) == fast.count + 1 },
-                          "the summary has the files, or their count (\(fast.count + 1)): \(summary)")
+            XCTAssertTrue(
+                summary.values.contains { ($0 as? Int) == fast.count + 1 },
+                "the summary has the files, or their count (\(fast.count + 1)): \(summary)")
         }
     }
 
@@ -396,13 +423,15 @@ final class ListEngineTests: EndToEndTestCase {
         let sums = "\(try sha256(of: large))  large\n\(try sha256(of: small))  small\n"
         try Data(sums.utf8).write(to: URL(fileURLWithPath: path("SUMS")))
 
-        let run = try CLI.run(["-q", "-n", "1", "-j", "1", "-i", "list", "-d", "out", "--checksum-file", path("SUMS")],
-                              in: directory, timeout: 60)
+        let run = try CLI.run(
+            ["-q", "-n", "1", "-j", "1", "-i", "list", "-d", "out", "--checksum-file", path("SUMS")],
+            in: directory, timeout: 60)
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(finalName, large)
         assertSameBytes(downloads + "/small", small)
-        XCTAssertEqual(committedBeforeTheNext.withLock { $0 }, false,
-                       "the next file was requested only after the first was verified, synced and renamed")
+        XCTAssertEqual(
+            committedBeforeTheNext.withLock { $0 }, false,
+            "the next file was requested only after the first was verified, synced and renamed")
     }
 
     // MARK: - 6. Held flushes do not hold back the fetching
@@ -429,11 +458,15 @@ final class ListEngineTests: EndToEndTestCase {
         try gate.open()
         let run = child.finish(timeout: 60)
 
-        XCTAssertTrue(allRequested, "with every flush held, only \(requestedWhileHeld) of \(count) "
-                      + "files were requested: files waiting for their commit held back the fetching")
+        XCTAssertTrue(
+            allRequested,
+            "with every flush held, only \(requestedWhileHeld) of \(count) "
+                + "files were requested: files waiting for their commit held back the fetching")
         // The main thread, one lane, the loop's, the committer's and the runtime's few: none per waiting file.
-        XCTAssertLessThanOrEqual(threadsWhileHeld, 8, "\(count) files waiting for their commit kept "
-                                 + "\(threadsWhileHeld) threads")
+        XCTAssertLessThanOrEqual(
+            threadsWhileHeld, 8,
+            "\(count) files waiting for their commit kept "
+                + "\(threadsWhileHeld) threads")
         XCTAssertEqual(savedWhileHeld, [], "a final name appeared before its data was flushed")
         XCTAssertEqual(run.status, 0, run.stderr)
         for (index, resource) in resources.enumerated() { assertSameBytes(downloads + "/" + name(index), resource) }
@@ -451,8 +484,9 @@ final class ListEngineTests: EndToEndTestCase {
         let resource = Resource.generated(size: 4 << 10, seed: 2100)
         for index in 0..<count { server.setResource(resource, at: name(index)) }
         try writeList((0..<count).map { (server.url(name($0)), nil) })
-        let (child, gate) = try launchWithFlushesHeld(["-q", "-n", "2", "-j", "2", "-i", "list", "-d", "out"],
-                                                      openFiles: 400)
+        let (child, gate) = try launchWithFlushesHeld(
+            ["-q", "-n", "2", "-j", "2", "-i", "list", "-d", "out"],
+            openFiles: 400)
         // Until the fetching stops: no request for half a second.
         var requested = -1
         _ = wait(timeout: 30) {
@@ -494,9 +528,10 @@ final class ListEngineTests: EndToEndTestCase {
         }
         // The first two go out blind, and the last one or two may find a slot
         // free (nothing waits to take it) and be split as a single file is.
-        XCTAssertGreaterThanOrEqual(inOne.count, count - 4,
-                                    "files fetched in one request: \(inOne.map(name)); requests: "
-                                    + "\(server.statistics.requests.map { "\($0.path) \($0.rangeHeader ?? "-")" })")
+        XCTAssertGreaterThanOrEqual(
+            inOne.count, count - 4,
+            "files fetched in one request: \(inOne.map(name)); requests: "
+                + "\(server.statistics.requests.map { "\($0.path) \($0.rangeHeader ?? "-")" })")
     }
 
     /// The same list from two servers at once, alternating: one waits 30 ms
@@ -524,10 +559,12 @@ final class ListEngineTests: EndToEndTestCase {
         }
         let far = openings(server, (0..<count).filter(distant))
         let close = openings(near, (0..<count).filter { !distant($0) })
-        XCTAssertGreaterThanOrEqual(far.filter { $0 == "bytes=0-" }.count, far.count - 3, "the distant server's: \(far)")
+        XCTAssertGreaterThanOrEqual(
+            far.filter { $0 == "bytes=0-" }.count, far.count - 3, "the distant server's: \(far)")
         // (a loaded machine may see 10 ms on loopback now and then)
-        XCTAssertGreaterThanOrEqual(close.filter { $0 == "bytes=0-1048575" }.count, close.count - 2,
-                                    "the near server's: \(close)")
+        XCTAssertGreaterThanOrEqual(
+            close.filter { $0 == "bytes=0-1048575" }.count, close.count - 2,
+            "the near server's: \(close)")
     }
 
     /// A large file whose opening asked for all of it still keeps a plan: a
@@ -549,7 +586,8 @@ final class ListEngineTests: EndToEndTestCase {
         // that sees the head, and is timed there (Opening.transferFinished).
         slow.setBurst(64 << 10)
         slow.setLatency(0.02)
-        let entries = firsts.indices.map { (slow.url(name($0)), nil as String?) } + [(slow.url("large"), nil)]
+        let entries =
+            firsts.indices.map { (slow.url(name($0)), nil as String?) } + [(slow.url("large"), nil)]
             + lasts.indices.map { (server.url(name(firsts.count + $0)), nil as String?) }
         try writeList(entries)
         let arguments = ["-q", "-n", "2", "-i", "list", "-d", "out"]
@@ -558,19 +596,25 @@ final class ListEngineTests: EndToEndTestCase {
         XCTAssertTrue(wait(timeout: 30) { slow.statistics.bodyBytesSent >= 2 << 20 }, "the large file under way")
         child.kill9()
         let opening = slow.statistics.requests(to: "large").first
-        XCTAssertEqual(opening?.rangeHeader, "bytes=0-", "its opening asked for the whole file (what this test is about)")
+        XCTAssertEqual(
+            opening?.rangeHeader, "bytes=0-", "its opening asked for the whole file (what this test is about)")
         XCTAssertFalse(FileManager.default.fileExists(atPath: downloads + "/large"), "the large file was still partial")
-        XCTAssertTrue(FileManager.default.fileExists(atPath: downloads + "/large.part.json"),
-                      "a file above the minimum split keeps a manifest: \(downloaded())")
+        XCTAssertTrue(
+            FileManager.default.fileExists(atPath: downloads + "/large.part.json"),
+            "a file above the minimum split keeps a manifest: \(downloaded())")
 
         slow.setRatePerConnection(nil)
         slow.resetStatistics()
         let rerun = try CLI.run(arguments, in: directory, timeout: 30)
         XCTAssertEqual(rerun.status, 0, rerun.stderr)
         assertSameBytes(downloads + "/large", large)
-        for (index, resource) in (firsts + lasts).enumerated() { assertSameBytes(downloads + "/" + name(index), resource) }
-        XCTAssertLessThan(slow.statistics.bodyBytesSent, large.size - (1 << 20),
-                          "the rerun resumed the large file: \(slow.statistics.bodyBytesSent) of its \(large.size) bytes served again")
+        for (index, resource) in (firsts + lasts).enumerated() {
+            assertSameBytes(downloads + "/" + name(index), resource)
+        }
+        XCTAssertLessThan(
+            slow.statistics.bodyBytesSent, large.size - (1 << 20),
+            "the rerun resumed the large file: \(slow.statistics.bodyBytesSent) of its \(large.size) bytes served again"
+        )
     }
 
     // MARK: - 7. Names: a URL listed twice, a name taken meanwhile
@@ -582,12 +626,15 @@ final class ListEngineTests: EndToEndTestCase {
     func testAListNamingOneURLThriceFetchesItOnce() throws {
         let resource = Resource.generated(size: 64 << 10, seed: 1790)
         server.setResource(resource, at: "thrice.bin")
-        try writeList([(server.url("thrice.bin"), nil), (server.url("thrice.bin"), nil),
-                       (server.url("thrice.bin"), "thrice.bin")])
+        try writeList([
+            (server.url("thrice.bin"), nil), (server.url("thrice.bin"), nil),
+            (server.url("thrice.bin"), "thrice.bin")
+        ])
         let run = try CLI.run(["-n", "4", "-j", "3", "-i", "list", "-d", "out"], in: directory)
 
         XCTAssertEqual(run.status, 0, run.stderr)
-        XCTAssertEqual(run.stderr.components(separatedBy: "out/thrice.bin is already complete").count - 1, 2, run.stderr)
+        XCTAssertEqual(
+            run.stderr.components(separatedBy: "out/thrice.bin is already complete").count - 1, 2, run.stderr)
         XCTAssertTrue(run.stderr.contains("3 of 3 files downloaded (2 already complete)"), run.stderr)
         assertSameBytes(downloads + "/thrice.bin", resource)
         XCTAssertEqual(downloaded(), ["thrice.bin"])
@@ -626,7 +673,8 @@ final class ListEngineTests: EndToEndTestCase {
     /// 32 KiB/s), the other three are saved.
     func testEntriesTheServerNamesAreFetchedTogetherEachUnderItsName() throws {
         let slow = try anotherServer()
-        let resources = [Resource.generated(size: 1 << 20, seed: 1793)]
+        let resources =
+            [Resource.generated(size: 1 << 20, seed: 1793)]
             + (1..<4).map { Resource.generated(size: 16 << 10, seed: 1793 + UInt64($0)) }
         for (index, resource) in resources.enumerated() {
             var named = resource
@@ -663,7 +711,8 @@ final class ListEngineTests: EndToEndTestCase {
         let run = child.finish(timeout: 30)
 
         XCTAssertEqual(run.status, 2, run.stderr)
-        XCTAssertTrue(run.stderr.contains("out/b appeared during the download (the data stays in out/b.part)"), run.stderr)
+        XCTAssertTrue(
+            run.stderr.contains("out/b appeared during the download (the data stays in out/b.part)"), run.stderr)
         XCTAssertEqual(try String(contentsOfFile: downloads + "/b", encoding: .utf8), "someone else's")
         assertSameBytes(downloads + "/b.part", small)
         assertSameBytes(downloads + "/held", held)
@@ -683,8 +732,9 @@ final class ListEngineTests: EndToEndTestCase {
 
         XCTAssertEqual(run.status, 0, run.stderr)
         XCTAssertTrue(run.stderr.contains("2 of 2 files downloaded"), run.stderr)
-        XCTAssertEqual(server.statistics.requests.filter { $0.method == "GET" }.count, 2,
-                       "b was fetched by each run: \(server.statistics.requests.map(\.method))")
+        XCTAssertEqual(
+            server.statistics.requests.filter { $0.method == "GET" }.count, 2,
+            "b was fetched by each run: \(server.statistics.requests.map(\.method))")
         XCTAssertEqual(downloaded(), ["b", "held"])
         assertSameBytes(downloads + "/b", small)
         assertSameBytes(downloads + "/held", held)
@@ -711,15 +761,17 @@ final class ListEngineTests: EndToEndTestCase {
         assertSameBytes(downloads + "/held", held)
         // The opening request asks for the first MiB; a run that took the
         // name for free would fetch all 8 again.
-        XCTAssertLessThanOrEqual(server.statistics.bodyBytesSent - sentBefore, 1 << 20,
-                                 "more than the opening request's bytes of b were fetched again")
+        XCTAssertLessThanOrEqual(
+            server.statistics.bodyBytesSent - sentBefore, 1 << 20,
+            "more than the opening request's bytes of b were fetched again")
     }
 
     /// A list of two files for `-j 1`: `held` (256 KiB at 32 KiB/s, from
     /// the server of its own returned), then `b` (`size` bytes), whose turn
     /// comes once the rate is lifted.
     private func listWithASlowFirstFile(seed: UInt64, size: Int64 = 16 << 10)
-        throws -> (slow: RangeServer, held: Resource, small: Resource) {
+        throws -> (slow: RangeServer, held: Resource, small: Resource)
+    {
         let slow = try anotherServer()
         let held = Resource.generated(size: 256 << 10, seed: seed)
         let small = Resource.generated(size: size, seed: seed + 1)

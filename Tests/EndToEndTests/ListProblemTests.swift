@@ -7,6 +7,7 @@ import Foundation
 import RangeGet
 import RangeServer
 import XCTest
+
 @testable import rangeget
 
 final class ListProblemTests: EndToEndTestCase {
@@ -35,23 +36,26 @@ final class ListProblemTests: EndToEndTestCase {
         let expected = [
             "rangeget: failed: input line 3: not an http or https URL: 'ftp://example.org/x'",
             "rangeget: failed: input line 9: unknown option 'dir=elsewhere' (only out=NAME is known)",
-            "rangeget: failed: input line 16: out=.. is not a usable file name; the file of input line 15 is left out",
+            "rangeget: failed: input line 16: out=.. is not a usable file name; the file of input line 15 is left out"
         ]
         let stderrLines = run.stderr.split(separator: "\n").map(String.init)
         XCTAssertEqual(Array(stderrLines.prefix(3)), expected, "every bad line at once, before any download")
-        XCTAssertTrue(run.stderr.contains("rangeget: 19 of 22 files downloaded; failed: 3 bad lines of the list"), run.stderr)
+        XCTAssertTrue(
+            run.stderr.contains("rangeget: 19 of 22 files downloaded; failed: 3 bad lines of the list"), run.stderr)
         XCTAssertEqual(run.stdout, "", "nothing for people on stdout")
         for (name, resource) in resources where name != left {
             assertSameBytes(path("out/\(name)"), resource)
         }
-        XCTAssertFalse(FileManager.default.fileExists(atPath: path("out/\(left)")), "the file whose name was bad is left out")
+        XCTAssertFalse(
+            FileManager.default.fileExists(atPath: path("out/\(left)")), "the file whose name was bad is left out")
 
         let json = try CLI.run(["--json", "-n", "4", "-d", path("out"), "-i", path("list")], in: directory, timeout: 60)
         XCTAssertEqual(json.status, 2, json.stderr)
         let (files, summary) = try json.jsonLines()
         let bad = files.filter { ($0["exitCode"] as? Int) == 2 }
         XCTAssertEqual(bad.compactMap { $0["line"] as? Int }, [3, 9, 16], "\(bad)")
-        XCTAssertEqual(bad.first?["error"] as? String, expected[0].replacingOccurrences(of: "rangeget: failed: ", with: ""))
+        XCTAssertEqual(
+            bad.first?["error"] as? String, expected[0].replacingOccurrences(of: "rangeget: failed: ", with: ""))
         XCTAssertEqual(summary["badLines"] as? Int, 3)
         XCTAssertEqual(summary["failed"] as? Int, 3)
         XCTAssertEqual(summary["fileCount"] as? Int, 22)
@@ -63,7 +67,8 @@ final class ListProblemTests: EndToEndTestCase {
         server.setResource(Resource.generated(size: 5000, seed: 3731), at: "ok")
         let lines = [server.url("missing"), "notaurl", server.url("ok")]
         try lines.joined(separator: "\n").write(toFile: path("list"), atomically: true, encoding: .utf8)
-        let run = try CLI.run(["-q", "--retries", "0", "-d", path("out"), "-i", path("list")], in: directory, timeout: 60)
+        let run = try CLI.run(
+            ["-q", "--retries", "0", "-d", path("out"), "-i", path("list")], in: directory, timeout: 60)
         XCTAssertEqual(run.status, 1, "line 1 (HTTP 404) fails first in list order: \(run.stderr)")
         assertSameBytes(path("out/ok"), Resource.generated(size: 5000, seed: 3731))
         let onlyBad = try CLI.run(["-q", "-d", path("out"), "-i", path("list2")], in: directory)
@@ -88,21 +93,23 @@ final class ListProblemTests: EndToEndTestCase {
 
     /// Reading alone: each bad line once, its entry and its option lines left out, the rest kept.
     func testReadingAListKeepsEveryGoodEntry() {
-        let reading = ListFile(parsing: """
-            http://h/a
-              out=a.bin
-            notaurl
-              out=ignored.bin
-            http://h/b out=b.bin bad=1
-            http://h/c
-              out=../..
-              out=c.bin
-            http://h/d
-            """)
+        let reading = ListFile(
+            parsing: """
+                http://h/a
+                  out=a.bin
+                notaurl
+                  out=ignored.bin
+                http://h/b out=b.bin bad=1
+                http://h/c
+                  out=../..
+                  out=c.bin
+                http://h/d
+                """)
         XCTAssertEqual(reading.entries.map(\.urls), [["http://h/a"], ["http://h/d"]])
         XCTAssertEqual(reading.entries.map(\.output), ["a.bin", nil])
         XCTAssertEqual(reading.problems.map(\.line), [3, 5, 7])
-        XCTAssertEqual(reading.problems.last?.message,
-                       "input line 7: out=../.. is not a usable file name; the file of input line 6 is left out")
+        XCTAssertEqual(
+            reading.problems.last?.message,
+            "input line 7: out=../.. is not a usable file name; the file of input line 6 is left out")
     }
 }

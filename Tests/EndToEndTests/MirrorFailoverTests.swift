@@ -18,13 +18,16 @@ final class MirrorFailoverTests: EndToEndTestCase {
         let healthy = try anotherServer()
         healthy.setResource(resource, at: "f")
         server.setResource(resource, at: "f")
-        let faults: [(Fault, String)] = [(.overlong(100), "overlong"), (.cutAfter(0), "cut"),
-                                         (.wrongContentRangeShift(1), "range-shift")]
+        let faults: [(Fault, String)] = [
+            (.overlong(100), "overlong"), (.cutAfter(0), "cut"),
+            (.wrongContentRangeShift(1), "range-shift")
+        ]
         for (index, (fault, name)) in faults.enumerated() {
             server.setFaults([FaultRule(fault, when: .method("GET"))])
             let output = path("f\(index)")
-            let run = try CLI.run(["--json", "-n", "1", "--retries", "2", "-o", output, server.url("f"), healthy.url("f")],
-                                  in: directory, timeout: 60)
+            let run = try CLI.run(
+                ["--json", "-n", "1", "--retries", "2", "-o", output, server.url("f"), healthy.url("f")],
+                in: directory, timeout: 60)
             XCTAssertEqual(run.status, 0, "\(name): \(run.stderr)")
             assertSameBytes(output, resource)
             let mirrors = try XCTUnwrap(try run.jsonObject()["mirrors"] as? [[String: Any]], run.stdout)

@@ -48,20 +48,24 @@ final class MirrorPlacementEndToEndTests: EndToEndTestCase {
         XCTAssertLessThan(shares[0], 0.06, "the slow mirror carried a small share: \(record.summary)")
         XCTAssertGreaterThan(shares[1], 0.94, "the fast mirror carried nearly all: \(record.summary)")
         let moves = record.moves
-        XCTAssertTrue(moves.contains { $0.from == slowURL && $0.to == fastURL && $0.count > 0 },
-                      "connections moved from the slow mirror to the fast one: \(record.summary)")
+        XCTAssertTrue(
+            moves.contains { $0.from == slowURL && $0.to == fastURL && $0.count > 0 },
+            "connections moved from the slow mirror to the fast one: \(record.summary)")
         guard let last = moves.last else { return }
         XCTAssertEqual(last.from, slowURL, "the last move left the slow mirror: \(record.summary)")
         XCTAssertEqual(last.to, fastURL, "the last move went to the fast mirror: \(record.summary)")
         // A transfer about to finish is left to finish rather than cancelled (its
         // connection goes to the fast mirror next), so at most one such is left.
         let running = record.running(after: last.index)
-        XCTAssertLessThanOrEqual(running[slowURL, default: 0], 1, "the last move emptied the slow mirror: \(record.summary)")
+        XCTAssertLessThanOrEqual(
+            running[slowURL, default: 0], 1, "the last move emptied the slow mirror: \(record.summary)")
         let startedOnSlowLater = record.starts.filter { $0.index > last.index && $0.url == slowURL }
-        XCTAssertTrue(startedOnSlowLater.isEmpty,
-                      "no transfer started on the slow mirror after the last move: \(startedOnSlowLater), \(record.summary)")
-        XCTAssertEqual(record.mostRunning(on: fastURL, after: last.index), connections,
-                       "the fast mirror ran every connection after the last move: \(record.summary)")
+        XCTAssertTrue(
+            startedOnSlowLater.isEmpty,
+            "no transfer started on the slow mirror after the last move: \(startedOnSlowLater), \(record.summary)")
+        XCTAssertEqual(
+            record.mostRunning(on: fastURL, after: last.index), connections,
+            "the fast mirror ran every connection after the last move: \(record.summary)")
     }
 
     // MARK: - Shared uplinks
@@ -87,8 +91,9 @@ final class MirrorPlacementEndToEndTests: EndToEndTestCase {
         let record = try download(urls, resource)
 
         for move in record.moves {
-            XCTAssertGreaterThan(record.running(after: move.index)[move.from, default: 0], 0,
-                                 "the move at event \(move.index) emptied \(move.from): \(record.summary)")
+            XCTAssertGreaterThan(
+                record.running(after: move.index)[move.from, default: 0], 0,
+                "the move at event \(move.index) emptied \(move.from): \(record.summary)")
         }
         assertEveryMirrorKeepsATransferUntilTheLastStretch(record, urls)
         let shares = record.shares
@@ -113,13 +118,16 @@ final class MirrorPlacementEndToEndTests: EndToEndTestCase {
         let (uplinkURL, cappedURL) = (uplink.url("f"), capped.url("f"))
         let record = try download([uplinkURL, cappedURL], resource)
 
-        XCTAssertTrue(record.moves.contains { $0.from == uplinkURL && $0.to == cappedURL && $0.count > 0 },
-                      "a connection moved from the uplink mirror to the capped one: \(record.summary)")
-        XCTAssertEqual(record.mostRunning(on: cappedURL, after: 0), connections - 1,
-                       "the capped mirror ran all connections but one: \(record.summary)")
+        XCTAssertTrue(
+            record.moves.contains { $0.from == uplinkURL && $0.to == cappedURL && $0.count > 0 },
+            "a connection moved from the uplink mirror to the capped one: \(record.summary)")
+        XCTAssertEqual(
+            record.mostRunning(on: cappedURL, after: 0), connections - 1,
+            "the capped mirror ran all connections but one: \(record.summary)")
         for move in record.moves {
-            XCTAssertGreaterThan(record.running(after: move.index)[move.from, default: 0], 0,
-                                 "the move at event \(move.index) emptied \(move.from): \(record.summary)")
+            XCTAssertGreaterThan(
+                record.running(after: move.index)[move.from, default: 0], 0,
+                "the move at event \(move.index) emptied \(move.from): \(record.summary)")
         }
         assertEveryMirrorKeepsATransferUntilTheLastStretch(record, [uplinkURL, cappedURL])
         XCTAssertGreaterThanOrEqual(record.shares[0], 0.5 * 0.25, "the uplink was used: \(record.summary)")
@@ -144,8 +152,9 @@ final class MirrorPlacementEndToEndTests: EndToEndTestCase {
         XCTAssertTrue(moves.allSatisfy { $0.count == 1 }, "a probe moves one connection: \(record.summary)")
         XCTAssertLessThanOrEqual(moves.count, 2, "at most one probe move and its undo: \(record.summary)")
         if moves.count == 2 {
-            XCTAssertEqual([moves[1].from, moves[1].to], [moves[0].to, moves[0].from],
-                           "the second move undoes the probe: \(record.summary)")
+            XCTAssertEqual(
+                [moves[1].from, moves[1].to], [moves[0].to, moves[0].from],
+                "the second move undoes the probe: \(record.summary)")
         }
         XCTAssertTrue(record.shares.allSatisfy { $0 > 0.15 }, "both mirrors carried bytes: \(record.summary)")
     }
@@ -154,8 +163,10 @@ final class MirrorPlacementEndToEndTests: EndToEndTestCase {
 
     /// Downloads `resource` from `urls` with four connections, records every
     /// event with the seconds since the start, and checks the output.
-    private func download(_ urls: [String], _ resource: Resource,
-                          file: StaticString = #filePath, line: UInt = #line) throws -> EventRecord {
+    private func download(
+        _ urls: [String], _ resource: Resource,
+        file: StaticString = #filePath, line: UInt = #line
+    ) throws -> EventRecord {
         var options = DownloadOptions()
         options.connections = connections
         options.minimumSplit = 256 << 10
@@ -177,16 +188,18 @@ final class MirrorPlacementEndToEndTests: EndToEndTestCase {
             return XCTFail("never ran every connection: \(record.summary)", file: file, line: line)
         }
         // The last stretch starts late: before it, every connection had work.
-        XCTAssertGreaterThanOrEqual(record.bytesDone(at: end.time), record.result.size / 2,
-                                    "the last stretch began past half the file: \(record.summary)", file: file, line: line)
+        XCTAssertGreaterThanOrEqual(
+            record.bytesDone(at: end.time), record.result.size / 2,
+            "the last stretch began past half the file: \(record.summary)", file: file, line: line)
         for url in urls {
             guard let first = record.starts.first(where: { $0.url == url }) else {
                 XCTFail("nothing ran on \(url): \(record.summary)", file: file, line: line)
                 continue
             }
             let gap = record.longestGap(on: url, from: first.index, to: end.index)
-            XCTAssertLessThan(gap, 0.1, "\(url) had no transfer for \(gap) s before the last stretch: \(record.summary)",
-                              file: file, line: line)
+            XCTAssertLessThan(
+                gap, 0.1, "\(url) had no transfer for \(gap) s before the last stretch: \(record.summary)",
+                file: file, line: line)
         }
     }
 }
@@ -275,7 +288,8 @@ private struct EventRecord {
     /// the connections never all ran at once.
     var lastStretch: (index: Int, time: Double)? {
         guard let full = placement.lastIndex(where: { $0.count >= connections }),
-              full + 1 < events.count else { return nil }
+            full + 1 < events.count
+        else { return nil }
         return (full + 1, events[full + 1].time)
     }
 

@@ -31,7 +31,8 @@ final class MirrorVoteTests: EndToEndTestCase {
         XCTAssertEqual(reports.count, 2, file: file, line: line)
         for report in reports {
             XCTAssertNil(report["dropped"] as? String, "\(reports)", file: file, line: line)
-            XCTAssertGreaterThan(report["bytes"] as? Int ?? 0, 0, "bytes from each mirror: \(reports)", file: file, line: line)
+            XCTAssertGreaterThan(
+                report["bytes"] as? Int ?? 0, 0, "bytes from each mirror: \(reports)", file: file, line: line)
         }
     }
 
@@ -56,11 +57,15 @@ final class MirrorVoteTests: EndToEndTestCase {
             var times = [timeval(tv_sec: seconds, tv_usec: 0), timeval(tv_sec: seconds, tv_usec: 0)]
             XCTAssertEqual(utimes(nginx.prefix + "/files/f", &times), 0)
         }
-        let authorities = try String(contentsOfFile: first.certificate, encoding: .utf8)
+        let authorities =
+            try String(contentsOfFile: first.certificate, encoding: .utf8)
             + String(contentsOfFile: second.certificate, encoding: .utf8)
         try authorities.write(toFile: path("ca.pem"), atomically: true, encoding: .utf8)
-        let run = try CLI.run(["--json", "-n", "4", "--cacert", path("ca.pem"), "-o", path("f"), first.url("f"),
-                               second.url("f")], in: directory, timeout: 60)
+        let run = try CLI.run(
+            [
+                "--json", "-n", "4", "--cacert", path("ca.pem"), "-o", path("f"), first.url("f"),
+                second.url("f")
+            ], in: directory, timeout: 60)
         try assertBothMirrorsServed(run)
         // nginx's ETag is the modification time and the size, in hex.
         let etags = try [first, second].map { nginx in
@@ -79,7 +84,8 @@ final class MirrorVoteTests: EndToEndTestCase {
         assertSameBytes(path("f"), resource)
         let reports = try mirrors(run)
         let dropped = try XCTUnwrap(reports[1]["dropped"] as? String, "\(reports)")
-        XCTAssertTrue(dropped.contains("its bytes ") && dropped.contains(" differ from those \(server.url("f"))"), dropped)
+        XCTAssertTrue(
+            dropped.contains("its bytes ") && dropped.contains(" differ from those \(server.url("f"))"), dropped)
         XCTAssertEqual(reports[1]["bytes"] as? Int, 0, "\(reports)")
         XCTAssertTrue(run.stderr.contains("dropping mirror \(other.url("f")): its bytes "), run.stderr)
     }
@@ -91,8 +97,9 @@ final class MirrorVoteTests: EndToEndTestCase {
         server.setResource(served(etag: "\"odd\"", seed: 3612), at: "f")
         second.setResource(served(etag: "\"x\""), at: "f")
         third.setResource(served(etag: "\"y\""), at: "f")
-        let run = try CLI.run(["--json", "-n", "4", "-o", path("f"), server.url("f"), second.url("f"), third.url("f")],
-                              in: directory)
+        let run = try CLI.run(
+            ["--json", "-n", "4", "-o", path("f"), server.url("f"), second.url("f"), third.url("f")],
+            in: directory)
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(path("f"), resource)
         let reports = try mirrors(run)
@@ -113,8 +120,9 @@ final class MirrorVoteTests: EndToEndTestCase {
         let third = try anotherServer()
         for mirror in [server!, second, third] { mirror.setResource(empty, at: "f") }
         server.setFaults([FaultRule(.claimLength("537395601464"))])
-        let run = try CLI.run(["--json", "-n", "8", "-o", path("f"), server.url("f"), second.url("f"), third.url("f")],
-                              in: directory)
+        let run = try CLI.run(
+            ["--json", "-n", "8", "-o", path("f"), server.url("f"), second.url("f"), third.url("f")],
+            in: directory)
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(path("f"), empty)
         let reports = try mirrors(run)

@@ -123,8 +123,10 @@ final class NetworkFileSystemTests: EndToEndTestCase {
     /// Downloads `count` small files into out/ as a list does: at once
     /// (unless `inTurn`: each after the one before has ended), committed
     /// through one SyncGroup, with the directory read once.
-    private func downloadList(_ count: Int, size: Int64 = 16 << 10, inTurn: Bool = false,
-                              calls: SystemCalls) throws -> [Resource] {
+    private func downloadList(
+        _ count: Int, size: Int64 = 16 << 10, inTurn: Bool = false,
+        calls: SystemCalls
+    ) throws -> [Resource] {
         let out = path("out")
         try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
         let resources = (0..<count).map { Resource.generated(size: size, seed: 2300 + UInt64($0)) }
@@ -142,7 +144,9 @@ final class NetworkFileSystemTests: EndToEndTestCase {
             let download = Download(url: server.url("f\(index).bin"), destination: .directory(out), options: options)
             finished.enter()
             Thread.detachNewThread {
-                do { _ = try download.run { _ in } } catch { failures.withLock { $0.append("f\(index).bin: \(error)") } }
+                do { _ = try download.run { _ in } } catch {
+                    failures.withLock { $0.append("f\(index).bin: \(error)") }
+                }
                 finished.leave()
             }
             if inTurn { XCTAssertEqual(finished.wait(timeout: .now() + 60), .success, "f\(index).bin never ended") }
@@ -168,8 +172,9 @@ final class NetworkFileSystemTests: EndToEndTestCase {
         XCTAssertEqual(counts.failedUnlinks.withLock { $0 }, [], "a removal found no name there")
         XCTAssertEqual(counts.renames.load(ordering: .relaxed), 0, "a file was renamed")
         XCTAssertEqual(counts.links.load(ordering: .relaxed), count)
-        XCTAssertEqual(counts.renamesNoReplace.load(ordering: .relaxed), 1,
-                       "renameat2 was tried again after the file system refused it")
+        XCTAssertEqual(
+            counts.renamesNoReplace.load(ordering: .relaxed), 1,
+            "renameat2 was tried again after the file system refused it")
         XCTAssertEqual(counts.removedOpen.withLock { $0 }, [], "a data file was removed while still open")
     }
 
@@ -179,8 +184,9 @@ final class NetworkFileSystemTests: EndToEndTestCase {
     func testUnnamedFilesAreTriedOnceWhereTheFileSystemRefusedOne() throws {
         let counts = NameCalls()
         _ = try downloadList(3, inTurn: true, calls: networkCalls(counting: counts))
-        XCTAssertEqual(counts.unnamedOpens.load(ordering: .relaxed), 1,
-                       "an unnamed file was asked for again after the file system refused one")
+        XCTAssertEqual(
+            counts.unnamedOpens.load(ordering: .relaxed), 1,
+            "an unnamed file was asked for again after the file system refused one")
         XCTAssertEqual(counts.creates.withLock { $0 }, Array(repeating: ".part.new", count: 3))
     }
 
@@ -189,10 +195,13 @@ final class NetworkFileSystemTests: EndToEndTestCase {
     func testALargerFileKeepsItsPartAndAMarkWrittenInPlace() throws {
         let counts = NameCalls()
         _ = try downloadList(2, size: 3 << 20, calls: networkCalls(counting: counts))
-        let data = counts.creates.withLock { $0 }.filter { !$0.hasPrefix(".part.json") && !$0.hasPrefix(".part.journal") }
+        let data = counts.creates.withLock { $0 }.filter {
+            !$0.hasPrefix(".part.json") && !$0.hasPrefix(".part.journal")
+        }
         XCTAssertEqual(data.sorted(), [".part", ".part", ".part.mark", ".part.mark"])
-        XCTAssertEqual(counts.unlinks.withLock { $0 }.filter { !$0.hasPrefix(".part.json") && !$0.hasPrefix(".part.journal") }
-            .sorted(), [".part", ".part", ".part.mark", ".part.mark"])
+        XCTAssertEqual(
+            counts.unlinks.withLock { $0 }.filter { !$0.hasPrefix(".part.json") && !$0.hasPrefix(".part.journal") }
+                .sorted(), [".part", ".part", ".part.mark", ".part.mark"])
         XCTAssertEqual(counts.links.load(ordering: .relaxed), 2)
         XCTAssertEqual(counts.removedOpen.withLock { $0 }, [], "a .part was removed while still open")
     }
@@ -227,8 +236,9 @@ final class NetworkFileSystemTests: EndToEndTestCase {
         try Data("a killed run's".utf8).write(to: URL(fileURLWithPath: out + "/f2.bin.part.new"))
         _ = try downloadList(3, calls: networkCalls(counting: NameCalls()))
         XCTAssertEqual(FileManager.default.contents(atPath: victim), Data("precious".utf8))
-        XCTAssertEqual(((try? FileManager.default.contentsOfDirectory(atPath: out)) ?? []).sorted(),
-                       ["f0.bin", "f1.bin", "f2.bin"])
+        XCTAssertEqual(
+            ((try? FileManager.default.contentsOfDirectory(atPath: out)) ?? []).sorted(),
+            ["f0.bin", "f1.bin", "f2.bin"])
 
         let busy = out + "/held.bin.part.new"
         try Data("another run's".utf8).write(to: URL(fileURLWithPath: busy))
@@ -300,13 +310,16 @@ final class NetworkFileSystemTests: EndToEndTestCase {
         options.systemCalls = calls
         let download = Download(url: server.url("taken.bin"), destination: .directory(out), options: options)
         XCTAssertThrowsError(try download.run { _ in }) { error in
-            XCTAssertTrue("\(error)".contains("appeared during the download (the data stays in \(output).part)"), "\(error)")
+            XCTAssertTrue(
+                "\(error)".contains("appeared during the download (the data stays in \(output).part)"), "\(error)")
         }
         XCTAssertEqual(FileManager.default.contents(atPath: output), Data("someone else's".utf8))
         assertSameBytes(output + ".part", resource)
-        XCTAssertTrue(Manifest.isPartialDownload(dataFile: output + ".part"), "the kept .part is not marked as rangeget's")
-        XCTAssertEqual(((try? FileManager.default.contentsOfDirectory(atPath: out)) ?? []).sorted(),
-                       ["taken.bin", "taken.bin.part", "taken.bin.part.json", "taken.bin.part.mark"])
+        XCTAssertTrue(
+            Manifest.isPartialDownload(dataFile: output + ".part"), "the kept .part is not marked as rangeget's")
+        XCTAssertEqual(
+            ((try? FileManager.default.contentsOfDirectory(atPath: out)) ?? []).sorted(),
+            ["taken.bin", "taken.bin.part", "taken.bin.part.json", "taken.bin.part.mark"])
     }
 
     /// The same, where the mark file beside the kept `.part` cannot be
@@ -331,17 +344,20 @@ final class NetworkFileSystemTests: EndToEndTestCase {
         let download = Download(url: server.url("nomark.bin"), destination: .directory(out), options: options)
         XCTAssertThrowsError(try download.run { _ in })
         assertSameBytes(output + ".part", resource)
-        XCTAssertTrue(FileManager.default.fileExists(atPath: output + ".part.new"), "the .part.new name, its mark, went")
+        XCTAssertTrue(
+            FileManager.default.fileExists(atPath: output + ".part.new"), "the .part.new name, its mark, went")
 
         // The next run, with the name free again, cannot mark the `.part` either.
         try FileManager.default.removeItem(atPath: output)
         var again = DownloadOptions()
         again.systemCalls = networkCalls(counting: NameCalls())
         again.systemCalls.open = failingMark
-        XCTAssertThrowsError(try Download(url: server.url("nomark.bin"), destination: .directory(out), options: again)
-            .run { _ in })
-        XCTAssertTrue(FileManager.default.fileExists(atPath: output + ".part.new"),
-                      "the .part.new name went before the .part was marked")
+        XCTAssertThrowsError(
+            try Download(url: server.url("nomark.bin"), destination: .directory(out), options: again)
+                .run { _ in })
+        XCTAssertTrue(
+            FileManager.default.fileExists(atPath: output + ".part.new"),
+            "the .part.new name went before the .part was marked")
 
         // The run after, where the mark can be written: it takes the `.part`.
         try assertTheNextRunSaves("nomark.bin", into: out, resource, calls: networkCalls(counting: NameCalls()))
@@ -349,8 +365,10 @@ final class NetworkFileSystemTests: EndToEndTestCase {
 
     /// Runs a download of `name` into `out` and checks that it saves
     /// `resource` there, leaving nothing else in the directory.
-    private func assertTheNextRunSaves(_ name: String, into out: String, _ resource: Resource,
-                                       calls: SystemCalls = .live) throws {
+    private func assertTheNextRunSaves(
+        _ name: String, into out: String, _ resource: Resource,
+        calls: SystemCalls = .live
+    ) throws {
         var options = DownloadOptions()
         options.systemCalls = calls
         let result = try Download(url: server.url(name), destination: .directory(out), options: options).run { _ in }
@@ -391,7 +409,9 @@ final class NetworkFileSystemTests: EndToEndTestCase {
         calls.open = { path, flags, mode in
             if path.hasSuffix(".part.mark") {
                 let other = Glibc.open(output + ".part.new", O_RDWR | O_CLOEXEC)
-                heldWhileMarking.withLock { $0 = other >= 0 && flock(other, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK }
+                heldWhileMarking.withLock {
+                    $0 = other >= 0 && flock(other, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK
+                }
                 if other >= 0 { close(other) }
                 errno = EIO
                 return -1
@@ -400,8 +420,9 @@ final class NetworkFileSystemTests: EndToEndTestCase {
         }
         var options = DownloadOptions()
         options.systemCalls = calls
-        XCTAssertThrowsError(try Download(url: server.url("unnamed.bin"), destination: .directory(out), options: options)
-            .run { _ in })
+        XCTAssertThrowsError(
+            try Download(url: server.url("unnamed.bin"), destination: .directory(out), options: options)
+                .run { _ in })
         XCTAssertEqual(unnamedOpens.load(ordering: .relaxed), 1, "the file was not fetched into an unnamed file")
         XCTAssertEqual(heldWhileMarking.withLock { $0 }, true, "the .part.new was not locked while it marked the .part")
         assertSameBytes(output + ".part", resource)

@@ -47,10 +47,12 @@ final class PartialStateTests: EndToEndTestCase {
         // (b) Complete, but not what --checksum expected: exit 3, the data kept.
         let wrong = String(repeating: "0", count: 64)
         let right = try sha256(of: summed)
-        let mismatch = try CLI.run(["-q", "--checksum", "sha256=\(wrong)", "-o", "summed", server.url("summed")],
-                                   in: directory)
+        let mismatch = try CLI.run(
+            ["-q", "--checksum", "sha256=\(wrong)", "-o", "summed", server.url("summed")],
+            in: directory)
         XCTAssertEqual(mismatch.status, 3, mismatch.stderr)
-        XCTAssertTrue(mismatch.stderr.contains("sha256 of the download is \(right), expected \(wrong)"), mismatch.stderr)
+        XCTAssertTrue(
+            mismatch.stderr.contains("sha256 of the download is \(right), expected \(wrong)"), mismatch.stderr)
         XCTAssertFalse(FileManager.default.fileExists(atPath: path("summed")))
 
         let (code, entries) = try status()
@@ -58,12 +60,14 @@ final class PartialStateTests: EndToEndTestCase {
         XCTAssertEqual(Set(entries.keys), ["stream", "summed", "partial"])
         XCTAssertEqual(entries["stream"]?["state"] as? String, "not resumable")
         XCTAssertEqual(entries["stream"]?["healthy"] as? Bool, false)
-        XCTAssertEqual(entries["stream"]?["problem"] as? String,
-                       "one stream of unknown length (no manifest): the next run starts over")
+        XCTAssertEqual(
+            entries["stream"]?["problem"] as? String,
+            "one stream of unknown length (no manifest): the next run starts over")
         XCTAssertEqual(entries["summed"]?["state"] as? String, "checksum failed")
         XCTAssertEqual(entries["summed"]?["healthy"] as? Bool, false)
-        XCTAssertEqual(entries["summed"]?["problem"] as? String,
-                       "sha256 is \(right), expected \(wrong) (--restart fetches it again)")
+        XCTAssertEqual(
+            entries["summed"]?["problem"] as? String,
+            "sha256 is \(right), expected \(wrong) (--restart fetches it again)")
         XCTAssertEqual(entries["summed"]?["bytesLeft"] as? Int, 0)
         XCTAssertEqual(entries["partial"]?["state"] as? String, "resumable")
         XCTAssertEqual(entries["partial"]?["healthy"] as? Bool, true)
@@ -80,7 +84,8 @@ final class PartialStateTests: EndToEndTestCase {
 
         // The right checksum finishes the checksum-failed one without fetching a byte.
         server.resetStatistics()
-        let fixed = try CLI.run(["-q", "--checksum", "sha256=\(right)", "-o", "summed", server.url("summed")], in: directory)
+        let fixed = try CLI.run(
+            ["-q", "--checksum", "sha256=\(right)", "-o", "summed", server.url("summed")], in: directory)
         XCTAssertEqual(fixed.status, 0, fixed.stderr)
         XCTAssertEqual(server.statistics.requests.reduce(0) { $0 + $1.bodyBytesSent }, 0, "no byte fetched again")
         assertSameBytes(path("summed"), summed)
@@ -101,7 +106,8 @@ final class PartialStateTests: EndToEndTestCase {
     func testStatusListsAManifestWithAnMtimeTooFarOutForAnInt32Year() throws {
         // ext4 clamps mtimes to the year 2446; tmpfs keeps them whole.
         let shared = "/dev/shm/rangeget-e2e-\(UUID().uuidString)"
-        guard (try? FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: false)) != nil else {
+        guard (try? FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: false)) != nil
+        else {
             throw XCTSkip("no /dev/shm to keep an mtime past the year 2446 in")
         }
         addTeardownBlock { try? FileManager.default.removeItem(atPath: shared) }
@@ -109,8 +115,9 @@ final class PartialStateTests: EndToEndTestCase {
         server.setResource(summed, at: "summed")
         // A failed checksum keeps a healthy manifest, and status exits 0 on it.
         let wrong = String(repeating: "0", count: 64)
-        let mismatch = try CLI.run(["-q", "--checksum", "sha256=\(wrong)", "-o", "summed", server.url("summed")],
-                                   in: shared)
+        let mismatch = try CLI.run(
+            ["-q", "--checksum", "sha256=\(wrong)", "-o", "summed", server.url("summed")],
+            in: shared)
         XCTAssertEqual(mismatch.status, 3, mismatch.stderr)
         let manifest = shared + "/summed.part.json"
         let seconds = 67_767_976_233_532_800
@@ -160,11 +167,14 @@ final class PartialStateTests: EndToEndTestCase {
         server.setRatePerConnection(2 << 20)
         let run = try interrupted(["-o", "f", server.url("f")]) { fileSize(path("f.part")) >= 1 << 20 }
         XCTAssertEqual(run.status, 130, run.stderr)
-        XCTAssertTrue(run.stderr.contains(
-            "the server does not say how long the file is: downloading as one stream (not resumable)"), run.stderr)
-        XCTAssertTrue(run.stderr.contains(
-            "interrupted; the server did not say how long the file is, so nothing can be resumed: the next run starts over"),
-                      run.stderr)
+        XCTAssertTrue(
+            run.stderr.contains(
+                "the server does not say how long the file is: downloading as one stream (not resumable)"), run.stderr)
+        XCTAssertTrue(
+            run.stderr.contains(
+                "interrupted; the server did not say how long the file is, so nothing can be resumed: the next run starts over"
+            ),
+            run.stderr)
         XCTAssertFalse(run.stderr.contains("again to resume"), run.stderr)
 
         server.setRatePerConnection(nil)
@@ -173,8 +183,9 @@ final class PartialStateTests: EndToEndTestCase {
         XCTAssertEqual(rerun.status, 0, rerun.stderr)
         XCTAssertFalse(rerun.stderr.contains("resuming"), rerun.stderr)
         // The new request's body (a late write to the old, closed connection may count in the total).
-        XCTAssertGreaterThanOrEqual(server.statistics.requests.reduce(0) { $0 + $1.bodyBytesSent }, resource.size,
-                                    "the whole file again")
+        XCTAssertGreaterThanOrEqual(
+            server.statistics.requests.reduce(0) { $0 + $1.bodyBytesSent }, resource.size,
+            "the whole file again")
         assertSameBytes(path("f"), resource)
     }
 
@@ -188,28 +199,36 @@ final class PartialStateTests: EndToEndTestCase {
         server.setResource(resource, at: "f")
         server.setFaults([FaultRule(.ignoreRange)])
         server.setRatePerConnection(2 << 20)
-        let interruptLine = "interrupted; the server does not serve byte ranges: a later run resumes it only if the server "
+        let interruptLine =
+            "interrupted; the server does not serve byte ranges: a later run resumes it only if the server "
             + "then serves them, and otherwise starts over"
         let run = try interrupted(["-o", "f", server.url("f")]) { fileSize(path("f.part")) >= 1 << 20 }
         XCTAssertEqual(run.status, 130, run.stderr)
-        XCTAssertTrue(run.stderr.contains("the server does not serve byte ranges: downloading as one stream "
-                                          + "(a later run resumes it only if the server then serves them)"), run.stderr)
+        XCTAssertTrue(
+            run.stderr.contains(
+                "the server does not serve byte ranges: downloading as one stream "
+                    + "(a later run resumes it only if the server then serves them)"), run.stderr)
         XCTAssertTrue(run.stderr.contains(interruptLine), run.stderr)
         XCTAssertFalse(run.stderr.contains("again to resume"), run.stderr)
-        XCTAssertGreaterThan(ManifestFile.doneBytes(path("f.part.json")), 0,
-                             "the bytes from 0 are kept for a server with ranges")
+        XCTAssertGreaterThan(
+            ManifestFile.doneBytes(path("f.part.json")), 0,
+            "the bytes from 0 are kept for a server with ranges")
         // status says what the next run does: it starts over unless the server serves ranges by then.
         let entry = try status().entries["f"]
         XCTAssertEqual(entry?["state"] as? String, "not resumable")
         XCTAssertEqual(entry?["healthy"] as? Bool, false)
-        XCTAssertEqual(entry?["problem"] as? String, "one stream (the server served no byte ranges): the next run "
-                       + "starts over unless the server serves ranges by then")
+        XCTAssertEqual(
+            entry?["problem"] as? String,
+            "one stream (the server served no byte ranges): the next run "
+                + "starts over unless the server serves ranges by then")
 
         // The server still serves no ranges: the next run starts from byte 0, and says so.
         server.resetStatistics()
         let again = try interrupted(["-o", "f", server.url("f")]) {
             // The stream from byte 0, asked for without a Range, is under way.
-            server.statistics.requests.contains { $0.method == "GET" && $0.rangeHeader == nil && $0.bodyBytesSent >= 256 << 10 }
+            server.statistics.requests.contains {
+                $0.method == "GET" && $0.rangeHeader == nil && $0.bodyBytesSent >= 256 << 10
+            }
         }
         XCTAssertEqual(again.status, 130, again.stderr)
         XCTAssertTrue(again.stderr.contains("downloading as one stream from the start"), again.stderr)
@@ -221,8 +240,9 @@ final class PartialStateTests: EndToEndTestCase {
         XCTAssertEqual(rerun.status, 0, rerun.stderr)
         // It sends its ranged requests on the manifest's word ("resuming"), and the 200s tell it otherwise.
         let lines = rerun.stderr.split(separator: "\n")
-        let fromTheStart = try XCTUnwrap(lines.lastIndex { $0.hasSuffix("downloading as one stream from the start") },
-                                         rerun.stderr)
+        let fromTheStart = try XCTUnwrap(
+            lines.lastIndex { $0.hasSuffix("downloading as one stream from the start") },
+            rerun.stderr)
         XCTAssertFalse(lines[fromTheStart...].contains { $0.contains("resuming") }, rerun.stderr)
         assertSameBytes(path("f"), resource)
     }
@@ -242,9 +262,11 @@ final class PartialStateTests: EndToEndTestCase {
             fileSize(path("unknown.part")) >= 256 << 10 && fileSize(path("unranged.part")) >= 256 << 10
         }
         XCTAssertEqual(run.status, 130, run.stderr)
-        XCTAssertTrue(run.stderr.contains("failed: interrupted; the server did not say how long the file is"), run.stderr)
-        XCTAssertTrue(run.stderr.contains("failed: interrupted; the server does not serve byte ranges: a later run resumes"),
-                      run.stderr)
+        XCTAssertTrue(
+            run.stderr.contains("failed: interrupted; the server did not say how long the file is"), run.stderr)
+        XCTAssertTrue(
+            run.stderr.contains("failed: interrupted; the server does not serve byte ranges: a later run resumes"),
+            run.stderr)
         XCTAssertFalse(run.stderr.contains("again to resume"), run.stderr)
     }
 }

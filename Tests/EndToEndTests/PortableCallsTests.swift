@@ -23,9 +23,18 @@ final class PortableCallsTests: EndToEndTestCase {
     private func portableCalls(counting counts: Counts) -> SystemCalls {
         var calls = SystemCalls.portable
         let (link, fdatasync, ftruncate) = (calls.link, calls.fdatasync, calls.ftruncate)
-        calls.link = { counts.links.add(1, ordering: .relaxed); return link($0, $1) }
-        calls.fdatasync = { counts.dataSyncs.add(1, ordering: .relaxed); return fdatasync($0) }
-        calls.ftruncate = { counts.truncates.add(1, ordering: .relaxed); return ftruncate($0, $1) }
+        calls.link = {
+            counts.links.add(1, ordering: .relaxed)
+            return link($0, $1)
+        }
+        calls.fdatasync = {
+            counts.dataSyncs.add(1, ordering: .relaxed)
+            return fdatasync($0)
+        }
+        calls.ftruncate = {
+            counts.truncates.add(1, ordering: .relaxed)
+            return ftruncate($0, $1)
+        }
         return calls
     }
 
@@ -52,8 +61,10 @@ final class PortableCallsTests: EndToEndTestCase {
         let result = try await Download(url: server.url("big"), destination: .file(path("big")), options: options).run()
         XCTAssertGreaterThan(result.bytesReused, 0, "the second download went on from the first one's bytes")
         assertSameBytes(path("big"), resource)
-        XCTAssertGreaterThan(counts.truncates.load(ordering: .relaxed), 0, "ftruncate sized the file (no posix_fallocate)")
-        XCTAssertGreaterThan(counts.links.load(ordering: .relaxed), 0, "a link and an unlink put it in place (no renameat2)")
+        XCTAssertGreaterThan(
+            counts.truncates.load(ordering: .relaxed), 0, "ftruncate sized the file (no posix_fallocate)")
+        XCTAssertGreaterThan(
+            counts.links.load(ordering: .relaxed), 0, "a link and an unlink put it in place (no renameat2)")
         XCTAssertGreaterThan(counts.dataSyncs.load(ordering: .relaxed), 0)
 
         // Without extended attributes there is no record of the save, so a
@@ -79,13 +90,16 @@ final class PortableCallsTests: EndToEndTestCase {
         var options = DownloadOptions()
         options.systemCalls = portableCalls(counting: counts)
         let entries = resources.indices.map { DownloadList.Entry(urls: [server.url("s\($0).bin")]) }
-        let summary = await DownloadSession(configuration: .init(connections: 4)).list(entries, into: path("out"),
-                                                                                      options: options).run()
+        let summary = await DownloadSession(configuration: .init(connections: 4)).list(
+            entries, into: path("out"),
+            options: options
+        ).run()
         XCTAssertEqual(summary.complete, 12)
         XCTAssertEqual(summary.failed, [])
         for (index, resource) in resources.enumerated() { assertSameBytes(path("out/s\(index).bin"), resource) }
         XCTAssertGreaterThanOrEqual(counts.dataSyncs.load(ordering: .relaxed), 12, "each file fdatasynced (no syncfs)")
-        XCTAssertGreaterThanOrEqual(counts.links.load(ordering: .relaxed), 12, "each linked to its name (no unnamed files)")
+        XCTAssertGreaterThanOrEqual(
+            counts.links.load(ordering: .relaxed), 12, "each linked to its name (no unnamed files)")
         let left = try FileManager.default.contentsOfDirectory(atPath: path("out")).sorted()
         XCTAssertEqual(left, resources.indices.map { "s\($0).bin" }.sorted(), "nothing else is left in the directory")
     }

@@ -17,8 +17,9 @@ final class ProbeRetryTests: EndToEndTestCase {
         let url = server.url("f")
         server.stop()
         DispatchQueue.global().asyncAfter(deadline: .now() + 0.5) { try? server.start() }
-        let run = try CLI.run(["-n", "4", "--retries", "3", "--retry-wait", "1", "-o", path("f"), url],
-                              in: directory, timeout: 30)
+        let run = try CLI.run(
+            ["-n", "4", "--retries", "3", "--retry-wait", "1", "-o", path("f"), url],
+            in: directory, timeout: 30)
         XCTAssertEqual(run.status, 0, run.stderr)
         XCTAssertTrue(run.stderr.contains("; retrying: attempt 2 of 4 in 1 s"), run.stderr)
         assertSameBytes(path("f"), resource)
@@ -42,7 +43,8 @@ final class ProbeRetryTests: EndToEndTestCase {
         let resource = Resource.generated(size: 1 << 20, seed: 3701)
         server.setResource(resource, at: "f")
         server.setFaults((1...3).map { FaultRule(.status(503, retryAfter: 1), when: .nthRequest($0)) })
-        let run = try CLI.run(["-n", "4", "--retries", "2", "-o", path("f"), server.url("f")], in: directory, timeout: 30)
+        let run = try CLI.run(
+            ["-n", "4", "--retries", "2", "-o", path("f"), server.url("f")], in: directory, timeout: 30)
         XCTAssertEqual(run.status, 0, run.stderr)
         XCTAssertTrue(run.stderr.contains("HTTP 503; retrying: attempt 2 of 3 in 1 s"), run.stderr)
         assertSameBytes(path("f"), resource)
@@ -72,9 +74,11 @@ final class ProbeRetryTests: EndToEndTestCase {
     func testAMalformedAnswerToTheProbeIsRetried() throws {
         let resource = Resource.generated(size: 8 << 20, seed: 3704)
         server.setResource(resource, at: "f")
-        server.setFaults([FaultRule(.headStatus(502))] + [1, 3].map { FaultRule(.invertedContentRange, when: .nthRequest($0)) })
-        let run = try CLI.run(["-n", "4", "--retries", "2", "--retry-wait", "0.1", "-o", path("f"), server.url("f")],
-                              in: directory, timeout: 30)
+        server.setFaults(
+            [FaultRule(.headStatus(502))] + [1, 3].map { FaultRule(.invertedContentRange, when: .nthRequest($0)) })
+        let run = try CLI.run(
+            ["-n", "4", "--retries", "2", "--retry-wait", "0.1", "-o", path("f"), server.url("f")],
+            in: directory, timeout: 30)
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(path("f"), resource)
         let gets = server.statistics.requests.filter { $0.method == "GET" && $0.rangeHeader == "bytes=0-0" }
@@ -89,12 +93,14 @@ final class ProbeRetryTests: EndToEndTestCase {
         server.setResource(Resource.generated(size: 1 << 20, seed: 3705), at: "f")
         server.setFaults([FaultRule(.hang)])
         let started = Date()
-        let run = try CLI.run(["--stall-timeout", "1", "--connect-timeout", "2", "-o", path("f"), server.url("f")],
-                              in: directory, timeout: 30)
+        let run = try CLI.run(
+            ["--stall-timeout", "1", "--connect-timeout", "2", "-o", path("f"), server.url("f")],
+            in: directory, timeout: 30)
         let seconds = Date().timeIntervalSince(started)
         XCTAssertEqual(run.status, 1, run.stderr)
-        XCTAssertTrue(run.stderr.contains("the server did not answer (no response to HEAD or a ranged GET in 1 s each)"),
-                      run.stderr)
+        XCTAssertTrue(
+            run.stderr.contains("the server did not answer (no response to HEAD or a ranged GET in 1 s each)"),
+            run.stderr)
         XCTAssertFalse(run.stderr.contains("one stream"), run.stderr)
         XCTAssertFalse(run.stderr.contains("retrying"), run.stderr)
         // The connect timeout and two stall timeouts (libcurl counts whole seconds), and a little for the machine.
@@ -103,8 +109,9 @@ final class ProbeRetryTests: EndToEndTestCase {
 
     /// A 404 is the answer, not a bad moment: no retry.
     func testA404IsNotRetried() throws {
-        let run = try CLI.run(["--retries", "3", "--retry-wait", "1", "-o", path("f"), server.url("missing")],
-                              in: directory, timeout: 30)
+        let run = try CLI.run(
+            ["--retries", "3", "--retry-wait", "1", "-o", path("f"), server.url("missing")],
+            in: directory, timeout: 30)
         XCTAssertEqual(run.status, 1, run.stderr)
         XCTAssertTrue(run.stderr.contains("HTTP 404"), run.stderr)
         XCTAssertFalse(run.stderr.contains("retrying"), run.stderr)

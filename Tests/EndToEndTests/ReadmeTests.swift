@@ -5,6 +5,7 @@
 // option that was renamed or removed.
 import Foundation
 import XCTest
+
 @testable import rangeget
 
 final class ReadmeTests: XCTestCase {
@@ -50,7 +51,9 @@ final class ReadmeTests: XCTestCase {
             }
             guard inShell, line.hasPrefix("rangeget ") else { continue }
             var command = String(line)
-            if let comment = command.range(of: "  #") ?? command.range(of: " # ") { command = String(command[..<comment.lowerBound]) }
+            if let comment = command.range(of: "  #") ?? command.range(of: " # ") {
+                command = String(command[..<comment.lowerBound])
+            }
             if let pipe = command.range(of: " | ") { command = String(command[..<pipe.lowerBound]) }
             commands.append(command.trimmingCharacters(in: .whitespaces))
         }

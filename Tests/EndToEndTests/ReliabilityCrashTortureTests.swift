@@ -13,8 +13,10 @@ import XCTest
 final class ReliabilityCrashTortureTests: EndToEndTestCase {
     /// Checks a sample of every range a resumed run would trust (first, last and
     /// one random 64 KiB of each) against the resource; returns the bytes listed.
-    private func assertManifestSampleMatchesDisk(_ manifestPath: String, data dataPath: String, _ resource: Resource,
-                                                 random: inout SplitMix64, context: String) -> Int64 {
+    private func assertManifestSampleMatchesDisk(
+        _ manifestPath: String, data dataPath: String, _ resource: Resource,
+        random: inout SplitMix64, context: String
+    ) -> Int64 {
         let ranges: [Range<Int64>]
         do {
             ranges = try ManifestFile.trusted(manifestPath) ?? []
@@ -69,30 +71,36 @@ final class ReliabilityCrashTortureTests: EndToEndTestCase {
             let afterProgress = round % 3 == 0 || round == kills
             if afterProgress {
                 let before = ManifestFile.doneBytes(output + ".part.json")
-                XCTAssertTrue(wait(timeout: 15) { ManifestFile.doneBytes(output + ".part.json") > before },
-                              "round \(round): a durable checkpoint recorded new progress")
+                XCTAssertTrue(
+                    wait(timeout: 15) { ManifestFile.doneBytes(output + ".part.json") > before },
+                    "round \(round): a durable checkpoint recorded new progress")
             }
-            let delay = afterProgress ? Double.random(in: 0...1.0, using: &random) : Double.random(in: 0...1.5, using: &random)
+            let delay =
+                afterProgress ? Double.random(in: 0...1.0, using: &random) : Double.random(in: 0...1.5, using: &random)
             usleep(UInt32(delay * 1_000_000))
-            XCTAssertTrue(child.isRunning, "round \(round): rangeget ended before the kill (file too small for the torture)")
+            XCTAssertTrue(
+                child.isRunning, "round \(round): rangeget ended before the kill (file too small for the torture)")
             kill(child.pid, SIGKILL)
             child.process.waitUntilExit()
             XCTAssertEqual(child.process.terminationReason, .uncaughtSignal, "round \(round)")
             _ = child.finish(timeout: 1)
-            let listed = assertManifestSampleMatchesDisk(output + ".part.json", data: output + ".part", resource,
-                                                         random: &random, context: "round \(round)")
+            let listed = assertManifestSampleMatchesDisk(
+                output + ".part.json", data: output + ".part", resource,
+                random: &random, context: "round \(round)")
             XCTAssertGreaterThanOrEqual(listed, durable, "round \(round): durable progress never goes back")
             XCTAssertLessThan(listed, size)
-            usleep(20_000)  // let the server count its last writes
+            usleep(20_000) // let the server count its last writes
             let sent = server.statistics.bodyBytesSent - sentBefore
-            rounds.append("\(round):\(afterProgress ? "+" : "")\(String(format: "%.2f", delay))s sent \(sent >> 10)K "
-                          + "kept \((listed - durable) >> 10)K")
+            rounds.append(
+                "\(round):\(afterProgress ? "+" : "")\(String(format: "%.2f", delay))s sent \(sent >> 10)K "
+                    + "kept \((listed - durable) >> 10)K")
             durable = max(durable, listed)
         }
         XCTAssertGreaterThan(durable, 0, "the kills still let progress through")
 
         server.setRatePerConnection(nil)
-        let run = try CLI.run(["-n", "\(connections)", "-o", output, server.url("torture.bin")], in: directory, timeout: 60)
+        let run = try CLI.run(
+            ["-n", "\(connections)", "-o", output, server.url("torture.bin")], in: directory, timeout: 60)
         XCTAssertEqual(run.status, 0, run.stderr)
         XCTAssertTrue(run.stderr.contains("resuming"), run.stderr)
         assertSameBytes(output, resource)
@@ -104,10 +112,13 @@ final class ReliabilityCrashTortureTests: EndToEndTestCase {
         // during the unthrottled last run.
         let perKill = Int64(connections) * (64 << 10)
         let bound = size + size / 20 + Int64(kills) * perKill
-        XCTAssertLessThanOrEqual(server.statistics.bodyBytesSent, bound,
-                                 "served \(server.statistics.bodyBytesSent) bytes for a \(size)-byte file after \(kills) kills")
-        print("crash torture: \(kills) kills, \(durable) bytes durable before the last run, "
-              + "\(server.statistics.bodyBytesSent) bytes served for \(size) (bound \(bound)), "
-              + "\(String(format: "%.1f", Date().timeIntervalSince(started))) s; rounds: " + rounds.joined(separator: ", "))
+        XCTAssertLessThanOrEqual(
+            server.statistics.bodyBytesSent, bound,
+            "served \(server.statistics.bodyBytesSent) bytes for a \(size)-byte file after \(kills) kills")
+        print(
+            "crash torture: \(kills) kills, \(durable) bytes durable before the last run, "
+                + "\(server.statistics.bodyBytesSent) bytes served for \(size) (bound \(bound)), "
+                + "\(String(format: "%.1f", Date().timeIntervalSince(started))) s; rounds: "
+                + rounds.joined(separator: ", "))
     }
 }

@@ -18,7 +18,7 @@ import XCTest
 /// A call of the `SystemCalls` seam.
 enum DiskCall: Sendable {
     case open, pwrite, ftruncate, posixFallocate, flock, fsetxattr, fremovexattr, fdatasync, fsync, syncfs,
-         syncFileRange, rename, renameNoReplace, link, unlink, openUnnamed, linkOpenFile
+        syncFileRange, rename, renameNoReplace, link, unlink, openUnnamed, linkOpenFile
 }
 
 /// Calls of the seam made to fail. Each rule fails one call on one path (by
@@ -74,14 +74,17 @@ final class DiskFaults: Sendable {
         let live = SystemCalls.live
         var calls = live
         calls.open = { [self] in fault(.open, $0).map(Self.fail) ?? live.open($0, $1, $2) }
-        calls.pwrite = { [self] in fault(.pwrite, openPath($0)).map { Int(Self.fail($0)) } ?? live.pwrite($0, $1, $2, $3) }
+        calls.pwrite = { [self] in
+            fault(.pwrite, openPath($0)).map { Int(Self.fail($0)) } ?? live.pwrite($0, $1, $2, $3)
+        }
         calls.ftruncate = { [self] in fault(.ftruncate, openPath($0)).map(Self.fail) ?? live.ftruncate($0, $1) }
         calls.posixFallocate = { [self] in
             fault(.posixFallocate, openPath($0)).map(Self.fail) ?? live.posixFallocate($0, $1, $2)
         }
         calls.flock = { [self] in fault(.flock, openPath($0)).map(Self.fail) ?? live.flock($0, $1) }
         calls.fsetxattr = { [self] in fault(.fsetxattr, openPath($0)).map(Self.fail) ?? live.fsetxattr($0, $1, $2) }
-        calls.fremovexattr = { [self] in fault(.fremovexattr, openPath($0)).map(Self.fail) ?? live.fremovexattr($0, $1) }
+        calls.fremovexattr = { [self] in fault(.fremovexattr, openPath($0)).map(Self.fail) ?? live.fremovexattr($0, $1)
+        }
         calls.fdatasync = { [self] in fault(.fdatasync, openPath($0)).map(Self.fail) ?? live.fdatasync($0) }
         calls.fsync = { [self] in fault(.fsync, openPath($0)).map(Self.fail) ?? live.fsync($0) }
         calls.syncfs = { [self] in fault(.syncfs, openPath($0)).map(Self.fail) ?? live.syncfs($0) }
@@ -147,8 +150,10 @@ final class ReliabilityDiskCallTests: EndToEndTestCase {
         var outcome: Outcome
         var setup: [(call: DiskCall, file: File, code: Int32)]
 
-        init(_ call: DiskCall, _ file: File, from: Int = 0, _ scenario: Scenario, _ outcome: Outcome,
-             setup: [(call: DiskCall, file: File, code: Int32)] = []) {
+        init(
+            _ call: DiskCall, _ file: File, from: Int = 0, _ scenario: Scenario, _ outcome: Outcome,
+            setup: [(call: DiskCall, file: File, code: Int32)] = []
+        ) {
             (self.call, self.file, self.from, self.scenario, self.outcome, self.setup) =
                 (call, file, from, scenario, outcome, setup)
         }
@@ -199,7 +204,7 @@ final class ReliabilityDiskCallTests: EndToEndTestCase {
         // Discarding a partial download: the journal, the manifest, then the data emptied.
         Row(.unlink, .journal, .restart, .fails("remove")),
         Row(.unlink, .manifest, .restart, .fails("remove")),
-        Row(.ftruncate, .data, .restart, .fails("truncate")),
+        Row(.ftruncate, .data, .restart, .fails("truncate"))
     ]
 
     private var resource: Resource!
@@ -250,13 +255,17 @@ final class ReliabilityDiskCallTests: EndToEndTestCase {
         let download = Download(url: server.url("s"), destination: .file(output), options: options)
         let order = Mutex<[String]>([])
         let ended = DispatchSemaphore(value: 0)
-        download.runHandingOffCommit(onEvent: { event in
-            if case .finished = event { order.withLock { $0.append("finished event") } }
-        }, ended: { outcome in
-            if case let .failure(error) = outcome { XCTFail("\(error)") }
-            order.withLock { $0.append(FileManager.default.fileExists(atPath: output) ? "ended, saved" : "ended, not saved") }
-            ended.signal()
-        })
+        download.runHandingOffCommit(
+            onEvent: { event in
+                if case .finished = event { order.withLock { $0.append("finished event") } }
+            },
+            ended: { outcome in
+                if case let .failure(error) = outcome { XCTFail("\(error)") }
+                order.withLock {
+                    $0.append(FileManager.default.fileExists(atPath: output) ? "ended, saved" : "ended, not saved")
+                }
+                ended.signal()
+            })
         order.withLock { $0.append("returned") }
         XCTAssertEqual(ended.wait(timeout: .now() + 30), .success, "the handed-off commit never ended the download")
         XCTAssertEqual(order.withLock { $0 }, ["returned", "finished event", "ended, saved"])
@@ -297,8 +306,9 @@ final class ReliabilityDiskCallTests: EndToEndTestCase {
     func test20ABatchWhoseSyncfsSucceedsNeedsNoFdatasyncPerFile() throws {
         let folder = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         defer { close(folder) }
-        try XCTSkipUnless(SystemCalls.syncfsVouches(forFileSystemOf: folder),
-                          "a kernel before 5.17 or a file system whose syncfs vouches for nothing")
+        try XCTSkipUnless(
+            SystemCalls.syncfsVouches(forFileSystemOf: folder),
+            "a kernel before 5.17 or a file system whose syncfs vouches for nothing")
         let small = Resource.generated(size: 256 << 10, seed: 222)
         server.setResource(small, at: "s")
         let counts = SyncCounts()
@@ -310,7 +320,8 @@ final class ReliabilityDiskCallTests: EndToEndTestCase {
         let outputs = (0..<4).map { path("batch-\($0)") }
         downloadAllTogether(server.url("s"), small, to: outputs, calls: calls)
         XCTAssertGreaterThan(counts.fileSystemSyncs.load(ordering: .relaxed), 0, "no batch was committed with syncfs")
-        XCTAssertLessThan(counts.syncs.load(ordering: .relaxed), outputs.count, "every file was fdatasynced all the same")
+        XCTAssertLessThan(
+            counts.syncs.load(ordering: .relaxed), outputs.count, "every file was fdatasynced all the same")
     }
 
     /// Small files are linked from no name (UnnamedFileTests), which changes
@@ -329,15 +340,19 @@ final class ReliabilityDiskCallTests: EndToEndTestCase {
         }
         calls.fsync = { descriptor in
             var info = stat()
-            if fstat(descriptor, &info) == 0, info.st_mode & S_IFMT == S_IFREG { counts.fileSyncs.add(1, ordering: .relaxed) }
+            if fstat(descriptor, &info) == 0, info.st_mode & S_IFMT == S_IFREG {
+                counts.fileSyncs.add(1, ordering: .relaxed)
+            }
             return SystemCalls.live.fsync(descriptor)
         }
         let outputs = (0..<4).map { path("linked-\($0)") }
         downloadAllTogether(server.url("t"), small, to: outputs, calls: calls)
-        XCTAssertGreaterThanOrEqual(counts.fileSystemSyncs.load(ordering: .relaxed), 2,
-                                    "no batch of several linked files was committed")
-        XCTAssertEqual(counts.fileSyncs.load(ordering: .relaxed), outputs.count,
-                       "each linked file is fsynced once, its link count with it")
+        XCTAssertGreaterThanOrEqual(
+            counts.fileSystemSyncs.load(ordering: .relaxed), 2,
+            "no batch of several linked files was committed")
+        XCTAssertEqual(
+            counts.fileSyncs.load(ordering: .relaxed), outputs.count,
+            "each linked file is fsynced once, its link count with it")
     }
 
     /// `calls` with a slow fdatasync (0.3 s, after `counted`): it holds the
@@ -355,8 +370,10 @@ final class ReliabilityDiskCallTests: EndToEndTestCase {
 
     /// Downloads `url`, which serves `resource`, to each of `outputs` at once
     /// through one SyncGroup: each must end saved with its bytes.
-    private func downloadAllTogether(_ url: String, _ resource: Resource, to outputs: [String], calls: SystemCalls,
-                                     file: StaticString = #filePath, line: UInt = #line) {
+    private func downloadAllTogether(
+        _ url: String, _ resource: Resource, to outputs: [String], calls: SystemCalls,
+        file: StaticString = #filePath, line: UInt = #line
+    ) {
         let results = downloadTogether(url, to: outputs, group: SyncGroup(), calls: calls)
         for output in outputs {
             if case let .failure(error)? = results[output] { XCTFail("\(output): \(error)", file: file, line: line) }
@@ -366,8 +383,10 @@ final class ReliabilityDiskCallTests: EndToEndTestCase {
 
     /// Downloads `url` to each of `outputs` at once, on threads of their own,
     /// committing through `group` with `calls`; the result of each.
-    private func downloadTogether(_ url: String, to outputs: [String], group: SyncGroup,
-                                  calls: SystemCalls) -> [String: Result<DownloadResult, DownloadError>] {
+    private func downloadTogether(
+        _ url: String, to outputs: [String], group: SyncGroup,
+        calls: SystemCalls
+    ) -> [String: Result<DownloadResult, DownloadError>] {
         let results = Mutex<[String: Result<DownloadResult, DownloadError>]>([:])
         let finished = DispatchGroup()
         for output in outputs {
@@ -387,8 +406,10 @@ final class ReliabilityDiskCallTests: EndToEndTestCase {
     }
 
     /// One run of `row` with `code` injected, then a run without it.
-    private func check(_ row: Row, code: Int32, times: Int, output: String, handingOffTo group: SyncGroup? = nil,
-                       file: StaticString = #filePath, line: UInt = #line) {
+    private func check(
+        _ row: Row, code: Int32, times: Int, output: String, handingOffTo group: SyncGroup? = nil,
+        file: StaticString = #filePath, line: UInt = #line
+    ) {
         let name = "\(row.name), errno \(code)"
         let target = row.file.path(output: output)
         if row.scenario == .restart, !makePartialDownload(at: output, name: name) { return }
@@ -409,7 +430,8 @@ final class ReliabilityDiskCallTests: EndToEndTestCase {
         }
         server.setRatePerConnection(nil)
         for (rule, failed) in zip(faults.rules, faults.failed) where failed == 0 {
-            XCTFail("\(name): \(rule.call) on \(rule.path ?? "any file") was never made to fail", file: file, line: line)
+            XCTFail(
+                "\(name): \(rule.call) on \(rule.path ?? "any file") was never made to fail", file: file, line: line)
         }
         switch row.outcome {
         case .finishes:
@@ -418,20 +440,24 @@ final class ReliabilityDiskCallTests: EndToEndTestCase {
             return
         case let .fails(operation, published):
             guard case let .io(error)? = faulted.error else {
-                return XCTFail("\(name): expected DownloadError.io, got \(String(describing: faulted.error))",
-                               file: file, line: line)
+                return XCTFail(
+                    "\(name): expected DownloadError.io, got \(String(describing: faulted.error))",
+                    file: file, line: line)
             }
             XCTAssertEqual(error.code, code, "\(name): \(error)", file: file, line: line)
             // The one line the command prints after "rangeget: " (exit 4).
-            XCTAssertEqual(faulted.error?.description, "cannot \(operation) \(target): \(String(cString: strerror(code)))",
-                           name, file: file, line: line)
+            XCTAssertEqual(
+                faulted.error?.description, "cannot \(operation) \(target): \(String(cString: strerror(code)))",
+                name, file: file, line: line)
             if published {
                 assertSameBytes(output, resource, file: file, line: line)
             } else {
-                XCTAssertFalse(FileManager.default.fileExists(atPath: output), "\(name): a final file", file: file, line: line)
+                XCTAssertFalse(
+                    FileManager.default.fileExists(atPath: output), "\(name): a final file", file: file, line: line)
             }
         }
-        let manifest = File.manifest.path(output: output), data = File.data.path(output: output)
+        let manifest = File.manifest.path(output: output)
+        let data = File.data.path(output: output)
         if FileManager.default.fileExists(atPath: manifest), FileManager.default.fileExists(atPath: data) {
             assertManifestMatchesDisk(manifest, data: data, resource, mayBeEmpty: true, file: file, line: line)
         }
@@ -444,16 +470,20 @@ final class ReliabilityDiskCallTests: EndToEndTestCase {
     private func makePartialDownload(at output: String, name: String) -> Bool {
         server.setRatePerConnection(512 << 10)
         defer { server.setRatePerConnection(nil) }
-        let stopped = runLibrary([server.url("f")], to: output, stopWhen: { event in
-            if case .transfer(.checkpoint) = event { return true }
-            return false
-        }) { options in
-            options.connections = 4
-            options.minimumSplit = 256 << 10
-            options.checkpointInterval = 0.1
-        }
+        let stopped = runLibrary(
+            [server.url("f")], to: output,
+            stopWhen: { event in
+                if case .transfer(.checkpoint) = event { return true }
+                return false
+            },
+            configure: { options in
+                options.connections = 4
+                options.minimumSplit = 256 << 10
+                options.checkpointInterval = 0.1
+            })
         let left = [File.data, .manifest, .journal].map { $0.path(output: output) }
-        guard stopped.error == .interrupted(keptResumeState: true), left.allSatisfy(FileManager.default.fileExists) else {
+        guard stopped.error == .interrupted(keptResumeState: true), left.allSatisfy(FileManager.default.fileExists)
+        else {
             XCTFail("\(name): no partial download to restart (\(String(describing: stopped.error)))")
             return false
         }

@@ -20,9 +20,11 @@ final class ReliabilityFailedSyncTests: EndToEndTestCase {
         let resource = serve(seed: 360)
         for group in [nil, SyncGroup()] {
             let output = path(group == nil ? "waited" : "handed-off")
-            let probe = DiskProbe(resource: resource, fdatasyncFault: { $0 == 0 ? EIO : nil },
-                                  losesPagesAtFailedSync: true)
-            let failed = runLibrary([server.url("f")], to: output, probe: probe, handingOffTo: group, configure: Self.fast)
+            let probe = DiskProbe(
+                resource: resource, fdatasyncFault: { $0 == 0 ? EIO : nil },
+                losesPagesAtFailedSync: true)
+            let failed = runLibrary(
+                [server.url("f")], to: output, probe: probe, handingOffTo: group, configure: Self.fast)
             XCTAssertEqual(failed.error?.description, "cannot sync \(output).part: \(String(cString: strerror(EIO)))")
             XCTAssertEqual(probe.snapshot.failedSyncs, 1)
             XCTAssertFalse(FileManager.default.fileExists(atPath: output), "a final file after a failed sync")
@@ -43,18 +45,20 @@ final class ReliabilityFailedSyncTests: EndToEndTestCase {
         let wrong = try XCTUnwrap(Checksum(algorithm: .sha256, hex: String(repeating: "0", count: 64)))
         let cases: [(name: String, unverified: (inout DownloadOptions) -> Void)] = [
             ("mismatch", { $0.checksum = wrong }),
-            ("unlisted", { $0.checksumList = ["other": right] }),
+            ("unlisted", { $0.checksumList = ["other": right] })
         ]
         for (name, unverified) in cases {
             let output = path(name)
-            let probe = DiskProbe(resource: resource, fdatasyncFault: { $0 == 0 ? EIO : nil },
-                                  losesPagesAtFailedSync: true)
+            let probe = DiskProbe(
+                resource: resource, fdatasyncFault: { $0 == 0 ? EIO : nil },
+                losesPagesAtFailedSync: true)
             let failed = runLibrary([server.url("f")], to: output, probe: probe) { options in
                 Self.fast(&options)
                 unverified(&options)
             }
-            XCTAssertEqual(failed.error?.description, "cannot sync \(output).part: \(String(cString: strerror(EIO)))",
-                           name)
+            XCTAssertEqual(
+                failed.error?.description, "cannot sync \(output).part: \(String(cString: strerror(EIO)))",
+                name)
             XCTAssertEqual(probe.snapshot.failedSyncs, 1, name)
             assertManifestWithinDurable(output + ".part.json", probe)
             assertRerunFetchesEverything(output, resource, checksum: right)
@@ -76,8 +80,10 @@ final class ReliabilityFailedSyncTests: EndToEndTestCase {
     }
 
     /// A rerun without faults finishes with the right bytes, every one fetched again.
-    private func assertRerunFetchesEverything(_ output: String, _ resource: Resource, checksum: Checksum? = nil,
-                                              file: StaticString = #filePath, line: UInt = #line) {
+    private func assertRerunFetchesEverything(
+        _ output: String, _ resource: Resource, checksum: Checksum? = nil,
+        file: StaticString = #filePath, line: UInt = #line
+    ) {
         let rerun = runLibrary([server.url("f")], to: output) { options in
             options.connections = 4
             options.checksum = checksum

@@ -38,7 +38,8 @@ final class ReliabilityFileSafetyTests: EndToEndTestCase {
         XCTAssertEqual(FileManager.default.contents(atPath: output + ".part"), foreign, "the foreign file is untouched")
         XCTAssertEqual(inode(output + ".part"), before)
         XCTAssertEqual(directoryEntries(), ["f.part"], "no manifest, journal or mark was added")
-        XCTAssertFalse(server.statistics.requests.contains { $0.method == "GET" }, "nothing was fetched for a refused file")
+        XCTAssertFalse(
+            server.statistics.requests.contains { $0.method == "GET" }, "nothing was fetched for a refused file")
 
         let restarted = try CLI.run(["-q", "--restart", "-n", "4", "-o", output, server.url("f")], in: directory)
         XCTAssertEqual(restarted.status, 0, restarted.stderr)
@@ -60,11 +61,13 @@ final class ReliabilityFileSafetyTests: EndToEndTestCase {
             server.setFaults([FaultRule(fault)])
             server.setRatePerConnection(2 << 20)
             let child = try launch(["-q", "-o", output, server.url("f")])
-            XCTAssertTrue(wait(timeout: 20) { fileSize(output + ".part") > 1 << 20 }, "\(fault): the stream is under way")
+            XCTAssertTrue(
+                wait(timeout: 20) { fileSize(output + ".part") > 1 << 20 }, "\(fault): the stream is under way")
             child.kill9()
             let knownLength = fault == .ignoreRange
-            XCTAssertEqual(FileManager.default.fileExists(atPath: output + ".part.json"), knownLength,
-                           "\(fault): a manifest only where the length is known")
+            XCTAssertEqual(
+                FileManager.default.fileExists(atPath: output + ".part.json"), knownLength,
+                "\(fault): a manifest only where the length is known")
 
             server.setRatePerConnection(nil)
             let run = try CLI.run(["-o", output, server.url("f")], in: directory)
@@ -194,11 +197,15 @@ final class ReliabilityFileSafetyTests: EndToEndTestCase {
 
     /// Interrupts a throttled download of `original` with SIGINT once some of
     /// it is durable, serves `replacement` instead, and runs the same command again.
-    private func interruptAndResume(_ original: Resource, then replacement: Resource) throws -> (run: Run, done: [Range<Int64>]) {
+    private func interruptAndResume(_ original: Resource, then replacement: Resource) throws -> (
+        run: Run, done: [Range<Int64>]
+    ) {
         server.setResource(original, at: "f")
         server.setRatePerConnection(1 << 20)
         let output = path("f")
-        let stopped = try interrupted(["-q", "-n", "4", "-o", output, server.url("f")], once: "a checkpoint recorded progress") {
+        let stopped = try interrupted(
+            ["-q", "-n", "4", "-o", output, server.url("f")], once: "a checkpoint recorded progress"
+        ) {
             ManifestFile.doneBytes(output + ".part.json") >= 2 << 20
         }
         XCTAssertEqual(stopped.status, 130)
@@ -243,8 +250,9 @@ final class ReliabilityFileSafetyTests: EndToEndTestCase {
         XCTAssertLessThanOrEqual(again.count, 3, "\(again)")
         for range in again {
             XCTAssertLessThanOrEqual(range.count, 16 << 10, "a sample is small: \(range)")
-            XCTAssertTrue(done.contains { $0.contains(range.lowerBound) && $0.upperBound >= range.upperBound },
-                          "a sample lies inside the bytes on disk: \(range)")
+            XCTAssertTrue(
+                done.contains { $0.contains(range.lowerBound) && $0.upperBound >= range.upperBound },
+                "a sample lies inside the bytes on disk: \(range)")
         }
     }
 
@@ -265,29 +273,34 @@ final class ReliabilityFileSafetyTests: EndToEndTestCase {
         let probe = DiskProbe(resource: resource)
         let seen = Mutex<(samples: Int, unsynced: [String], quickAhead: Bool)>((0, [], false))
         let durableSaved = Atomic<Bool>(false)
-        let run = runLibrary([server.url("f")], to: output, probe: probe, stopWhen: { [probe] event in
-            if case .transfer(.checkpoint) = event { durableSaved.store(true, ordering: .relaxed) }
-            guard case .progress = event, durableSaved.load(ordering: .relaxed),
-                  let data = FileManager.default.contents(atPath: manifest) else { return false }
-            let synced = probe.synced(manifest + ".tmp").contains(data)
-            let quick = RangeSet(ManifestFile.journalWritten(manifest).map(ByteRange.init))
-            seen.withLock { seen in
-                seen.samples += 1
-                if !synced { seen.unsynced.append(String(decoding: data.prefix(200), as: UTF8.self)) }
-                if quick.byteCount > 0 { seen.quickAhead = true }
-            }
-            return false
-        }) { options in
-            options.connections = 4
-            options.checkpointInterval = 0.5
-        }
+        let run = runLibrary(
+            [server.url("f")], to: output, probe: probe,
+            stopWhen: { [probe] event in
+                if case .transfer(.checkpoint) = event { durableSaved.store(true, ordering: .relaxed) }
+                guard case .progress = event, durableSaved.load(ordering: .relaxed),
+                    let data = FileManager.default.contents(atPath: manifest)
+                else { return false }
+                let synced = probe.synced(manifest + ".tmp").contains(data)
+                let quick = RangeSet(ManifestFile.journalWritten(manifest).map(ByteRange.init))
+                seen.withLock { seen in
+                    seen.samples += 1
+                    if !synced { seen.unsynced.append(String(decoding: data.prefix(200), as: UTF8.self)) }
+                    if quick.byteCount > 0 { seen.quickAhead = true }
+                }
+                return false
+            },
+            configure: { options in
+                options.connections = 4
+                options.checkpointInterval = 0.5
+            })
         XCTAssertNil(run.error)
         assertSameBytes(output, resource)
         let result = seen.withLock { $0 }
         XCTAssertGreaterThan(result.samples, 10, "the manifest was sampled while the download ran")
-        XCTAssertEqual(result.unsynced.count, 0,
-                       "\(result.unsynced.count) of \(result.samples) samples found a manifest that was never fsynced: "
-                       + "\(result.unsynced.first ?? "")")
+        XCTAssertEqual(
+            result.unsynced.count, 0,
+            "\(result.unsynced.count) of \(result.samples) samples found a manifest that was never fsynced: "
+                + "\(result.unsynced.first ?? "")")
         XCTAssertTrue(result.quickAhead, "the write journal recorded bytes ahead of the durable manifest")
     }
 
@@ -302,10 +315,11 @@ final class ReliabilityFileSafetyTests: EndToEndTestCase {
         let output = path("f")
         let manifest = output + ".part.json"
         let child = try launch(["-q", "-n", "4", "-o", output, server.url("f")])
-        XCTAssertTrue(wait(timeout: 20) {
-            let durable = ManifestFile.doneBytes(manifest)
-            return durable >= 2 << 20 && claimedBytes(manifest) > durable
-        }, "durable progress, and the journal ahead of it")
+        XCTAssertTrue(
+            wait(timeout: 20) {
+                let durable = ManifestFile.doneBytes(manifest)
+                return durable >= 2 << 20 && claimedBytes(manifest) > durable
+            }, "durable progress, and the journal ahead of it")
         child.kill9()
         let done = ManifestFile.done(manifest)
         try Data().write(to: URL(fileURLWithPath: ManifestFile.journalPath(manifest)))

@@ -18,8 +18,9 @@ import XCTest
 final class ReliabilityHostileServerTests: EndToEndTestCase {
     /// No crash: 132 (SIGILL, how a Swift trap ends), 133 (SIGTRAP), 134 (SIGABRT), 139 (SIGSEGV).
     private func assertNoTrap(_ run: Run, _ context: String, file: StaticString = #filePath, line: UInt = #line) {
-        XCTAssertFalse([132, 133, 134, 139].contains(run.status), "\(context): crashed: \(run.stderr.prefix(300))",
-                       file: file, line: line)
+        XCTAssertFalse(
+            [132, 133, 134, 139].contains(run.status), "\(context): crashed: \(run.stderr.prefix(300))",
+            file: file, line: line)
     }
 
     private func hasControlCharacter(_ text: String) -> Bool {
@@ -39,19 +40,23 @@ final class ReliabilityHostileServerTests: EndToEndTestCase {
             ("Sun, 06 Nov 99999999999 08:49:37 GMT", "HTTP 503"),
             ("Fri, 31 Dec 9999 23:59:59 GMT", "HTTP 503 (retry after over 31 years)"),
             ("Sun, 06 Nov -2147483648 08:49:37 GMT", "HTTP 503"),
-            ("-5", "HTTP 503"),
+            ("-5", "HTTP 503")
         ]
         let resource = Resource.generated(size: 2 << 20, seed: 1201)
         for (index, item) in cases.enumerated() {
             server.setResource(resource, at: "f\(index)")
             // Request 1 is the opening GET (the first MiB); request 2 the other connection's.
             server.setFaults([FaultRule(.retryAfter(status: 503, value: item.value), when: .fromRequest(2))])
-            let run = try CLI.run(["-q", "-n", "2", "--min-split", "1M", "--retries", "0", "-o", path("f\(index)"),
-                                   server.url("f\(index)")], in: directory, timeout: 30)
+            let run = try CLI.run(
+                [
+                    "-q", "-n", "2", "--min-split", "1M", "--retries", "0", "-o", path("f\(index)"),
+                    server.url("f\(index)")
+                ], in: directory, timeout: 30)
             assertNoTrap(run, item.value)
             XCTAssertEqual(run.status, 1, "\(item.value): \(run.stderr)")
-            XCTAssertTrue(run.stderr.contains("giving up after 1 attempts: \(item.message); the partial download is kept"),
-                          "\(item.value): \(run.stderr)")
+            XCTAssertTrue(
+                run.stderr.contains("giving up after 1 attempts: \(item.message); the partial download is kept"),
+                "\(item.value): \(run.stderr)")
         }
     }
 
@@ -64,12 +69,15 @@ final class ReliabilityHostileServerTests: EndToEndTestCase {
         server.setResource(resource, at: "f")
         server.setFaults([FaultRule(.retryAfter(status: 503, value: "9223372036854775807"), when: .fromRequest(2))])
         let started = Date()
-        let run = try CLI.run(["-n", "4", "--min-split", "512K", "--retries", "2", "-o", path("f"), server.url("f")],
-                              in: directory, timeout: 60)
+        let run = try CLI.run(
+            ["-n", "4", "--min-split", "512K", "--retries", "2", "-o", path("f"), server.url("f")],
+            in: directory, timeout: 60)
         XCTAssertLessThan(Date().timeIntervalSince(started), 10, run.stderr)
         XCTAssertEqual(run.status, 1, run.stderr)
-        XCTAssertTrue(run.stderr.contains("the server asks to wait over 31 years (HTTP 503 with Retry-After), longer than "
-                                          + "the longest wait, 60 s; the partial download is kept"), run.stderr)
+        XCTAssertTrue(
+            run.stderr.contains(
+                "the server asks to wait over 31 years (HTTP 503 with Retry-After), longer than "
+                    + "the longest wait, 60 s; the partial download is kept"), run.stderr)
     }
 
     /// A Retry-After within `--max-wait` on the only connection is waited out.
@@ -77,8 +85,9 @@ final class ReliabilityHostileServerTests: EndToEndTestCase {
         let resource = Resource.generated(size: 2 << 20, seed: 1203)
         server.setResource(resource, at: "f")
         server.setFaults([FaultRule(.retryAfter(status: 503, value: "1"), when: .nthRequest(2))])
-        let run = try CLI.run(["-q", "-n", "1", "--min-split", "1M", "--max-wait", "2", "-o", path("f"), server.url("f")],
-                              in: directory, timeout: 30)
+        let run = try CLI.run(
+            ["-q", "-n", "1", "--min-split", "1M", "--max-wait", "2", "-o", path("f"), server.url("f")],
+            in: directory, timeout: 30)
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(path("f"), resource)
         XCTAssertEqual(server.statistics.requests.filter { $0.status == 503 }.count, 1)
@@ -94,12 +103,14 @@ final class ReliabilityHostileServerTests: EndToEndTestCase {
         server.setFaults([FaultRule(.claimLength("9000000000000000000"))])
         for probe in [[], ["--use-head"]] {
             let started = Date()
-            let run = try CLI.run(["-q", "--retry-wait", "0.01"] + probe + ["-o", path("f"), server.url("f")],
-                                  in: directory, timeout: 30)
+            let run = try CLI.run(
+                ["-q", "--retry-wait", "0.01"] + probe + ["-o", path("f"), server.url("f")],
+                in: directory, timeout: 30)
             assertNoTrap(run, "\(probe)")
             XCTAssertEqual(run.status, 1, "\(probe): \(run.stderr)")
-            XCTAssertTrue(run.stderr.contains("claims a size of 9000000000000000000 bytes, more than any disk holds"),
-                          "\(probe): \(run.stderr)")
+            XCTAssertTrue(
+                run.stderr.contains("claims a size of 9000000000000000000 bytes, more than any disk holds"),
+                "\(probe): \(run.stderr)")
             XCTAssertEqual(run.stderr.split(separator: "\n").count, 1, run.stderr)
             XCTAssertLessThan(Date().timeIntervalSince(started), 15)
             XCTAssertEqual(directoryEntries(), [], "\(probe): nothing written")
@@ -116,11 +127,15 @@ final class ReliabilityHostileServerTests: EndToEndTestCase {
                 let name = "f\(index)-\(trigger)"
                 server.setResource(resource, at: name)
                 server.setFaults([FaultRule(.wrongContentRangeTotal(total), when: trigger)])
-                let run = try CLI.run(["-q", "-n", "2", "--min-split", "512K", "--retry-wait", "0.01", "-o", path(name),
-                                       server.url(name)], in: directory, timeout: 30)
+                let run = try CLI.run(
+                    [
+                        "-q", "-n", "2", "--min-split", "512K", "--retry-wait", "0.01", "-o", path(name),
+                        server.url(name)
+                    ], in: directory, timeout: 30)
                 assertNoTrap(run, "\(total) \(trigger)")
                 XCTAssertEqual(run.status, 1, "\(total) \(trigger): \(run.stderr)")
-                XCTAssertTrue(run.stderr.contains("claims a size of \(total) bytes"), "\(total) \(trigger): \(run.stderr)")
+                XCTAssertTrue(
+                    run.stderr.contains("claims a size of \(total) bytes"), "\(total) \(trigger): \(run.stderr)")
             }
         }
     }
@@ -137,7 +152,10 @@ final class ReliabilityHostileServerTests: EndToEndTestCase {
         server.setFaults([FaultRule(.overlong(1000), when: .nthRequest(3))])
         let probe = DiskProbe(resource: resource)
         let output = path("f")
-        let run = runLibrary([server.url("f")], to: output, probe: probe) { $0.connections = 4; $0.minimumSplit = 1 << 20 }
+        let run = runLibrary([server.url("f")], to: output, probe: probe) {
+            $0.connections = 4
+            $0.minimumSplit = 1 << 20
+        }
         XCTAssertNil(run.error)
         assertSameBytes(output, resource)
         XCTAssertEqual(probe.snapshot.wrongWrites, [], "excess bytes reached the disk")
@@ -145,7 +163,9 @@ final class ReliabilityHostileServerTests: EndToEndTestCase {
         XCTAssertTrue(run.retries.contains { $0.reason.contains("ran past its Content-Range") }, "\(run.retries)")
         let overlong = server.statistics.requests.filter { $0.fault == "overlong:1000" }
         XCTAssertEqual(overlong.count, 1)
-        let again = server.statistics.requests.filter { $0.fault == nil && $0.rangeHeader == overlong.first?.rangeHeader }
+        let again = server.statistics.requests.filter {
+            $0.fault == nil && $0.rangeHeader == overlong.first?.rangeHeader
+        }
         XCTAssertEqual(again.count, 1, "the piece was asked for again, whole")
         XCTAssertLessThan(server.statistics.bodyBytesSent, size + size / 2, "the rest was not fetched again")
     }
@@ -159,7 +179,8 @@ final class ReliabilityHostileServerTests: EndToEndTestCase {
     func testAnOverlongOpeningAnswerWritesNothingPastItsRefusal() throws {
         let size: Int64 = 3 << 20
         let resource = Resource.generated(size: size, seed: 1207)
-        let slow = RangeServer(configuration: .init(latency: 0.03, faults: [FaultRule(.overlong(65536), when: .nthRequest(1))]))
+        let slow = RangeServer(
+            configuration: .init(latency: 0.03, faults: [FaultRule(.overlong(65536), when: .nthRequest(1))]))
         try slow.start()
         defer { slow.stop() }
         slow.setResource(resource, at: "f")
@@ -180,8 +201,11 @@ final class ReliabilityHostileServerTests: EndToEndTestCase {
     func testAlwaysOverlongFailsClearlyAfterTheRetries() throws {
         server.setResource(Resource.generated(size: 2 << 20, seed: 1206), at: "f")
         server.setFaults([FaultRule(.overlong(10))])
-        let run = try CLI.run(["-q", "-n", "2", "--min-split", "1M", "--retries", "2", "--retry-wait", "0.01",
-                               "-o", path("f"), server.url("f")], in: directory, timeout: 30)
+        let run = try CLI.run(
+            [
+                "-q", "-n", "2", "--min-split", "1M", "--retries", "2", "--retry-wait", "0.01",
+                "-o", path("f"), server.url("f")
+            ], in: directory, timeout: 30)
         XCTAssertEqual(run.status, 1, run.stderr)
         XCTAssertTrue(run.stderr.contains("giving up after 3 attempts"), run.stderr)
         XCTAssertTrue(run.stderr.contains("ran past its Content-Range"), run.stderr)
@@ -196,21 +220,25 @@ final class ReliabilityHostileServerTests: EndToEndTestCase {
     func testSingleStreamAlwaysCutGivesUpAfterTheRetries() throws {
         server.setResource(Resource.generated(size: 1 << 20, seed: 1207), at: "f")
         server.setFaults([FaultRule(.claimLength("2000000"))])
-        let run = runLibrary([server.url("f")], to: path("f"), stopWhen: { event in
-            // Only a guard against the old endless loop.
-            if case let .retry(_, _, _, delay, _, _) = event { return delay == 0 }
-            return false
-        }) { options in
-            options.retries = 3
-            options.retryWait = 0.01
-        }
+        let run = runLibrary(
+            [server.url("f")], to: path("f"),
+            stopWhen: { event in
+                // Only a guard against the old endless loop.
+                if case let .retry(_, _, _, delay, _, _) = event { return delay == 0 }
+                return false
+            },
+            configure: { options in
+                options.retries = 3
+                options.retryWait = 0.01
+            })
         // The body ends with the connection: the last attempt failed on the network.
         guard case let .network(_, message, .connectionLost)? = run.error else {
             return XCTFail("expected a lost connection, got \(String(describing: run.error)) after \(run.retries)")
         }
         XCTAssertTrue(message.hasPrefix("giving up after 4 attempts of one stream from byte 0"), message)
         XCTAssertEqual(run.retries.map(\.delay), [0.01, 0.02, 0.04], "\(run.retries)")
-        XCTAssertEqual(server.statistics.requests.count(where: { $0.method == "GET" }), 4, "the opening GET and 3 restarts")
+        XCTAssertEqual(
+            server.statistics.requests.count(where: { $0.method == "GET" }), 4, "the opening GET and 3 restarts")
     }
 
     // MARK: Text a server controls
@@ -221,8 +249,13 @@ final class ReliabilityHostileServerTests: EndToEndTestCase {
     func testControlCharactersInHeadersNeverReachMessages() throws {
         let resource = Resource.generated(size: 4 << 20, seed: 1208)
         server.setResource(resource, at: "etag")
-        server.setFaults([FaultRule(.header(name: "ETag", value: "\"v\u{1B}]0;owned\u{7}\u{9B}2J\u{202E}\""), when: .fromRequest(3))])
-        let changed = runLibrary([server.url("etag")], to: path("etag")) { $0.connections = 2; $0.minimumSplit = 512 << 10 }
+        server.setFaults([
+            FaultRule(.header(name: "ETag", value: "\"v\u{1B}]0;owned\u{7}\u{9B}2J\u{202E}\""), when: .fromRequest(3))
+        ])
+        let changed = runLibrary([server.url("etag")], to: path("etag")) {
+            $0.connections = 2
+            $0.minimumSplit = 512 << 10
+        }
         XCTAssertFalse(changed.restartReasons.isEmpty, "the new ETag is a changed file")
         for reason in changed.restartReasons + changed.retries.map(\.reason) {
             XCTAssertFalse(hasControlCharacter(reason), reason.debugDescription)
@@ -230,11 +263,17 @@ final class ReliabilityHostileServerTests: EndToEndTestCase {
         }
 
         server.setResource(resource, at: "range")
-        server.setFaults([FaultRule(.header(name: "Content-Range", value: "bytes\u{1B}[2J\u{7} 0-1/2"), when: .fromRequest(2))])
-        let run = try CLI.run(["-q", "-n", "2", "--min-split", "1M", "--retries", "1", "--retry-wait", "0.01",
-                               "-o", path("range"), server.url("range")], in: directory, timeout: 30)
+        server.setFaults([
+            FaultRule(.header(name: "Content-Range", value: "bytes\u{1B}[2J\u{7} 0-1/2"), when: .fromRequest(2))
+        ])
+        let run = try CLI.run(
+            [
+                "-q", "-n", "2", "--min-split", "1M", "--retries", "1", "--retry-wait", "0.01",
+                "-o", path("range"), server.url("range")
+            ], in: directory, timeout: 30)
         XCTAssertEqual(run.status, 1, run.stderr)
-        XCTAssertTrue(run.stderr.contains("unexpected Content-Range bytes\\u{1B}[2J\\u{7} 0-1/2"), run.stderr.debugDescription)
+        XCTAssertTrue(
+            run.stderr.contains("unexpected Content-Range bytes\\u{1B}[2J\\u{7} 0-1/2"), run.stderr.debugDescription)
         XCTAssertFalse(hasControlCharacter(run.stderr), run.stderr.debugDescription)
     }
 
@@ -298,20 +337,24 @@ final class ReliabilityHostileServerTests: EndToEndTestCase {
         let target = try anotherServer()
         target.setResource(resource, at: "data")
         server.setFaults([FaultRule(.redirect(to: target.url("data"), status: 302))])
-        let secrets = ["PRIVATE-TOKEN: glpat-SECRET1", "X-Api-Key: SECRET2", "Proxy-Authorization: Basic SECRET3",
-                       "X-Session: SECRET4", "Authorization: Bearer SECRET5", "Cookie: id=SECRET6"]
+        let secrets = [
+            "PRIVATE-TOKEN: glpat-SECRET1", "X-Api-Key: SECRET2", "Proxy-Authorization: Basic SECRET3",
+            "X-Session: SECRET4", "Authorization: Bearer SECRET5", "Cookie: id=SECRET6"
+        ]
         let harmless = ["Accept: application/octet-stream", "Accept-Language: de"]
         for probe in [[], ["--use-head"]] {
             server.resetStatistics()
             target.resetStatistics()
             let output = path("out\(probe.count)")
-            let run = try CLI.run(["-q", "-n", "4", "--min-split", "256K"] + probe
-                                  + (secrets + harmless).flatMap { ["-H", $0] } + ["-o", output, server.url("f")],
-                                  in: directory)
+            let run = try CLI.run(
+                ["-q", "-n", "4", "--min-split", "256K"] + probe
+                    + (secrets + harmless).flatMap { ["-H", $0] } + ["-o", output, server.url("f")],
+                in: directory)
             XCTAssertEqual(run.status, 0, run.stderr)
             assertSameBytes(output, resource)
-            XCTAssertTrue(server.statistics.requests.contains { $0.headers["private-token"] == "glpat-SECRET1" },
-                          "the origin gets its headers")
+            XCTAssertTrue(
+                server.statistics.requests.contains { $0.headers["private-token"] == "glpat-SECRET1" },
+                "the origin gets its headers")
             XCTAssertFalse(target.statistics.requests.isEmpty)
             for request in target.statistics.requests {
                 let leaked = request.headers.filter { $0.value.contains("SECRET") }
@@ -333,21 +376,30 @@ final class ReliabilityHostileServerTests: EndToEndTestCase {
         let url = "http://alice:pw@127.0.0.1:\(server.port)/f"
         // The trigger counts per path: the HEAD to /f goes to /g, whose first request goes to /g again.
         server.setFaults([FaultRule(.redirect(to: "/g", status: 302), when: .nthRequest(1))])
-        let run = try CLI.run(["-q", "-n", "2", "--min-split", "1M", "--use-head", "-H", "PRIVATE-TOKEN: T",
-                               "-o", path("probe"), url], in: directory, timeout: 30)
+        let run = try CLI.run(
+            [
+                "-q", "-n", "2", "--min-split", "1M", "--use-head", "-H", "PRIVATE-TOKEN: T",
+                "-o", path("probe"), url
+            ], in: directory, timeout: 30)
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(path("probe"), resource)
         let atG = server.statistics.requests(to: "g")
         XCTAssertGreaterThanOrEqual(atG.count(where: { $0.status == 206 }), 2, "the data came from /g")
-        XCTAssertTrue(atG.allSatisfy { $0.headers["private-token"] == "T" && $0.headers["authorization"]?.hasPrefix("Basic ") == true },
-                      "\(atG.map(\.headers))")
+        XCTAssertTrue(
+            atG.allSatisfy {
+                $0.headers["private-token"] == "T" && $0.headers["authorization"]?.hasPrefix("Basic ") == true
+            },
+            "\(atG.map(\.headers))")
 
         server.resetStatistics()
         server.setResource(resource, at: "h")
         // Request 2 to /h is the second connection's ranged GET.
         server.setFaults([FaultRule(.redirect(to: "/g", status: 302), when: .nthRequest(2))])
-        let ranged = try CLI.run(["-q", "-n", "2", "--min-split", "1M", "--retries", "0", "-H", "PRIVATE-TOKEN: T",
-                                  "-o", path("ranged"), server.url("h")], in: directory, timeout: 30)
+        let ranged = try CLI.run(
+            [
+                "-q", "-n", "2", "--min-split", "1M", "--retries", "0", "-H", "PRIVATE-TOKEN: T",
+                "-o", path("ranged"), server.url("h")
+            ], in: directory, timeout: 30)
         XCTAssertEqual(ranged.status, 0, ranged.stderr)
         assertSameBytes(path("ranged"), resource)
         XCTAssertTrue(server.statistics.requests.allSatisfy { $0.headers["private-token"] == "T" })

@@ -22,9 +22,11 @@ final class ReliabilityLocalFaultTests: EndToEndTestCase {
             server.setResource(resource, at: name)
             server.setRatePerConnection(4 << 20)
             let output = path(name)
-            let probe = DiskProbe(resource: resource, pwriteFault: { _, _, writtenBefore in
-                writtenBefore >= 5 << 20 ? code : nil
-            })
+            let probe = DiskProbe(
+                resource: resource,
+                pwriteFault: { _, _, writtenBefore in
+                    writtenBefore >= 5 << 20 ? code : nil
+                })
             let failed = runLibrary([server.url(name)], to: output, probe: probe) { options in
                 options.connections = 4
                 options.minimumSplit = 512 << 10
@@ -83,7 +85,10 @@ final class ReliabilityLocalFaultTests: EndToEndTestCase {
         server.setRatePerConnection(2 << 20)
         let output = path("f")
         let probe = DiskProbe(resource: resource, fdatasyncFault: { _ in ENOSPC })
-        let run = runLibrary([server.url("f")], to: output, probe: probe) { $0.connections = 4; $0.checkpointInterval = 0.3 }
+        let run = runLibrary([server.url("f")], to: output, probe: probe) {
+            $0.connections = 4
+            $0.checkpointInterval = 0.3
+        }
         guard case let .io(error)? = run.error else {
             return XCTFail("expected DownloadError.io, got \(String(describing: run.error))")
         }
@@ -101,7 +106,10 @@ final class ReliabilityLocalFaultTests: EndToEndTestCase {
         let output = path("f")
         // fsync 0 and 1: the first manifest (file, directory); 2 and 3: the first checkpoint.
         let probe = DiskProbe(resource: resource, fsyncFault: { call in call >= 4 ? EIO : nil })
-        let run = runLibrary([server.url("f")], to: output, probe: probe) { $0.connections = 4; $0.checkpointInterval = 0.3 }
+        let run = runLibrary([server.url("f")], to: output, probe: probe) {
+            $0.connections = 4
+            $0.checkpointInterval = 0.3
+        }
         guard case let .io(error)? = run.error else {
             return XCTFail("expected DownloadError.io, got \(String(describing: run.error))")
         }
@@ -120,7 +128,9 @@ final class ReliabilityLocalFaultTests: EndToEndTestCase {
         server.setResource(resource, at: "f")
         let output = path("f")
         let run = try runWithFileSizeLimit(blocks: 2048, ["-q", "-n", "4", "-o", output, server.url("f")])
-        XCTAssertEqual(run.status, 4, "exit \(run.status) (\(run.status > 128 ? "killed by signal \(run.status - 128)" : "")): \(run.stderr)")
+        XCTAssertEqual(
+            run.status, 4,
+            "exit \(run.status) (\(run.status > 128 ? "killed by signal \(run.status - 128)" : "")): \(run.stderr)")
         XCTAssertTrue(run.stderr.contains("File too large"), run.stderr)
         XCTAssertEqual(run.stderr.split(separator: "\n").count, 1, run.stderr)
         XCTAssertFalse(FileManager.default.fileExists(atPath: output))
@@ -134,7 +144,9 @@ final class ReliabilityLocalFaultTests: EndToEndTestCase {
         server.setResource(resource, at: "f")
         server.setRatePerConnection(1 << 20)
         let output = path("f")
-        let stopped = try interrupted(["-q", "-n", "1", "-o", output, server.url("f")]) { claimedBytes(output + ".part.json") > 0 }
+        let stopped = try interrupted(["-q", "-n", "1", "-o", output, server.url("f")]) {
+            claimedBytes(output + ".part.json") > 0
+        }
         XCTAssertEqual(stopped.status, 130)
         server.setRatePerConnection(nil)
 
@@ -160,8 +172,10 @@ final class ReliabilityLocalFaultTests: EndToEndTestCase {
         server.setResource(resource, at: "f")
         let url = server.url("f")
         let etag = resource.etag!
-        let good: [String: Any] = ["version": 1, "url": url, "size": size, "etag": etag,
-                                   "lastModified": defaultLastModifiedHeader, "done": [[0, 4096]]]
+        let good: [String: Any] = [
+            "version": 1, "url": url, "size": size, "etag": etag,
+            "lastModified": defaultLastModifiedHeader, "done": [[0, 4096]]
+        ]
         func json(_ changes: [String: Any]) -> Data {
             var object = good
             for (key, value) in changes { object[key] = value }
@@ -174,15 +188,21 @@ final class ReliabilityLocalFaultTests: EndToEndTestCase {
             ("zero-filled", Data(repeating: 0, count: 4096), "zero"),
             ("truncated", valid.prefix(valid.count / 2), "not a valid manifest"),
             ("invalid JSON", Data("{\"version\":1,,}".utf8), "not a valid manifest"),
-            ("random bytes", Data((0..<512).map { _ in UInt8.random(in: 0...255, using: &garbage) }), "not a valid manifest"),
+            (
+                "random bytes", Data((0..<512).map { _ in UInt8.random(in: 0...255, using: &garbage) }),
+                "not a valid manifest"
+            ),
             ("JSON null", Data("null".utf8), "not a valid manifest"),
             // Another URL may resume it only by proving it serves the same file (issue 14).
-            ("another URL and ETag", json(["url": "http://127.0.0.1:1/other", "etag": "\"other\""]), "was started from"),
+            (
+                "another URL and ETag", json(["url": "http://127.0.0.1:1/other", "etag": "\"other\""]),
+                "was started from"
+            ),
             ("newer version", json(["version": 2]), "format version 2"),
             ("bytes past the end", json(["done": [[0, size + 1]]]), "beyond"),
             ("inverted range", json(["done": [[10, 5]]]), "not a valid manifest"),
             ("negative offset", json(["done": [[-5, 5]]]), "not a valid manifest"),
-            ("wrong types", json(["size": "big"]), "not a valid manifest"),
+            ("wrong types", json(["size": "big"]), "not a valid manifest")
         ]
         let output = path("f")
         for item in cases {
@@ -193,8 +213,9 @@ final class ReliabilityLocalFaultTests: EndToEndTestCase {
             XCTAssertEqual(run.stderr.split(separator: "\n").count, 1, "\(item.name): one line: \(run.stderr)")
             XCTAssertTrue(run.stderr.contains(item.problem), "\(item.name): names the problem: \(run.stderr)")
             XCTAssertTrue(run.stderr.contains("--restart"), "\(item.name): says how to recover: \(run.stderr)")
-            XCTAssertEqual(FileManager.default.contents(atPath: output + ".part"), Data(repeating: 7, count: 4096),
-                           "\(item.name): the data file is not touched")
+            XCTAssertEqual(
+                FileManager.default.contents(atPath: output + ".part"), Data(repeating: 7, count: 4096),
+                "\(item.name): the data file is not touched")
             XCTAssertFalse(FileManager.default.fileExists(atPath: output))
 
             let restarted = try CLI.run(["-q", "--restart", "-n", "4", "-o", output, url], in: directory)
@@ -215,13 +236,16 @@ final class ReliabilityLocalFaultTests: EndToEndTestCase {
         server.setResource(resource, at: "f")
         let output = path("f")
         _ = FileManager.default.createFile(atPath: output + ".part", contents: Data(repeating: 7, count: 4096))
-        try ManifestFile.write(output + ".part.json", url: server.url("f"), size: size / 2, etag: resource.etag,
-                               lastModified: defaultLastModifiedHeader, done: [0..<4096])
+        try ManifestFile.write(
+            output + ".part.json", url: server.url("f"), size: size / 2, etag: resource.etag,
+            lastModified: defaultLastModifiedHeader, done: [0..<4096])
         let run = try CLI.run(["-n", "4", "-o", output, server.url("f")], in: directory)
         XCTAssertEqual(run.status, 0, run.stderr)
-        XCTAssertTrue(run.stderr.contains("its size changed from \(size / 2) to \(size) bytes; starting over"), run.stderr)
+        XCTAssertTrue(
+            run.stderr.contains("its size changed from \(size / 2) to \(size) bytes; starting over"), run.stderr)
         assertSameBytes(output, resource)
-        XCTAssertFalse(run.stderr.contains("reused"), "the 4096 bytes the manifest listed were not trusted: \(run.stderr)")
+        XCTAssertFalse(
+            run.stderr.contains("reused"), "the 4096 bytes the manifest listed were not trusted: \(run.stderr)")
     }
 
     // MARK: 22. Two runs on the same output
@@ -274,7 +298,7 @@ final class ReliabilityLocalFaultTests: EndToEndTestCase {
         let missing: [Range<Int64>] = [
             ((1 << 31) - 1)..<((1 << 31) + 70_000),
             ((1 << 32) - 1)..<((1 << 32) + 70_000),
-            (size - 70_000)..<size,
+            (size - 70_000)..<size
         ]
         var done: [Range<Int64>] = []
         var cursor: Int64 = 0
@@ -286,8 +310,9 @@ final class ReliabilityLocalFaultTests: EndToEndTestCase {
         XCTAssertGreaterThanOrEqual(descriptor, 0)
         XCTAssertEqual(ftruncate(descriptor, off_t(size)), 0)
         close(descriptor)
-        try ManifestFile.write(output + ".part.json", url: server.url("big"), size: size, etag: resource.etag,
-                               lastModified: defaultLastModifiedHeader, done: done)
+        try ManifestFile.write(
+            output + ".part.json", url: server.url("big"), size: size, etag: resource.etag,
+            lastModified: defaultLastModifiedHeader, done: done)
         let run = try CLI.run(["-q", "-n", "4", "-o", output, server.url("big")], in: directory, timeout: 60)
         XCTAssertEqual(run.status, 0, run.stderr)
         XCTAssertEqual(fileSize(output), size)
@@ -326,7 +351,7 @@ final class ReliabilityLocalFaultTests: EndToEndTestCase {
             ["file:///etc/passwd"], ["ftp://127.0.0.1/x"], ["javascript:alert(1)"], [""],
             ["-d", path("plain-file"), url], ["-d", path("plain-file/missing"), url],
             // (-o's missing directory is created since issue 37, as -d's: CommandLineMessagesTests.)
-            ["-o", path("plain-file/out"), url], ["-o", path("a-directory"), url],
+            ["-o", path("plain-file/out"), url], ["-o", path("a-directory"), url]
         ]
         // A read-only directory. Root passes permission checks, so as root the
         // child runs without CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH (setpriv):
@@ -339,7 +364,8 @@ final class ReliabilityLocalFaultTests: EndToEndTestCase {
         let before = directoryEntries()
         for arguments in cases {
             server.resetStatistics()
-            let run = unprivileged.contains(arguments)
+            let run =
+                unprivileged.contains(arguments)
                 ? try CLI.runWithoutPermissionOverride(arguments, in: directory)
                 : try CLI.run(arguments, in: directory)
             XCTAssertEqual(run.status, 2, "\(arguments): \(run.stderr)")
@@ -347,7 +373,8 @@ final class ReliabilityLocalFaultTests: EndToEndTestCase {
             XCTAssertTrue(run.stderr.hasPrefix("rangeget: "), "\(arguments): \(run.stderr)")
             XCTAssertEqual(run.stdout, "", "\(arguments)")
             XCTAssertEqual(directoryEntries(), before, "\(arguments): nothing written")
-            XCTAssertEqual(server.statistics.requests.filter { $0.method == "GET" }.count, 0, "\(arguments): no download")
+            XCTAssertEqual(
+                server.statistics.requests.filter { $0.method == "GET" }.count, 0, "\(arguments): no download")
         }
     }
 }

@@ -11,7 +11,9 @@ import XCTest
 
 final class ReliabilityRedirectSecurityTests: EndToEndTestCase {
     private func rangedGETs(_ server: RangeServer) -> [RequestRecord] {
-        server.statistics.requests.filter { $0.method == "GET" && $0.rangeHeader != nil && $0.rangeHeader != "bytes=0-0" }
+        server.statistics.requests.filter {
+            $0.method == "GET" && $0.rangeHeader != nil && $0.rangeHeader != "bytes=0-0"
+        }
     }
 
     // MARK: 14. Redirects
@@ -24,7 +26,8 @@ final class ReliabilityRedirectSecurityTests: EndToEndTestCase {
         // (and the first to /final too, to itself: one more relative hop).
         server.setFaults([FaultRule(.redirect(to: "../final", status: 302), when: .nthRequest(1))])
         let output = path("out")
-        let run = try CLI.run(["-q", "-n", "4", "--min-split", "512K", "-o", output, server.url("sub/start")], in: directory)
+        let run = try CLI.run(
+            ["-q", "-n", "4", "--min-split", "512K", "-o", output, server.url("sub/start")], in: directory)
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(output, resource)
         // The first GET (the opening request, which doubles as the probe) went to /sub/start and was redirected.
@@ -38,8 +41,9 @@ final class ReliabilityRedirectSecurityTests: EndToEndTestCase {
     func test14RedirectLoopStopsAtTheHopCap() throws {
         server.setFaults([FaultRule(.redirect(to: "/loop", status: 302))])
         let started = Date()
-        let run = try CLI.run(["-q", "--retries", "1", "--retry-wait", "0.01", "-o", path("out"), server.url("loop")],
-                              in: directory, timeout: 30)
+        let run = try CLI.run(
+            ["-q", "--retries", "1", "--retry-wait", "0.01", "-o", path("out"), server.url("loop")],
+            in: directory, timeout: 30)
         XCTAssertEqual(run.status, 1, run.stderr)
         XCTAssertTrue(run.stderr.lowercased().contains("redirect"), run.stderr)
         XCTAssertEqual(run.stderr.split(separator: "\n").count, 1, run.stderr)
@@ -59,7 +63,8 @@ final class ReliabilityRedirectSecurityTests: EndToEndTestCase {
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(output, resource)
         XCTAssertGreaterThanOrEqual(rangedGETs(target).count, 2)
-        XCTAssertEqual(server.statistics.requests.filter { $0.status == 206 }.count, 0, "no data from the redirecting server")
+        XCTAssertEqual(
+            server.statistics.requests.filter { $0.status == 206 }.count, 0, "no data from the redirecting server")
     }
 
     /// A signed URL that expires mid-download (410) is resolved again from the
@@ -72,16 +77,17 @@ final class ReliabilityRedirectSecurityTests: EndToEndTestCase {
         second.setResource(resource, at: "signed")
         server.setFaults([
             FaultRule(.redirect(to: first.url("signed?sig=1"), status: 302), when: .nthRequest(1)),
-            FaultRule(.redirect(to: second.url("signed?sig=2"), status: 302), when: .fromRequest(2)),
+            FaultRule(.redirect(to: second.url("signed?sig=2"), status: 302), when: .fromRequest(2))
         ])
         // The first signed URL serves 300,000 bytes, then it has expired.
         first.setFaults([
             FaultRule(.cutAfter(300_000), when: .nthRequest(2)),
-            FaultRule(.status(410, retryAfter: nil), when: .fromRequest(3)),
+            FaultRule(.status(410, retryAfter: nil), when: .fromRequest(3))
         ])
         let output = path("out")
-        let run = try CLI.run(["-q", "-n", "1", "--retries", "3", "--retry-wait", "0.02", "-o", output, server.url("f")],
-                              in: directory, timeout: 30)
+        let run = try CLI.run(
+            ["-q", "-n", "1", "--retries", "3", "--retry-wait", "0.02", "-o", output, server.url("f")],
+            in: directory, timeout: 30)
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(output, resource)
         XCTAssertFalse(rangedGETs(second).isEmpty, "the rest came from the freshly resolved URL")
@@ -97,15 +103,20 @@ final class ReliabilityRedirectSecurityTests: EndToEndTestCase {
         target.setResource(resource, at: "data")
         server.setFaults([FaultRule(.redirect(to: target.url("data"), status: 302))])
         let output = path("out")
-        let run = try CLI.run(["-q", "-n", "4", "--min-split", "256K", "-H", "Authorization: Bearer TOPSECRET",
-                               "-H", "Cookie: session=COOKIESECRET", "-o", output, server.url("f")], in: directory)
+        let run = try CLI.run(
+            [
+                "-q", "-n", "4", "--min-split", "256K", "-H", "Authorization: Bearer TOPSECRET",
+                "-H", "Cookie: session=COOKIESECRET", "-o", output, server.url("f")
+            ], in: directory)
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(output, resource)
-        XCTAssertTrue(server.statistics.requests.contains { $0.headers["authorization"] == "Bearer TOPSECRET" },
-                      "the origin itself gets the header")
+        XCTAssertTrue(
+            server.statistics.requests.contains { $0.headers["authorization"] == "Bearer TOPSECRET" },
+            "the origin itself gets the header")
         XCTAssertFalse(target.statistics.requests.isEmpty)
         for request in target.statistics.requests {
-            XCTAssertNil(request.headers["authorization"], "\(request.method) \(request.rangeHeader ?? "") leaked Authorization")
+            XCTAssertNil(
+                request.headers["authorization"], "\(request.method) \(request.rangeHeader ?? "") leaked Authorization")
             XCTAssertNil(request.headers["cookie"], "\(request.method) \(request.rangeHeader ?? "") leaked Cookie")
         }
     }
@@ -123,18 +134,22 @@ final class ReliabilityRedirectSecurityTests: EndToEndTestCase {
         assertSameBytes(output, resource)
         XCTAssertTrue(server.statistics.requests.contains { $0.headers["authorization"]?.hasPrefix("Basic ") == true })
         XCTAssertFalse(target.statistics.requests.isEmpty)
-        XCTAssertTrue(target.statistics.requests.allSatisfy { $0.headers["authorization"] == nil },
-                      "\(target.statistics.requests.map(\.headers))")
+        XCTAssertTrue(
+            target.statistics.requests.allSatisfy { $0.headers["authorization"] == nil },
+            "\(target.statistics.requests.map(\.headers))")
     }
 
     /// Redirects to file:, ftp: or other schemes are refused: exit 1, nothing written.
     func test15RedirectToANonHTTPSchemeIsRefused() throws {
-        for location in ["file:///etc/passwd", "ftp://127.0.0.1:\(server.port)/x", "dict://127.0.0.1:\(server.port)/x",
-                         "gopher://127.0.0.1:\(server.port)/x"] {
+        for location in [
+            "file:///etc/passwd", "ftp://127.0.0.1:\(server.port)/x", "dict://127.0.0.1:\(server.port)/x",
+            "gopher://127.0.0.1:\(server.port)/x"
+        ] {
             server.setFaults([FaultRule(.redirect(to: location, status: 302))])
             server.resetStatistics()
-            let run = try CLI.run(["-q", "--retries", "1", "--retry-wait", "0.01", "-o", path("out"), server.url("f")],
-                                  in: directory, timeout: 30)
+            let run = try CLI.run(
+                ["-q", "--retries", "1", "--retry-wait", "0.01", "-o", path("out"), server.url("f")],
+                in: directory, timeout: 30)
             XCTAssertEqual(run.status, 1, "\(location): \(run.stderr)")
             XCTAssertEqual(run.stderr.split(separator: "\n").count, 1, run.stderr)
             XCTAssertEqual(directoryEntries(), [], "\(location): nothing written")
@@ -156,7 +171,7 @@ final class ReliabilityRedirectSecurityTests: EndToEndTestCase {
             ("attachment; filename=\"..\"", "a7", "a7"),
             ("attachment; filename=\"....\"", "a8", "a8"),
             (nil, "dir/.profile", "profile"),
-            (nil, "dir/%2e%2e%2fup.txt", "up.txt"),
+            (nil, "dir/%2e%2e%2fup.txt", "up.txt")
         ]
         let target = path("target")
         try FileManager.default.createDirectory(atPath: target, withIntermediateDirectories: false)
@@ -169,7 +184,8 @@ final class ReliabilityRedirectSecurityTests: EndToEndTestCase {
             XCTAssertEqual(run.status, 0, "\(item): \(run.stderr)")
             assertSameBytes(target + "/" + item.expected, resource)
             try FileManager.default.removeItem(atPath: target + "/" + item.expected)
-            XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: target), [], "\(item): only the expected file")
+            XCTAssertEqual(
+                try FileManager.default.contentsOfDirectory(atPath: target), [], "\(item): only the expected file")
             XCTAssertEqual(directoryEntries(), ["target"], "\(item): nothing outside the target directory")
         }
     }
@@ -188,7 +204,7 @@ final class ReliabilityRedirectSecurityTests: EndToEndTestCase {
             "x\u{603}/..\u{603}/..\u{603}/escaped-two.txt",
             "..\u{600}/escaped-three.txt",
             "x/\u{301}../\u{301}escaped-four.txt",
-            ".\u{301}hidden.txt",
+            ".\u{301}hidden.txt"
         ]
         for (index, name) in names.enumerated() {
             var resource = Resource.generated(size: 100, seed: 170 + UInt64(index))
@@ -196,13 +212,17 @@ final class ReliabilityRedirectSecurityTests: EndToEndTestCase {
             server.setResource(resource, at: "n\(index)")
             let run = try CLI.run(["-q", "-d", target, server.url("n\(index)")], in: directory)
             let outside = try FileManager.default.contentsOfDirectory(atPath: parent).filter { $0 != "target" }
-            XCTAssertEqual(outside, [], "\(name.debugDescription) (exit \(run.status) \(run.stderr)): written outside the target")
+            XCTAssertEqual(
+                outside, [], "\(name.debugDescription) (exit \(run.status) \(run.stderr)): written outside the target")
             for file in outside { try FileManager.default.removeItem(atPath: parent + "/" + file) }
             let saved = (try FileManager.default.contentsOfDirectory(atPath: target)).filter { $0 != "x" }
-            XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: target + "/x"), [],
-                           "\(name.debugDescription): written into a subdirectory")
+            XCTAssertEqual(
+                try FileManager.default.contentsOfDirectory(atPath: target + "/x"), [],
+                "\(name.debugDescription): written into a subdirectory")
             for file in saved {
-                XCTAssertFalse(file.utf8.first == UInt8(ascii: "."), "\(name.debugDescription) saved as hidden \(file.debugDescription)")
+                XCTAssertFalse(
+                    file.utf8.first == UInt8(ascii: "."),
+                    "\(name.debugDescription) saved as hidden \(file.debugDescription)")
                 try FileManager.default.removeItem(atPath: target + "/" + file)
             }
         }
@@ -249,8 +269,9 @@ final class ReliabilityRedirectSecurityTests: EndToEndTestCase {
         _ = FileManager.default.createFile(atPath: victim, contents: Data("do not touch".utf8))
         try FileManager.default.createSymbolicLink(atPath: path("out.part"), withDestinationPath: victim)
         let run = try CLI.run(["-q", "-o", path("out"), server.url("f")], in: directory)
-        XCTAssertEqual(FileManager.default.contents(atPath: victim), Data("do not touch".utf8),
-                       "rangeget wrote through a planted .part symlink (exit \(run.status), \(run.stderr))")
+        XCTAssertEqual(
+            FileManager.default.contents(atPath: victim), Data("do not touch".utf8),
+            "rangeget wrote through a planted .part symlink (exit \(run.status), \(run.stderr))")
     }
 
     // MARK: 17. No passwords in the manifest
@@ -260,8 +281,10 @@ final class ReliabilityRedirectSecurityTests: EndToEndTestCase {
         server.setResource(resource, at: "f")
         server.setRatePerConnection(1 << 20)
         let url = "http://alice:PASSWORD@127.0.0.1:\(server.port)/f?sig=abc123&expires=99"
-        let arguments = ["-q", "-n", "4", "-H", "Authorization: Bearer TOPSECRET", "-H", "Cookie: id=COOKIESECRET",
-                         "-H", "X-Api-Key: KEYSECRET", "-o", path("out"), url]
+        let arguments = [
+            "-q", "-n", "4", "-H", "Authorization: Bearer TOPSECRET", "-H", "Cookie: id=COOKIESECRET",
+            "-H", "X-Api-Key: KEYSECRET", "-o", path("out"), url
+        ]
         let manifest = path("out.part.json")
         let stopped = try interrupted(arguments, once: "a checkpoint recorded progress") { claimedBytes(manifest) > 0 }
         XCTAssertEqual(stopped.status, 130)
@@ -300,7 +323,8 @@ final class ReliabilityRedirectSecurityTests: EndToEndTestCase {
         XCTAssertEqual(insecure.status, 0, insecure.stderr)
         assertSameBytes(path("out"), resource)
 
-        let trusted = try CLI.run(quick + ["--cacert", tls.certificate, "-o", path("out2"), tls.url("f")], in: directory, timeout: 30)
+        let trusted = try CLI.run(
+            quick + ["--cacert", tls.certificate, "-o", path("out2"), tls.url("f")], in: directory, timeout: 30)
         XCTAssertEqual(trusted.status, 0, trusted.stderr)
         assertSameBytes(path("out2"), resource)
     }
@@ -346,18 +370,22 @@ final class ReliabilityRedirectSecurityTests: EndToEndTestCase {
         let traffic = try tls.traffic()
         XCTAssertEqual(traffic.requests.count, 0, traffic.summary)
         XCTAssertLessThanOrEqual(traffic.acceptedConnections, 2, "one attempt per connection: \(traffic.summary)")
-        XCTAssertTrue(FileManager.default.fileExists(atPath: output + ".part.json"), "the partial download stays for a later run")
+        XCTAssertTrue(
+            FileManager.default.fileExists(atPath: output + ".part.json"), "the partial download stays for a later run")
     }
 
     /// An https URL redirecting to plain http is refused: the http server never hears a request.
     func test15HTTPSToHTTPDowngradeIsRefused() throws {
         server.setResource(Resource.generated(size: 1000, seed: 165), at: "f")
         let tls = try startNginx(redirects: ["r": server.url("f")])
-        let run = try CLI.run(["-q", "--insecure", "--retries", "1", "--retry-wait", "0.01", "-o", path("out"), tls.url("r")],
-                              in: directory, timeout: 30)
+        let run = try CLI.run(
+            ["-q", "--insecure", "--retries", "1", "--retry-wait", "0.01", "-o", path("out"), tls.url("r")],
+            in: directory, timeout: 30)
         XCTAssertEqual(run.status, 1, run.stderr)
         let traffic = try tls.traffic()
-        XCTAssertTrue(traffic.requests.contains { $0.path == "/r" && $0.status == 302 }, "the redirect was sent: \(traffic.summary)")
+        XCTAssertTrue(
+            traffic.requests.contains { $0.path == "/r" && $0.status == 302 },
+            "the redirect was sent: \(traffic.summary)")
         XCTAssertEqual(server.statistics.requests.count, 0, "the plain-http server was contacted")
         XCTAssertFalse(FileManager.default.fileExists(atPath: path("out")))
     }

@@ -21,13 +21,17 @@ final class ReliabilityServerHeaderTests: EndToEndTestCase {
             server.setFaults([FaultRule(.headStatus(code))])
             server.resetStatistics()
             let output = path("f\(code)")
-            let run = try CLI.run(["-q", "--use-head", "-n", "4", "--min-split", "1M", "-o", output, server.url("f\(code)")], in: directory)
+            let run = try CLI.run(
+                ["-q", "--use-head", "-n", "4", "--min-split", "1M", "-o", output, server.url("f\(code)")],
+                in: directory)
             XCTAssertEqual(run.status, 0, "HEAD \(code): \(run.stderr)")
             assertSameBytes(output, resource)
-            XCTAssertTrue(server.statistics.requests.contains { $0.method == "GET" && $0.rangeHeader == "bytes=0-0" },
-                          "HEAD \(code): probed with GET bytes=0-0")
-            XCTAssertGreaterThanOrEqual(rangedGETs.filter { $0.status == 206 && $0.rangeHeader != "bytes=0-0" }.count, 2,
-                                        "HEAD \(code): still segmented")
+            XCTAssertTrue(
+                server.statistics.requests.contains { $0.method == "GET" && $0.rangeHeader == "bytes=0-0" },
+                "HEAD \(code): probed with GET bytes=0-0")
+            XCTAssertGreaterThanOrEqual(
+                rangedGETs.filter { $0.status == 206 && $0.rangeHeader != "bytes=0-0" }.count, 2,
+                "HEAD \(code): still segmented")
         }
     }
 
@@ -37,8 +41,12 @@ final class ReliabilityServerHeaderTests: EndToEndTestCase {
         server.setFaults([FaultRule(.headHang)])
         let output = path("f")
         let started = Date()
-        let run = try CLI.run(["-q", "--use-head", "-n", "4", "--min-split", "512K", "--connect-timeout", "0.5", "--stall-timeout", "0.5",
-                               "-o", output, server.url("f")], in: directory, timeout: 30)
+        let run = try CLI.run(
+            [
+                "-q", "--use-head", "-n", "4", "--min-split", "512K", "--connect-timeout", "0.5", "--stall-timeout",
+                "0.5",
+                "-o", output, server.url("f")
+            ], in: directory, timeout: 30)
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(output, resource)
         XCTAssertLessThan(Date().timeIntervalSince(started), 15, "the HEAD timeout is short")
@@ -50,7 +58,8 @@ final class ReliabilityServerHeaderTests: EndToEndTestCase {
         server.setResource(resource, at: "f")
         server.setFaults([FaultRule(.headNoLength)])
         let output = path("f")
-        let run = try CLI.run(["-q", "--use-head", "-n", "4", "--min-split", "1M", "-o", output, server.url("f")], in: directory)
+        let run = try CLI.run(
+            ["-q", "--use-head", "-n", "4", "--min-split", "1M", "-o", output, server.url("f")], in: directory)
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(output, resource)
         XCTAssertTrue(server.statistics.requests.contains { $0.rangeHeader == "bytes=0-0" })
@@ -64,12 +73,16 @@ final class ReliabilityServerHeaderTests: EndToEndTestCase {
         let resource = Resource.generated(size: size, seed: 116)
         let origin = try scriptedServer { request in
             guard request.method == "HEAD" else { return .serving(resource, request) }
-            return ScriptedResponse(head: ["HTTP/1.1 200 OK", "Accept-Ranges: bytes", "ETag: \"scripted-1\"",
-                                           "Content-Length: \(size / 2)", "Connection: close"].joined(separator: "\r\n"))
+            return ScriptedResponse(
+                head: [
+                    "HTTP/1.1 200 OK", "Accept-Ranges: bytes", "ETag: \"scripted-1\"",
+                    "Content-Length: \(size / 2)", "Connection: close"
+                ].joined(separator: "\r\n"))
         }
         let output = path("f")
-        let run = try CLI.run(["--use-head", "-n", "4", "--min-split", "256K", "--retry-wait", "0.02", "-o", output, origin.url("f")],
-                              in: directory, timeout: 30)
+        let run = try CLI.run(
+            ["--use-head", "-n", "4", "--min-split", "256K", "--retry-wait", "0.02", "-o", output, origin.url("f")],
+            in: directory, timeout: 30)
         XCTAssertEqual(run.status, 0, run.stderr.replacingOccurrences(of: "\r", with: "\n"))
         assertSameBytes(output, resource)
     }
@@ -81,20 +94,28 @@ final class ReliabilityServerHeaderTests: EndToEndTestCase {
     func test05StalledRangedProbeTimesOutAndFallsBackToAPlainGET() throws {
         let resource = Resource.generated(size: 1 << 20, seed: 117)
         server.setResource(resource, at: "f")
-        server.setFaults([FaultRule(.headStatus(405), when: .method("HEAD")),
-                          FaultRule(.hang, when: .nthRequest(2))])
+        server.setFaults([
+            FaultRule(.headStatus(405), when: .method("HEAD")),
+            FaultRule(.hang, when: .nthRequest(2))
+        ])
         let output = path("f")
         let started = Date()
-        let run = try CLI.run(["-q", "--use-head", "--stall-timeout", "1", "--connect-timeout", "1", "--retry-wait", "0.02",
-                               "-o", output, server.url("f")], in: directory, timeout: 30)
+        let run = try CLI.run(
+            [
+                "-q", "--use-head", "--stall-timeout", "1", "--connect-timeout", "1", "--retry-wait", "0.02",
+                "-o", output, server.url("f")
+            ], in: directory, timeout: 30)
         XCTAssertLessThan(Date().timeIntervalSince(started), 20, "timeouts on every step")
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(output, resource)
         let requests = server.statistics.requests
         XCTAssertEqual(requests.first?.method, "HEAD", "\(requests)")
         XCTAssertEqual(requests.dropFirst().first?.rangeHeader, "bytes=0-0", "the ranged probe: \(requests)")
-        XCTAssertTrue(requests.contains { $0.method == "GET" && $0.rangeHeader == nil && $0.status == 200
-                                          && $0.bodyBytesSent == resource.size }, "a plain GET: \(requests)")
+        XCTAssertTrue(
+            requests.contains {
+                $0.method == "GET" && $0.rangeHeader == nil && $0.status == 200
+                    && $0.bodyBytesSent == resource.size
+            }, "a plain GET: \(requests)")
     }
 
     // MARK: 6. No Accept-Ranges / Accept-Ranges: none
@@ -132,11 +153,13 @@ final class ReliabilityServerHeaderTests: EndToEndTestCase {
         server.setResource(resource, at: "f")
         server.setFaults([FaultRule(.acceptRangesNone, when: .method("HEAD"))])
         let output = path("f")
-        let run = try CLI.run(["-q", "--use-head", "-n", "4", "--min-split", "1M", "-o", output, server.url("f")], in: directory)
+        let run = try CLI.run(
+            ["-q", "--use-head", "-n", "4", "--min-split", "1M", "-o", output, server.url("f")], in: directory)
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(output, resource)
-        XCTAssertGreaterThanOrEqual(rangedGETs.filter { $0.status == 206 && $0.rangeHeader != "bytes=0-0" }.count, 2,
-                                    "ranged GETs work, so the download should be segmented")
+        XCTAssertGreaterThanOrEqual(
+            rangedGETs.filter { $0.status == 206 && $0.rangeHeader != "bytes=0-0" }.count, 2,
+            "ranged GETs work, so the download should be segmented")
     }
 
     // MARK: 7. Content-Encoding
@@ -148,7 +171,8 @@ final class ReliabilityServerHeaderTests: EndToEndTestCase {
         XCTAssertEqual(run.status, 0, run.stderr)
         XCTAssertFalse(rangedGETs.isEmpty)
         for request in server.statistics.requests {
-            XCTAssertNil(request.headers["accept-encoding"], "\(request.method) \(request.rangeHeader ?? "") asked for a coding")
+            XCTAssertNil(
+                request.headers["accept-encoding"], "\(request.method) \(request.rangeHeader ?? "") asked for a coding")
             XCTAssertNil(request.headers["te"])
         }
     }
@@ -164,7 +188,8 @@ final class ReliabilityServerHeaderTests: EndToEndTestCase {
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(output, resource)
         XCTAssertTrue(run.stderr.contains("Content-Encoding"), run.stderr)
-        XCTAssertTrue(server.statistics.requests.contains { $0.method == "GET" && $0.rangeHeader == nil }, "one plain stream")
+        XCTAssertTrue(
+            server.statistics.requests.contains { $0.method == "GET" && $0.rangeHeader == nil }, "one plain stream")
     }
 
     /// A server that codes only its ranged answers: the probe's `bytes=0-0`
@@ -177,15 +202,20 @@ final class ReliabilityServerHeaderTests: EndToEndTestCase {
         let resource = Resource.generated(size: 300_000, seed: 124)
         let origin = try scriptedServer { request in
             if request.method == "HEAD" {
-                return ScriptedResponse(head: "HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\nConnection: close")
+                return ScriptedResponse(
+                    head: "HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\nConnection: close")
             }
             guard request.headers["range"] != nil else { return .serving(resource, request) }
-            return ScriptedResponse(head: ["HTTP/1.1 206 Partial Content", "Content-Encoding: gzip", "Content-Range: bytes 0-0/1234",
-                                           "Content-Length: 1", "Connection: close"].joined(separator: "\r\n"), body: [0x1F])
+            return ScriptedResponse(
+                head: [
+                    "HTTP/1.1 206 Partial Content", "Content-Encoding: gzip", "Content-Range: bytes 0-0/1234",
+                    "Content-Length: 1", "Connection: close"
+                ].joined(separator: "\r\n"), body: [0x1F])
         }
         let output = path("f")
-        let run = try CLI.run(["-q", "--retries", "1", "--retry-wait", "0.01", "-o", output, origin.url("f")],
-                              in: directory, timeout: 30)
+        let run = try CLI.run(
+            ["-q", "--retries", "1", "--retry-wait", "0.01", "-o", output, origin.url("f")],
+            in: directory, timeout: 30)
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(output, resource)
         let plain = origin.requests.filter { $0.method == "GET" && $0.headers["range"] == nil }
@@ -202,7 +232,8 @@ final class ReliabilityServerHeaderTests: EndToEndTestCase {
         server.setRatePerConnection(2 << 20)
         server.setFaults([FaultRule(.changeContent, when: .nthRequest(4))])
         let output = path("f")
-        let run = try CLI.run(["-n", "4", "--min-split", "1M", "-o", output, server.url("f")], in: directory, timeout: 60)
+        let run = try CLI.run(
+            ["-n", "4", "--min-split", "1M", "-o", output, server.url("f")], in: directory, timeout: 60)
         XCTAssertEqual(run.status, 0, run.stderr)
         XCTAssertTrue(run.stderr.contains("changed"), run.stderr)
         let now = server.resource(at: "f")!
@@ -236,8 +267,10 @@ final class ReliabilityServerHeaderTests: EndToEndTestCase {
     /// Starts a throttled CLI download and interrupts it once the manifest records progress.
     private func interruptedRun(_ output: String, url: String) throws {
         server.setRatePerConnection(1 << 20)
-        let stopped = try interrupted(["-q", "-n", "4", "--min-split", "256K", "-o", output, url],
-                                      once: "a checkpoint recorded progress") { claimedBytes(output + ".part.json") > 0 }
+        let stopped = try interrupted(
+            ["-q", "-n", "4", "--min-split", "256K", "-o", output, url],
+            once: "a checkpoint recorded progress"
+        ) { claimedBytes(output + ".part.json") > 0 }
         XCTAssertEqual(stopped.status, 130)
         server.setRatePerConnection(nil)
     }
@@ -299,14 +332,16 @@ final class ReliabilityServerHeaderTests: EndToEndTestCase {
         let resource = Resource.generated(size: 65535, seed: 130)
         let cases: [(name: String, piece: String, faults: [FaultRule])] = [
             ("HEAD hangs", "256K", [FaultRule(.headHang), FaultRule(.wrongContentRangeTotal(65536))]),
-            ("HEAD answers", "16K", [FaultRule(.wrongContentRangeTotal(65536))]),
+            ("HEAD answers", "16K", [FaultRule(.wrongContentRangeTotal(65536))])
         ]
         for (index, item) in cases.enumerated() {
             server.setResource(resource, at: "f\(index)")
             server.setFaults(item.faults)
             let output = path("f\(index)")
-            let arguments = ["-q", "-n", "3", "-k", item.piece, "--retries", "0", "--stall-timeout", "1", "-o", output,
-                             server.url("f\(index)")]
+            let arguments = [
+                "-q", "-n", "3", "-k", item.piece, "--retries", "0", "--stall-timeout", "1", "-o", output,
+                server.url("f\(index)")
+            ]
             let lying = try CLI.run(arguments, in: directory, timeout: 30)
             XCTAssertEqual(lying.status, 1, "\(item.name): \(lying.stderr)")
             let saved = try XCTUnwrap(try Manifest.load(from: output + ".part.json"), item.name)
@@ -314,8 +349,9 @@ final class ReliabilityServerHeaderTests: EndToEndTestCase {
             server.setFaults([])
             let honest = try CLI.run(Array(arguments.dropFirst()), in: directory, timeout: 30)
             XCTAssertEqual(honest.status, 0, "\(item.name): \(honest.stderr)")
-            XCTAssertTrue(honest.stderr.contains("its size changed from 65536 to 65535 bytes; starting over"),
-                          "\(item.name): \(honest.stderr)")
+            XCTAssertTrue(
+                honest.stderr.contains("its size changed from 65536 to 65535 bytes; starting over"),
+                "\(item.name): \(honest.stderr)")
             assertSameBytes(output, resource)
         }
     }

@@ -33,7 +33,8 @@ final class ReliabilityServerTests: EndToEndTestCase {
         server.setRatePerConnection(8 << 20)
         server.setFaults([FaultRule(.ignoreRange, when: .fromRequest(2))])
         let output = path("f")
-        let child = try Child(executable: CLI.binary, arguments: ["-n", "4", "-o", output, server.url("f")], in: directory)
+        let child = try Child(
+            executable: CLI.binary, arguments: ["-n", "4", "-o", output, server.url("f")], in: directory)
         var largest: Int64 = 0
         while child.isRunning {
             largest = max(largest, fileSize(output + ".part"), fileSize(output))
@@ -44,8 +45,9 @@ final class ReliabilityServerTests: EndToEndTestCase {
         assertSameBytes(output, resource)
         XCTAssertTrue(run.stderr.contains("one stream"), run.stderr)
         XCTAssertLessThanOrEqual(largest, size, "the data file outgrew the remote file")
-        XCTAssertTrue(server.statistics.requests.contains { $0.method == "GET" && $0.rangeHeader == nil },
-                      "fell back to a plain GET")
+        XCTAssertTrue(
+            server.statistics.requests.contains { $0.method == "GET" && $0.rangeHeader == nil },
+            "fell back to a plain GET")
     }
 
     /// A resumed download whose server stops honouring ranges: the 200 bodies
@@ -55,10 +57,16 @@ final class ReliabilityServerTests: EndToEndTestCase {
         server.setResource(resource, at: "f")
         server.setRatePerConnection(1 << 20)
         let output = path("f")
-        let first = runLibrary([server.url("f")], to: output, stopWhen: { event in
-            if case let .progress(progress) = event { return progress.bytesDone > 1 << 20 }
-            return false
-        }) { $0.connections = 4; $0.minimumSplit = 256 << 10 }
+        let first = runLibrary(
+            [server.url("f")], to: output,
+            stopWhen: { event in
+                if case let .progress(progress) = event { return progress.bytesDone > 1 << 20 }
+                return false
+            },
+            configure: {
+                $0.connections = 4
+                $0.minimumSplit = 256 << 10
+            })
         XCTAssertEqual(first.error, .interrupted(keptResumeState: true))
         XCTAssertGreaterThan(claimedBytes(output + ".part.json"), 0)
 
@@ -83,11 +91,14 @@ final class ReliabilityServerTests: EndToEndTestCase {
         server.setFaults([
             FaultRule(.wrongContentRangeShift(-1), when: .nthRequest(3)),
             FaultRule(.wrongContentRangeShift(1), when: .nthRequest(4)),
-            FaultRule(.invertedContentRange, when: .nthRequest(5)),
+            FaultRule(.invertedContentRange, when: .nthRequest(5))
         ])
         let probe = DiskProbe(resource: resource)
         let output = path("f")
-        let run = runLibrary([server.url("f")], to: output, probe: probe) { $0.connections = 4; $0.minimumSplit = 1 << 20 }
+        let run = runLibrary([server.url("f")], to: output, probe: probe) {
+            $0.connections = 4
+            $0.minimumSplit = 1 << 20
+        }
         XCTAssertNil(run.error)
         assertSameBytes(output, resource)
         XCTAssertEqual(probe.snapshot.wrongWrites, [])
@@ -110,11 +121,16 @@ final class ReliabilityServerTests: EndToEndTestCase {
         server.setFaults([FaultRule(.wrongContentRangeTotal(size + 1000), when: .nthRequest(3))])
         let probe = DiskProbe(resource: resource)
         let output = path("f")
-        let run = runLibrary([server.url("f")], to: output, probe: probe) { $0.connections = 4; $0.minimumSplit = 1 << 20 }
+        let run = runLibrary([server.url("f")], to: output, probe: probe) {
+            $0.connections = 4
+            $0.minimumSplit = 1 << 20
+        }
         XCTAssertNil(run.error)
         assertSameBytes(output, resource)
         XCTAssertEqual(probe.snapshot.wrongWrites, [])
-        XCTAssertEqual(run.restartReasons, [], "one bad Content-Range total (same strong ETag) should be retried, not restart the download")
+        XCTAssertEqual(
+            run.restartReasons, [],
+            "one bad Content-Range total (same strong ETag) should be retried, not restart the download")
     }
 
     /// Content-Range values RangeServer cannot send (another unit, missing,
@@ -126,11 +142,12 @@ final class ReliabilityServerTests: EndToEndTestCase {
             nil,
             { r in "bytes \(r.upperBound - 1)-\(r.lowerBound)/\(1 << 20)" },
             { r in "bytes \(r.lowerBound)-\(r.upperBound - 1)/*" },
-            { r in "bytes \(r.lowerBound + 1)-\(r.upperBound)/\(1 << 20)" },
+            { r in "bytes \(r.lowerBound + 1)-\(r.upperBound)/\(1 << 20)" }
         ]
         let count = Mutex(0)
         let origin = try scriptedServer { request in
-            guard request.method == "GET", request.headers["range"] != nil, request.headers["range"] != "bytes=0-0" else {
+            guard request.method == "GET", request.headers["range"] != nil, request.headers["range"] != "bytes=0-0"
+            else {
                 return .serving(resource, request)
             }
             let index = count.withLock { value -> Int in
@@ -148,7 +165,7 @@ final class ReliabilityServerTests: EndToEndTestCase {
         let output = path("f")
         let run = runLibrary([origin.url("f")], to: output, probe: probe) {
             $0.connections = 1
-            $0.probeWithHead = true  // the probe is not one of the scripted answers
+            $0.probeWithHead = true // the probe is not one of the scripted answers
             $0.retries = 8
             $0.retryWait = 0.01
         }
@@ -156,7 +173,9 @@ final class ReliabilityServerTests: EndToEndTestCase {
         assertSameBytes(output, resource)
         XCTAssertEqual(probe.snapshot.wrongWrites, [])
         XCTAssertEqual(count.withLock { $0 }, bad.count + 1, "every bad answer was followed by another request")
-        let ranges = origin.requests.filter { $0.method == "GET" }.compactMap { $0.headers["range"] }.filter { $0 != "bytes=0-0" }
+        let ranges = origin.requests.filter { $0.method == "GET" }.compactMap { $0.headers["range"] }.filter {
+            $0 != "bytes=0-0"
+        }
         XCTAssertEqual(Set(ranges).count, 1, "the same range was asked again each time: \(ranges)")
     }
 
@@ -167,8 +186,9 @@ final class ReliabilityServerTests: EndToEndTestCase {
         server.setResource(resource, at: "f")
         server.setFaults([FaultRule(.wrongContentRangeShift(1), when: .fromRequest(2))])
         let output = path("f")
-        let run = try CLI.run(["-q", "--use-head", "-n", "2", "--retries", "2", "--retry-wait", "0.02", "-o", output, server.url("f")],
-                              in: directory, timeout: 30)
+        let run = try CLI.run(
+            ["-q", "--use-head", "-n", "2", "--retries", "2", "--retry-wait", "0.02", "-o", output, server.url("f")],
+            in: directory, timeout: 30)
         XCTAssertEqual(run.status, 1, run.stderr)
         XCTAssertTrue(run.stderr.contains("Content-Range"), run.stderr)
         XCTAssertEqual(run.stderr.split(separator: "\n").count, 1, run.stderr)
@@ -191,8 +211,9 @@ final class ReliabilityServerTests: EndToEndTestCase {
         server.setResource(original, at: "f")
         server.setFaults([FaultRule(.changeSize(1 << 20), when: .rangeStart(2 << 20))])
         let output = path("f")
-        let run = try CLI.run(["-n", "4", "--min-split", "1M", "--retry-wait", "0.02", "-o", output, server.url("f")],
-                              in: directory, timeout: 30)
+        let run = try CLI.run(
+            ["-n", "4", "--min-split", "1M", "--retry-wait", "0.02", "-o", output, server.url("f")],
+            in: directory, timeout: 30)
         XCTAssertEqual(run.status, 0, run.stderr)
         XCTAssertTrue(server.statistics.requests.contains { $0.status == 416 }, "a 416 was sent")
         XCTAssertTrue(run.stderr.contains("changed"), run.stderr)
@@ -207,8 +228,9 @@ final class ReliabilityServerTests: EndToEndTestCase {
         server.setResource(resource, at: "f")
         let output = path("f")
         _ = FileManager.default.createFile(atPath: output + ".part", contents: Data(resource.bytes(in: 0..<size)))
-        try ManifestFile.write(output + ".part.json", url: server.url("f"), size: size, etag: resource.etag,
-                               lastModified: defaultLastModifiedHeader, done: [0..<size])
+        try ManifestFile.write(
+            output + ".part.json", url: server.url("f"), size: size, etag: resource.etag,
+            lastModified: defaultLastModifiedHeader, done: [0..<size])
         let run = try CLI.run(["-n", "4", "-o", output, server.url("f")], in: directory)
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(output, resource)

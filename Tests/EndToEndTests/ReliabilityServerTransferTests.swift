@@ -25,7 +25,7 @@ final class ReliabilityServerTransferTests: EndToEndTestCase {
         server.setFaults([
             FaultRule(.status(503, retryAfter: 1), when: .nthRequest(3)),
             FaultRule(.status(429, retryAfter: nil), when: .nthRequest(4)),
-            FaultRule(.status(403, retryAfter: nil), when: .nthRequest(5)),
+            FaultRule(.status(403, retryAfter: nil), when: .nthRequest(5))
         ])
         let probe = DiskProbe(resource: resource)
         let output = path("f")
@@ -44,10 +44,14 @@ final class ReliabilityServerTransferTests: EndToEndTestCase {
         XCTAssertNotNil(serviceUnavailable, "\(retries)")
         XCTAssertGreaterThanOrEqual(serviceUnavailable?.delay ?? 0, 1.0, "Retry-After: 1 honoured")
         // After the first 429/503, fewer connections run at once.
-        guard let firstOverload = run.events.firstIndex(where: { event in
-            if case let .retry(_, _, reason, _, _, _) = event { return reason.contains("503") || reason.contains("429") }
-            return false
-        }) else { return XCTFail("no 429/503 retry") }
+        guard
+            let firstOverload = run.events.firstIndex(where: { event in
+                if case let .retry(_, _, reason, _, _, _) = event {
+                    return reason.contains("503") || reason.contains("429")
+                }
+                return false
+            })
+        else { return XCTFail("no 429/503 retry") }
         // The run's last progress event is its closing report (0 connections
         // active): only the samples while it still ran count.
         let later = run.events[(firstOverload + 1)...].compactMap { event -> Int? in
@@ -63,8 +67,13 @@ final class ReliabilityServerTransferTests: EndToEndTestCase {
         let resource = Resource.generated(size: 1 << 20, seed: 131)
         let count = Mutex(0)
         let origin = try scriptedServer { request in
-            guard request.method == "GET", request.headers["range"] != "bytes=0-0" else { return .serving(resource, request) }
-            let number = count.withLock { value -> Int in value += 1; return value }
+            guard request.method == "GET", request.headers["range"] != "bytes=0-0" else {
+                return .serving(resource, request)
+            }
+            let number = count.withLock { value -> Int in
+                value += 1
+                return value
+            }
             guard number == 2 else { return .serving(resource, request) }
             let formatter = DateFormatter()
             formatter.locale = Locale(identifier: "en_US_POSIX")
@@ -72,9 +81,12 @@ final class ReliabilityServerTransferTests: EndToEndTestCase {
             formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
             let when = formatter.string(from: Date().addingTimeInterval(3))
             let page = Array("<html><body>busy</body></html>".utf8)
-            return ScriptedResponse(head: ["HTTP/1.1 503 Service Unavailable", "Retry-After: \(when)",
-                                           "Content-Type: text/html", "Content-Length: \(page.count)",
-                                           "Connection: close"].joined(separator: "\r\n"), body: page)
+            return ScriptedResponse(
+                head: [
+                    "HTTP/1.1 503 Service Unavailable", "Retry-After: \(when)",
+                    "Content-Type: text/html", "Content-Length: \(page.count)",
+                    "Connection: close"
+                ].joined(separator: "\r\n"), body: page)
         }
         let probe = DiskProbe(resource: resource)
         let run = runLibrary([origin.url("f")], to: path("f"), probe: probe) {
@@ -86,7 +98,8 @@ final class ReliabilityServerTransferTests: EndToEndTestCase {
         XCTAssertEqual(probe.snapshot.wrongWrites, [])
         let busy = run.retries.first { $0.reason.contains("503") }
         XCTAssertNotNil(busy, "\(run.retries)")
-        XCTAssertGreaterThanOrEqual(busy?.delay ?? 0, 1.0, "Retry-After: <date about 3 s ahead> honoured: \(run.retries)")
+        XCTAssertGreaterThanOrEqual(
+            busy?.delay ?? 0, 1.0, "Retry-After: <date about 3 s ahead> honoured: \(run.retries)")
     }
 
     // MARK: 10. Connection cut, short body, reset
@@ -98,7 +111,7 @@ final class ReliabilityServerTransferTests: EndToEndTestCase {
         let size: Int64 = 2 << 20
         let cases: [(arguments: [String], request: Int, ranges: [String])] = [
             (["--use-head"], 2, ["bytes=0-2097151", "bytes=300000-2097151"]),
-            ([], 1, ["bytes=0-1048575", "bytes=300000-1048575", "bytes=1048576-2097151"]),
+            ([], 1, ["bytes=0-1048575", "bytes=300000-1048575", "bytes=1048576-2097151"])
         ]
         for (index, probeCase) in cases.enumerated() {
             let resource = Resource.generated(size: size, seed: 131 + 1000 * UInt64(index))
@@ -106,8 +119,9 @@ final class ReliabilityServerTransferTests: EndToEndTestCase {
             server.resetStatistics()
             server.setFaults([FaultRule(.cutAfter(300_000), when: .nthRequest(probeCase.request))])
             let output = path("f\(index)")
-            let run = try CLI.run(["-q", "-n", "1", "--retry-wait", "0.02"] + probeCase.arguments
-                                  + ["-o", output, server.url("f\(index)")], in: directory)
+            let run = try CLI.run(
+                ["-q", "-n", "1", "--retry-wait", "0.02"] + probeCase.arguments
+                    + ["-o", output, server.url("f\(index)")], in: directory)
             XCTAssertEqual(run.status, 0, "\(probeCase.arguments): \(run.stderr)")
             assertSameBytes(output, resource)
             XCTAssertEqual(rangedGETs.map(\.rangeHeader), probeCase.ranges)
@@ -122,11 +136,15 @@ final class ReliabilityServerTransferTests: EndToEndTestCase {
         let size: Int64 = 8 << 20
         let resource = Resource.generated(size: size, seed: 132)
         server.setResource(resource, at: "f")
-        server.setFaults([2, 3, 5].map { FaultRule(.cutAtRandom(seed: 7), when: .nthRequest($0)) }
-                         + [FaultRule(.cutAtRandom(seed: 7), when: .probability(0.5, seed: 3))])
+        server.setFaults(
+            [2, 3, 5].map { FaultRule(.cutAtRandom(seed: 7), when: .nthRequest($0)) }
+                + [FaultRule(.cutAtRandom(seed: 7), when: .probability(0.5, seed: 3))])
         let output = path("f")
-        let run = try CLI.run(["-q", "-n", "1", "--retries", "20", "--retry-wait", "0.01",
-                               "-o", output, server.url("f")], in: directory, timeout: 60)
+        let run = try CLI.run(
+            [
+                "-q", "-n", "1", "--retries", "20", "--retry-wait", "0.01",
+                "-o", output, server.url("f")
+            ], in: directory, timeout: 60)
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(output, resource)
         XCTAssertGreaterThan(server.statistics.requests.filter { $0.fault != nil }.count, 2)
@@ -140,7 +158,12 @@ final class ReliabilityServerTransferTests: EndToEndTestCase {
         let origin = try scriptedServer { request in
             var response = ScriptedResponse.serving(resource, request)
             guard request.method == "GET", request.headers["range"] != "bytes=0-0" else { return response }
-            if count.withLock({ value -> Bool in value += 1; return value == 1 }) { response.resetAfter = 200_000 }
+            if count.withLock({ value -> Bool in
+                value += 1
+                return value == 1
+            }) {
+                response.resetAfter = 200_000
+            }
             return response
         }
         let output = path("f")
@@ -155,8 +178,11 @@ final class ReliabilityServerTransferTests: EndToEndTestCase {
         server.setResource(Resource.generated(size: 1 << 20, seed: 134), at: "f")
         server.setFaults([FaultRule(.cutAfter(0), when: .fromRequest(2))])
         let started = Date()
-        let run = try CLI.run(["-q", "-n", "2", "--min-split", "256K", "--retries", "3", "--retry-wait", "0.01",
-                               "-o", path("f"), server.url("f")], in: directory, timeout: 30)
+        let run = try CLI.run(
+            [
+                "-q", "-n", "2", "--min-split", "256K", "--retries", "3", "--retry-wait", "0.01",
+                "-o", path("f"), server.url("f")
+            ], in: directory, timeout: 30)
         XCTAssertEqual(run.status, 1, run.stderr)
         XCTAssertTrue(run.stderr.contains("giving up"), run.stderr)
         XCTAssertEqual(run.stderr.split(separator: "\n").count, 1, run.stderr)
@@ -172,7 +198,7 @@ final class ReliabilityServerTransferTests: EndToEndTestCase {
         server.setFaults([FaultRule(.cutAfter(0), when: .fromRequest(2))])
         let run = runLibrary([server.url("f")], to: path("f")) { (options: inout DownloadOptions) in
             options.connections = 1
-            options.probeWithHead = true  // the cuts start at the first GET
+            options.probeWithHead = true // the cuts start at the first GET
             options.retries = 6
             options.retryWait = 0.02
             options.retryWaitLimit = 0.1
@@ -202,8 +228,9 @@ final class ReliabilityServerTransferTests: EndToEndTestCase {
             server.setFaults([FaultRule(.stallAfter(100_000), when: .nthRequest(probeCase.request))])
             let output = path("f\(index)")
             let started = Date()
-            let run = try CLI.run(["-q", "-n", "1", "--stall-timeout", "1", "--retry-wait", "0.02"] + probeCase.arguments
-                                  + ["-o", output, server.url("f\(index)")], in: directory, timeout: 30)
+            let run = try CLI.run(
+                ["-q", "-n", "1", "--stall-timeout", "1", "--retry-wait", "0.02"] + probeCase.arguments
+                    + ["-o", output, server.url("f\(index)")], in: directory, timeout: 30)
             XCTAssertEqual(run.status, 0, "\(probeCase.arguments): \(run.stderr)")
             XCTAssertLessThan(Date().timeIntervalSince(started), 10)
             assertSameBytes(output, resource)
@@ -243,7 +270,10 @@ final class ReliabilityServerTransferTests: EndToEndTestCase {
         server.setResource(resource, at: "f")
         server.setFaults([FaultRule(.multipart, when: .nthRequest(3))])
         let probe = DiskProbe(resource: resource)
-        let run = runLibrary([server.url("f")], to: path("f"), probe: probe) { $0.connections = 4; $0.minimumSplit = 1 << 20 }
+        let run = runLibrary([server.url("f")], to: path("f"), probe: probe) {
+            $0.connections = 4
+            $0.minimumSplit = 1 << 20
+        }
         XCTAssertNil(run.error)
         assertSameBytes(path("f"), resource)
         XCTAssertEqual(probe.snapshot.wrongWrites, [], "multipart framing reached the file")
@@ -254,8 +284,11 @@ final class ReliabilityServerTransferTests: EndToEndTestCase {
         server.setResource(Resource.generated(size: 1 << 20, seed: 139), at: "f")
         server.setFaults([FaultRule(.multipart, when: .fromRequest(2))])
         let output = path("f")
-        let run = try CLI.run(["-q", "--use-head", "-n", "2", "--min-split", "256K", "--retries", "2", "--retry-wait", "0.01",
-                               "-o", output, server.url("f")], in: directory, timeout: 30)
+        let run = try CLI.run(
+            [
+                "-q", "--use-head", "-n", "2", "--min-split", "256K", "--retries", "2", "--retry-wait", "0.01",
+                "-o", output, server.url("f")
+            ], in: directory, timeout: 30)
         XCTAssertEqual(run.status, 1, run.stderr)
         XCTAssertTrue(run.stderr.contains("multipart"), run.stderr)
         let data = FileManager.default.contents(atPath: output + ".part") ?? Data()
@@ -272,18 +305,23 @@ final class ReliabilityServerTransferTests: EndToEndTestCase {
         let resource = Resource.generated(size: 300_000, seed: 140)
         let origin = try scriptedServer { request in
             if request.method == "HEAD" {
-                return ScriptedResponse(head: "HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\nConnection: close")
+                return ScriptedResponse(
+                    head: "HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\nConnection: close")
             }
             return .serving(resource, request, extraFields: ["Content-Type: multipart/byteranges; boundary=x"])
         }
         let output = path("f")
-        let run = try CLI.run(["-q", "--retries", "2", "--retry-wait", "0.01", "-o", output, origin.url("f")],
-                              in: directory, timeout: 30)
+        let run = try CLI.run(
+            ["-q", "--retries", "2", "--retry-wait", "0.01", "-o", output, origin.url("f")],
+            in: directory, timeout: 30)
         XCTAssertEqual(run.status, 1, run.stderr)
-        XCTAssertTrue(run.stderr.contains("giving up after 3 attempts: multipart/byteranges answer to a single range "
-                                          + "in the probe"), run.stderr)
+        XCTAssertTrue(
+            run.stderr.contains(
+                "giving up after 3 attempts: multipart/byteranges answer to a single range "
+                    + "in the probe"), run.stderr)
         let ranged = origin.requests.filter { $0.method == "GET" && $0.headers["range"] != nil }
-        XCTAssertEqual(ranged.count, 4, "the opening request and the probe's three: \(ranged.map { $0.headers["range"] ?? "" })")
+        XCTAssertEqual(
+            ranged.count, 4, "the opening request and the probe's three: \(ranged.map { $0.headers["range"] ?? "" })")
     }
 
     // MARK: 13. Chunked response without length
@@ -310,7 +348,7 @@ final class ReliabilityServerTransferTests: EndToEndTestCase {
         let child = try Child(executable: CLI.binary, arguments: ["-q", "-o", output, server.url("f")], in: directory)
         defer { child.kill9() }
         XCTAssertTrue(wait(timeout: 20) { fileSize(output + ".part") > 1 << 20 }, "the stream is under way")
-        usleep(1_200_000)  // past a checkpoint interval
+        usleep(1_200_000) // past a checkpoint interval
         XCTAssertEqual(claimedBytes(output + ".part.json"), 0, "no resume claim for a stream of unknown length")
         child.kill9()
         XCTAssertEqual(claimedBytes(output + ".part.json"), 0)
@@ -332,14 +370,16 @@ final class ServerGoneTests: EndToEndTestCase {
         server.setRatePerConnection(2 << 20)
         let server = self.server!
         DispatchQueue.global().asyncAfter(deadline: .now() + 1) { server.stop() }
-        let run = try CLI.run(["-n", "2", "--retries", "2", "--retry-wait", "1", "-o", path("f"), server.url("f")],
-                              in: directory, timeout: 30)
+        let run = try CLI.run(
+            ["-n", "2", "--retries", "2", "--retry-wait", "1", "-o", path("f"), server.url("f")],
+            in: directory, timeout: 30)
         XCTAssertEqual(run.status, 1, run.stderr)
         // (A cut that made progress is retried at once, unsaid; the waits after it are said.)
         XCTAssertTrue(run.stderr.contains("; retrying: attempt 3 of 3 in 2 s"), run.stderr)
         XCTAssertTrue(run.stderr.contains("giving up after 3 attempts: "), run.stderr)
-        XCTAssertTrue(run.stderr.hasSuffix("; the partial download is kept: run the same command again to resume\n"),
-                      run.stderr)
+        XCTAssertTrue(
+            run.stderr.hasSuffix("; the partial download is kept: run the same command again to resume\n"),
+            run.stderr)
         XCTAssertFalse(ManifestFile.done(path("f.part.json")).isEmpty, "the bytes fetched are kept")
     }
 }

@@ -53,14 +53,16 @@ final class RerunTests: EndToEndTestCase {
     private func assertOnlyHEAD(_ name: String, file: StaticString = #filePath, line: UInt = #line) {
         let requests = server.statistics.requests.filter { $0.path.hasSuffix("/" + name) }
         XCTAssertFalse(requests.isEmpty, "\(name) was checked", file: file, line: line)
-        XCTAssertEqual(requests.map(\.method), requests.map { _ in "HEAD" }, "\(name): HEAD only", file: file, line: line)
+        XCTAssertEqual(
+            requests.map(\.method), requests.map { _ in "HEAD" }, "\(name): HEAD only", file: file, line: line)
     }
 
     /// Nothing of `done` was asked for again, and the rest of c was.
     private func assertResumed(_ done: [Range<Int64>], file: StaticString = #filePath, line: UInt = #line) {
         let requested = slow.requestedRanges
         assertNotAskedAgain(done, in: requested, saved: "before", file: file, line: line)
-        XCTAssertEqual(covered(requested + done), [0..<third.size], "the rest of c was asked for", file: file, line: line)
+        XCTAssertEqual(
+            covered(requested + done), [0..<third.size], "the rest of c was asked for", file: file, line: line)
         assertSameBytes(path("c"), third, file: file, line: line)
     }
 
@@ -115,13 +117,16 @@ final class RerunTests: EndToEndTestCase {
 
         let refused = try CLI.run(list, in: directory)
         XCTAssertEqual(refused.status, 2, refused.stderr)
-        XCTAssertTrue(refused.stderr.contains("./b already exists and is not the server's file now (it was downloaded with "
-                                              + "ETag \(second.etag!) and the server's is now \(changed.etag!)); "
-                                              + "use --force to replace it"), refused.stderr)
+        XCTAssertTrue(
+            refused.stderr.contains(
+                "./b already exists and is not the server's file now (it was downloaded with "
+                    + "ETag \(second.etag!) and the server's is now \(changed.etag!)); "
+                    + "use --force to replace it"), refused.stderr)
         XCTAssertTrue(refused.stderr.contains("./a is already complete"), refused.stderr)
         XCTAssertTrue(refused.stderr.contains("./c is already complete"), refused.stderr)
-        XCTAssertTrue(refused.stderr.contains("2 of 3 files downloaded (2 already complete); failed: \(server.url("b"))"),
-                      refused.stderr)
+        XCTAssertTrue(
+            refused.stderr.contains("2 of 3 files downloaded (2 already complete); failed: \(server.url("b"))"),
+            refused.stderr)
         assertOnlyHEAD("b")
         assertSameBytes(path("b"), second)
 
@@ -141,8 +146,9 @@ final class RerunTests: EndToEndTestCase {
         server.resetStatistics()
         let rerun = try CLI.run(["-o", output, server.url("a")], in: directory)
         XCTAssertEqual(rerun.status, 0, rerun.stderr)
-        XCTAssertTrue(rerun.stderr.contains("\(output) is already complete (2.0 MiB, the same as the server's): nothing to do"),
-                      rerun.stderr)
+        XCTAssertTrue(
+            rerun.stderr.contains("\(output) is already complete (2.0 MiB, the same as the server's): nothing to do"),
+            rerun.stderr)
         assertOnlyHEAD("a")
         let json = try CLI.run(["--json", "-o", output, server.url("a")], in: directory)
         XCTAssertEqual(json.status, 0, json.stderr)
@@ -173,7 +179,8 @@ final class RerunTests: EndToEndTestCase {
         XCTAssertEqual(attribute("user.xdg.origin.url", of: output), url)
         let record = try XCTUnwrap(attribute("user.rangeget", of: output))
         XCTAssertTrue(record.hasPrefix(resource.etag! + "\n" + defaultLastModifiedHeader + "\n"), record)
-        XCTAssertNotNil(record.split(separator: "\n").last.flatMap { UInt64($0, radix: 16) }, "a stamp of 16 hex digits: \(record)")
+        XCTAssertNotNil(
+            record.split(separator: "\n").last.flatMap { UInt64($0, radix: 16) }, "a stamp of 16 hex digits: \(record)")
         XCTAssertEqual(record.split(separator: "\n").last?.count, 16, record)
         XCTAssertNil(attribute("user.rangeget.part", of: output), "no mark of earlier versions")
         XCTAssertFalse(try String(contentsOfFile: output, encoding: .isoLatin1).contains("secret"))
@@ -183,7 +190,8 @@ final class RerunTests: EndToEndTestCase {
 
         // A record written by hand proves nothing: setting it changes the file's change time.
         sleep(2)
-        try setAttribute("user.rangeget", to: "\"v2\"\n" + defaultLastModifiedHeader + "\n" + record.suffix(16), of: output)
+        try setAttribute(
+            "user.rangeget", to: "\"v2\"\n" + defaultLastModifiedHeader + "\n" + record.suffix(16), of: output)
         let handMade = try CLI.run(arguments, in: directory)
         XCTAssertEqual(handMade.status, 2, handMade.stderr)
         XCTAssertTrue(handMade.stderr.contains("is not shown to be the server's file"), handMade.stderr)
@@ -197,8 +205,10 @@ final class RerunTests: EndToEndTestCase {
         server.setResource(retagged, at: "f")
         let newer = try CLI.run(arguments, in: directory)
         XCTAssertEqual(newer.status, 2, newer.stderr)
-        XCTAssertTrue(newer.stderr.contains("it was downloaded as of \(defaultLastModifiedHeader) and the server's file is of "
-                                            + "Tue, 02 Jan 2024 00:00:00 GMT"), newer.stderr)
+        XCTAssertTrue(
+            newer.stderr.contains(
+                "it was downloaded as of \(defaultLastModifiedHeader) and the server's file is of "
+                    + "Tue, 02 Jan 2024 00:00:00 GMT"), newer.stderr)
 
         // --force replaces it, and the attributes follow the server.
         let forced = try CLI.run(["--force"] + arguments, in: directory)
@@ -226,10 +236,12 @@ final class RerunTests: EndToEndTestCase {
 
         let refused = try CLI.run(arguments, in: directory)
         XCTAssertEqual(refused.status, 2, refused.stderr)
-        XCTAssertTrue(refused.stderr.contains("\(output) already exists and is not shown to be the server's file (its "
-                                              + "record, from an earlier version of rangeget, cannot show it is unchanged "
-                                              + "since); use --checksum to verify it, or --force to replace it"),
-                      refused.stderr)
+        XCTAssertTrue(
+            refused.stderr.contains(
+                "\(output) already exists and is not shown to be the server's file (its "
+                    + "record, from an earlier version of rangeget, cannot show it is unchanged "
+                    + "since); use --checksum to verify it, or --force to replace it"),
+            refused.stderr)
         let verified = try CLI.run(["--checksum", "sha256=" + (try sha256(of: resource))] + arguments, in: directory)
         XCTAssertEqual(verified.status, 0, verified.stderr)
         XCTAssertTrue(verified.stderr.contains("already complete"), verified.stderr)
@@ -250,8 +262,10 @@ final class RerunTests: EndToEndTestCase {
         server.setResource(retagged, at: "f")
         let refused = try CLI.run(arguments, in: directory)
         XCTAssertEqual(refused.status, 2, refused.stderr, file: file, line: line)
-        XCTAssertTrue(refused.stderr.contains("it was downloaded with ETag \(resource.etag!) and the server's is now \"v2\"); "
-                                              + "use --force to replace it"), refused.stderr, file: file, line: line)
+        XCTAssertTrue(
+            refused.stderr.contains(
+                "it was downloaded with ETag \(resource.etag!) and the server's is now \"v2\"); "
+                    + "use --force to replace it"), refused.stderr, file: file, line: line)
         return retagged
     }
 
@@ -272,7 +286,9 @@ final class RerunTests: EndToEndTestCase {
         assertSameBytes(output, resource)
         XCTAssertNil(attribute("user.rangeget.part", of: output))
         XCTAssertNil(attribute("user.xdg.origin.url", of: output))
-        XCTAssertEqual(attribute("user.rangeget", of: output)?.dropLast(16), resource.etag! + "\n" + defaultLastModifiedHeader + "\n")
+        XCTAssertEqual(
+            attribute("user.rangeget", of: output)?.dropLast(16),
+            resource.etag! + "\n" + defaultLastModifiedHeader + "\n")
     }
 
     /// A finished file whose name is another download's `.part` (here
@@ -323,7 +339,8 @@ final class RerunTests: EndToEndTestCase {
         let half: Int64 = 48 << 10
         var partial = [UInt8](repeating: 0, count: Int(half)) + resource.bytes(in: half..<resource.size)
         XCTAssertTrue(FileManager.default.createFile(atPath: folder + "/named.bin.part", contents: Data(partial)))
-        partial = Array("""
+        partial = Array(
+            """
             {"done":[[\(half),\(resource.size)]],"etag":\(String(reflecting: resource.etag!)),\
             "lastModified":"\(defaultLastModifiedHeader)","size":\(resource.size),"url":"\(server.url("get"))","version":1}
             """.utf8)
@@ -355,8 +372,9 @@ final class RerunTests: EndToEndTestCase {
     private func setAttribute(_ name: String, to value: String, of path: String) throws {
         let bytes = Array(value.utf8)
         guard Attributes.set(path, name, bytes, bytes.count, 0) == 0 else {
-            throw AttributeError(description: "cannot set \(name) on \(path) (\(String(cString: strerror(errno)))): "
-                                 + "the test directory needs a file system with user extended attributes")
+            throw AttributeError(
+                description: "cannot set \(name) on \(path) (\(String(cString: strerror(errno)))): "
+                    + "the test directory needs a file system with user extended attributes")
         }
     }
 

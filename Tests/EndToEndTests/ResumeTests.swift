@@ -6,15 +6,16 @@ import XCTest
 
 final class ResumeTests: EndToEndTestCase {
     private let size: Int64 = 24 << 20
-    private let rate = 2 << 20          // per connection
+    private let rate = 2 << 20 // per connection
     private let connections = 4
 
     /// Starts a throttled download and returns it once the manifest records progress.
     private func startThrottled(_ output: String) throws -> Child {
         server.setRatePerConnection(rate)
         let child = try launch(["-q", "-n", "\(connections)", "-o", output, server.url("f")])
-        XCTAssertTrue(wait(timeout: 20) { ManifestFile.doneBytes(output + ".part.json") >= 4 << 20 },
-                      "a checkpoint recorded progress")
+        XCTAssertTrue(
+            wait(timeout: 20) { ManifestFile.doneBytes(output + ".part.json") >= 4 << 20 },
+            "a checkpoint recorded progress")
         return child
     }
 
@@ -115,8 +116,9 @@ final class ResumeTests: EndToEndTestCase {
             XCTAssertNotNil(requestedRange(request.rangeHeader), "a ranged GET: \(request)")
             XCTAssertEqual(request.ifRangeHeader, resource.etag, "every request carries If-Range: \(request)")
         }
-        XCTAssertFalse(requests.contains { requestedRange($0.rangeHeader)?.lowerBound == 0 },
-                       "no opening request for byte 0, which is on disk")
+        XCTAssertFalse(
+            requests.contains { requestedRange($0.rangeHeader)?.lowerBound == 0 },
+            "no opening request for byte 0, which is on disk")
     }
 
     /// A resume sends no opening request, so the server's wait is not known
@@ -126,7 +128,9 @@ final class ResumeTests: EndToEndTestCase {
         let resource = Resource.generated(size: size, seed: 29)
         try interruptAndResume(resource, arguments: ["--min-split", "256K"])
         let (reserve, pieces) = lastSplits(4, of: size, split: 256 << 10)
-        let asked = server.requestedRanges.filter { reserve.contains($0.lowerBound) }.sorted { $0.lowerBound < $1.lowerBound }
+        let asked = server.requestedRanges.filter { reserve.contains($0.lowerBound) }.sorted {
+            $0.lowerBound < $1.lowerBound
+        }
         XCTAssertEqual(asked, pieces, "\(server.requestedRanges)")
     }
 
@@ -139,9 +143,11 @@ final class ResumeTests: EndToEndTestCase {
         try interruptAndResume(resource, arguments: ["--min-split", "256K"])
         let split: Int64 = 256 << 10
         let reserve = lastSplits(4, of: size, split: split).all
-        XCTAssertTrue(server.requestedRanges.contains(reserve), "the reserve asked as one piece: \(server.requestedRanges)")
-        XCTAssertFalse(server.requestedRanges.contains { reserve.contains($0.lowerBound) && $0.count == split },
-                       "\(server.requestedRanges)")
+        XCTAssertTrue(
+            server.requestedRanges.contains(reserve), "the reserve asked as one piece: \(server.requestedRanges)")
+        XCTAssertFalse(
+            server.requestedRanges.contains { reserve.contains($0.lowerBound) && $0.count == split },
+            "\(server.requestedRanges)")
     }
 
     /// Without an ETag, Last-Modified is the If-Range validator, and still no probe goes first.
@@ -153,7 +159,8 @@ final class ResumeTests: EndToEndTestCase {
         XCTAssertFalse(requests.contains { $0.method == "HEAD" }, "no HEAD probe")
         XCTAssertFalse(requests.isEmpty)
         for request in requests {
-            XCTAssertNotNil(request.ifRangeHeader.flatMap { $0.hasSuffix("GMT") ? $0 : nil }, "If-Range is a date: \(request)")
+            XCTAssertNotNil(
+                request.ifRangeHeader.flatMap { $0.hasSuffix("GMT") ? $0 : nil }, "If-Range is a date: \(request)")
         }
     }
 

@@ -17,8 +17,11 @@ final class SchedulingTests: EndToEndTestCase {
         server.setFaults([FaultRule(.stallAfter(256 << 10), when: .nthRequest(3))])
         let output = path("f")
         let started = Date()
-        let run = try CLI.run(["-q", "--json", "-n", "4", "--min-split", "256K", "--stall-timeout", "60", "-o", output,
-                               server.url("f")], in: directory, timeout: 50)
+        let run = try CLI.run(
+            [
+                "-q", "--json", "-n", "4", "--min-split", "256K", "--stall-timeout", "60", "-o", output,
+                server.url("f")
+            ], in: directory, timeout: 50)
         XCTAssertEqual(run.status, 0, run.stderr)
         XCTAssertLessThan(Date().timeIntervalSince(started), 30, "did not wait for the 60 s stall timeout")
         assertSameBytes(output, resource)
@@ -35,8 +38,11 @@ final class SchedulingTests: EndToEndTestCase {
         server.setFaults([FaultRule(.hang, when: .nthRequest(3))])
         let output = path("f")
         let started = Date()
-        let run = try CLI.run(["-q", "-n", "4", "--min-split", "256K", "--stall-timeout", "60", "-o", output,
-                               server.url("f")], in: directory, timeout: 50)
+        let run = try CLI.run(
+            [
+                "-q", "-n", "4", "--min-split", "256K", "--stall-timeout", "60", "-o", output,
+                server.url("f")
+            ], in: directory, timeout: 50)
         XCTAssertEqual(run.status, 0, run.stderr)
         XCTAssertLessThan(Date().timeIntervalSince(started), 30, "did not wait for the 60 s stall timeout")
         assertSameBytes(output, resource)
@@ -58,8 +64,9 @@ final class SchedulingTests: EndToEndTestCase {
         server.setFaults([FaultRule(.delay(milliseconds: 3000), when: .rangeStart(late.start))])
         let before = server.statistics.requests.count
         let output = path("f")
-        let run = try CLI.run(["-q", "-n", "2", "--min-split", "256K", "-o", output, server.url("f")],
-                              in: directory, timeout: 60)
+        let run = try CLI.run(
+            ["-q", "-n", "2", "--min-split", "256K", "-o", output, server.url("f")],
+            in: directory, timeout: 60)
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(output, resource)
         let asked = server.requestedRanges.dropFirst(before).filter { $0.lowerBound == late.start }
@@ -72,8 +79,9 @@ final class SchedulingTests: EndToEndTestCase {
         server.setFaults([FaultRule(.stallAfter(1000), when: .nthRequest(2))])
         let output = path("f")
         // One connection: nobody can steal, so only the stall timeout can rescue it.
-        let run = try CLI.run(["-q", "--json", "-n", "1", "--stall-timeout", "1", "-o", output, server.url("f")],
-                              in: directory, timeout: 30)
+        let run = try CLI.run(
+            ["-q", "--json", "-n", "1", "--stall-timeout", "1", "-o", output, server.url("f")],
+            in: directory, timeout: 30)
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(output, resource)
         XCTAssertGreaterThanOrEqual(try run.jsonObject()["retries"] as? Int ?? 0, 1)
@@ -89,8 +97,11 @@ final class SchedulingTests: EndToEndTestCase {
         server.setRatePerConnection(1 << 20)
         healthy.setRatePerConnection(2 << 20)
         let output = path("f")
-        let run = try CLI.run(["-q", "--use-head", "--json", "-n", "4", "--min-split", "256K", "--retry-wait", "0.05",
-                               "-o", output, server.url("f"), healthy.url("f")], in: directory, timeout: 60)
+        let run = try CLI.run(
+            [
+                "-q", "--use-head", "--json", "-n", "4", "--min-split", "256K", "--retry-wait", "0.05",
+                "-o", output, server.url("f"), healthy.url("f")
+            ], in: directory, timeout: 60)
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(output, resource)
         let mirrors = try XCTUnwrap(try run.jsonObject()["mirrors"] as? [[String: Any]])
@@ -112,13 +123,15 @@ final class SchedulingTests: EndToEndTestCase {
         XCTAssertTrue(run.stderr.contains("dropping mirror"), run.stderr)
         let mirrors = try XCTUnwrap(try run.jsonObject()["mirrors"] as? [[String: Any]])
         XCTAssertTrue((mirrors[1]["dropped"] as? String)?.contains("size") == true, "\(mirrors)")
-        XCTAssertEqual(other.statistics.requests.filter { $0.method == "GET" && $0.rangeHeader != "bytes=0-0" }.count, 0,
-                       "no data was taken from the disagreeing mirror")
+        XCTAssertEqual(
+            other.statistics.requests.filter { $0.method == "GET" && $0.rangeHeader != "bytes=0-0" }.count, 0,
+            "no data was taken from the disagreeing mirror")
     }
 
     func testAllMirrorsDeadFailsWithExitOne() throws {
-        let run = try CLI.run(["-q", "--retries", "1", "-o", path("f"), server.url("absent"), server.url("gone")],
-                              in: directory)
+        let run = try CLI.run(
+            ["-q", "--retries", "1", "-o", path("f"), server.url("absent"), server.url("gone")],
+            in: directory)
         XCTAssertEqual(run.status, 1, run.stderr)
     }
 
@@ -131,11 +144,16 @@ final class SchedulingTests: EndToEndTestCase {
             mirror.setRatePerConnection(rate)
         }
         let output = path("f")
-        let run = try CLI.run(["-q", "--json", "-n", "6", "--min-split", "128K", "-o", output,
-                               server.url("f"), medium.url("f"), fast.url("f")], in: directory, timeout: 60)
+        let run = try CLI.run(
+            [
+                "-q", "--json", "-n", "6", "--min-split", "128K", "-o", output,
+                server.url("f"), medium.url("f"), fast.url("f")
+            ], in: directory, timeout: 60)
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(output, resource)
-        let bytes = try XCTUnwrap(try run.jsonObject()["mirrors"] as? [[String: Any]]).map { $0["bytes"] as? Int64 ?? 0 }
+        let bytes = try XCTUnwrap(try run.jsonObject()["mirrors"] as? [[String: Any]]).map {
+            $0["bytes"] as? Int64 ?? 0
+        }
         // At most a race's overlap twice: the end game may race a slow mirror's tail (both sides fetch it).
         XCTAssertGreaterThanOrEqual(bytes.reduce(0, +), 12 << 20, "\(bytes)")
         XCTAssertLessThanOrEqual(bytes.reduce(0, +), (12 << 20) + 2 * (128 << 10), "\(bytes)")
@@ -174,7 +192,8 @@ final class SchedulingTests: EndToEndTestCase {
         let checked = progress.filter { size - $0.bytesDone > enough }
         XCTAssertGreaterThan(checked.count, 5, "enough samples while work remained")
         for sample in checked {
-            XCTAssertEqual(sample.activeConnections, connections, "idle connection with \(size - sample.bytesDone) bytes left")
+            XCTAssertEqual(
+                sample.activeConnections, connections, "idle connection with \(size - sample.bytesDone) bytes left")
         }
         XCTAssertEqual(progress.last?.bytesDone, size)
         XCTAssertLessThanOrEqual(server.statistics.bodyBytesSent, size + size / 20, "stealing refetched little")
@@ -224,16 +243,21 @@ final class SchedulingTests: EndToEndTestCase {
 
         let (reserve, pieces) = lastSplits(4, of: size, split: split)
         let asked = server.requestedRanges.filter { reserve.contains($0.lowerBound) }
-        XCTAssertEqual(asked.sorted { $0.lowerBound < $1.lowerBound }, pieces,
-                       "the last MiB in minimum splits: \(server.requestedRanges)")
-        XCTAssertFalse(server.requestedRanges.contains { $0.lowerBound < reserve.lowerBound && $0.upperBound > reserve.lowerBound },
-                       "no piece of the first split runs into the reserve")
+        XCTAssertEqual(
+            asked.sorted { $0.lowerBound < $1.lowerBound }, pieces,
+            "the last MiB in minimum splits: \(server.requestedRanges)")
+        XCTAssertFalse(
+            server.requestedRanges.contains {
+                $0.lowerBound < reserve.lowerBound && $0.upperBound > reserve.lowerBound
+            },
+            "no piece of the first split runs into the reserve")
         // Each reserved piece started after a piece of the first split (longer than the opening) had finished.
         var finishedBelow = 0
         var reservedStarts: [Int] = []
         for event in events.withLock({ $0 }) {
             switch event {
-            case let .transfer(.pieceFinished(_, written, true)) where written.end <= reserve.lowerBound && written.count > split:
+            case let .transfer(.pieceFinished(_, written, true))
+            where written.end <= reserve.lowerBound && written.count > split:
                 finishedBelow += 1
             case let .transfer(.pieceStarted(_, range, _)) where reserve.contains(range.start):
                 reservedStarts.append(finishedBelow)
@@ -242,7 +266,8 @@ final class SchedulingTests: EndToEndTestCase {
             }
         }
         XCTAssertEqual(reservedStarts.count, 4)
-        XCTAssertTrue(reservedStarts.allSatisfy { $0 > 0 }, "reserved pieces started only at the end: \(reservedStarts)")
+        XCTAssertTrue(
+            reservedStarts.allSatisfy { $0 > 0 }, "reserved pieces started only at the end: \(reservedStarts)")
         XCTAssertLessThanOrEqual(server.statistics.bodyBytesSent, size + size / 20, "the reserve is fetched once")
     }
 
@@ -264,12 +289,15 @@ final class SchedulingTests: EndToEndTestCase {
         options.connections = 4
         options.minimumSplit = split
         let pieces = try firstSplitPieces(options)
-        let (late, stalling) = try ((0...1).map { try XCTUnwrap(pieces[$0]) }, (2...3).map { try XCTUnwrap(pieces[$0]) })
+        let (late, stalling) = try (
+            (0...1).map { try XCTUnwrap(pieces[$0]) }, (2...3).map { try XCTUnwrap(pieces[$0]) }
+        )
         XCTAssertTrue(stalling.allSatisfy { $0.count > 2 * split }, "\(stalling)")
-        server.setFaults(late.map { FaultRule(.delay(milliseconds: 1300), when: .rangeStart($0.start)) } + [
-            FaultRule(.stallAfter(stalling[0].count - 2 * split), when: .rangeStart(stalling[0].start)),
-            FaultRule(.stallAfter(stalling[1].count - split / 2), when: .rangeStart(stalling[1].start)),
-        ])
+        server.setFaults(
+            late.map { FaultRule(.delay(milliseconds: 1300), when: .rangeStart($0.start)) } + [
+                FaultRule(.stallAfter(stalling[0].count - 2 * split), when: .rangeStart(stalling[0].start)),
+                FaultRule(.stallAfter(stalling[1].count - split / 2), when: .rangeStart(stalling[1].start))
+            ])
 
         let download = Download(url: server.url("f"), destination: .file(path("f")), options: options)
         let stolen = Mutex(0)
@@ -300,14 +328,19 @@ final class SchedulingTests: EndToEndTestCase {
         let resource = serveReserveFile(seed: 78)
         server.setLatency(0.05)
         let output = path("f")
-        let run = try CLI.run(["-q", "-n", "4", "--min-split", "256K", "-o", output, server.url("f")], in: directory, timeout: 30)
+        let run = try CLI.run(
+            ["-q", "-n", "4", "--min-split", "256K", "-o", output, server.url("f")], in: directory, timeout: 30)
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(output, resource)
         let reserve = lastSplits(4, of: size, split: split).all
-        XCTAssertTrue(server.requestedRanges.contains { $0.lowerBound < reserve.lowerBound && $0.upperBound > reserve.lowerBound },
-                      "a piece of the first split runs into the last MiB: \(server.requestedRanges)")
-        XCTAssertFalse(server.requestedRanges.contains { reserve.contains($0.lowerBound) && $0.count == split },
-                       "no minimum split of it asked alone: \(server.requestedRanges)")
+        XCTAssertTrue(
+            server.requestedRanges.contains {
+                $0.lowerBound < reserve.lowerBound && $0.upperBound > reserve.lowerBound
+            },
+            "a piece of the first split runs into the last MiB: \(server.requestedRanges)")
+        XCTAssertFalse(
+            server.requestedRanges.contains { reserve.contains($0.lowerBound) && $0.count == split },
+            "no minimum split of it asked alone: \(server.requestedRanges)")
     }
 }
 
@@ -318,7 +351,8 @@ final class SharedLoopConnectionTests: EndToEndTestCase {
     /// large file then 3 small ones, at 2 MiB/s per connection; checks the
     /// exit status and the large file, and returns the per-file summaries.
     private func runList(largeSize: Int64, seed: UInt64, _ arguments: [String]) throws
-        -> (files: [[String: Any]], small: [Resource]) {
+        -> (files: [[String: Any]], small: [Resource])
+    {
         let large = Resource.generated(size: largeSize, seed: seed)
         server.setResource(large, at: "large.bin")
         let small = (1...3).map { Resource.generated(size: 100_000, seed: seed + UInt64($0)) }
@@ -327,14 +361,17 @@ final class SharedLoopConnectionTests: EndToEndTestCase {
         let list = ([server.url("large.bin")] + small.indices.map { server.url("s\($0).bin") }).joined(separator: "\n")
         _ = FileManager.default.createFile(atPath: path("list"), contents: Data(list.utf8))
         try FileManager.default.createDirectory(atPath: path("out"), withIntermediateDirectories: true)
-        let run = try CLI.run(["-q", "--json"] + arguments + ["-d", path("out"), "-i", path("list")],
-                              in: directory, timeout: 60)
+        let run = try CLI.run(
+            ["-q", "--json"] + arguments + ["-d", path("out"), "-i", path("list")],
+            in: directory, timeout: 60)
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(path("out/large.bin"), large)
         // The large file's object first (the lines come in the order the files ended).
         let files = try run.jsonLines().files
-        return (files.filter { ($0["file"] as? String)?.hasSuffix("large.bin") == true }
-                    + files.filter { ($0["file"] as? String)?.hasSuffix("large.bin") != true }, small)
+        return (
+            files.filter { ($0["file"] as? String)?.hasSuffix("large.bin") == true }
+                + files.filter { ($0["file"] as? String)?.hasSuffix("large.bin") != true }, small
+        )
     }
 
     /// 1 x 8 MiB and 3 small files over `-n 4` at 2 MiB/s per connection: a
@@ -365,15 +402,19 @@ final class SharedLoopConnectionTests: EndToEndTestCase {
         server.setResource(large, at: "large.bin")
         server.setRatePerConnection(2 << 20)
         // bad.bin's first request is answered, the rest get 503 (each after 0.1 s, so large.bin has begun).
-        let busy = RangeServer(configuration: .init(latency: 0.1, faults: [FaultRule(.status(503, retryAfter: 2), when: .fromRequest(2))]))
+        let busy = RangeServer(
+            configuration: .init(latency: 0.1, faults: [FaultRule(.status(503, retryAfter: 2), when: .fromRequest(2))]))
         try busy.start()
         defer { busy.stop() }
         busy.setResource(Resource.generated(size: 2 << 20, seed: 96), at: "bad.bin")
         let list = [busy.url("bad.bin"), server.url("large.bin")].joined(separator: "\n")
         _ = FileManager.default.createFile(atPath: path("list"), contents: Data(list.utf8))
         try FileManager.default.createDirectory(atPath: path("out"), withIntermediateDirectories: true)
-        let run = try CLI.run(["-q", "--json", "-n", "4", "--min-split", "256K", "--retries", "1", "-d", path("out"),
-                               "-i", path("list")], in: directory, timeout: 60)
+        let run = try CLI.run(
+            [
+                "-q", "--json", "-n", "4", "--min-split", "256K", "--retries", "1", "-d", path("out"),
+                "-i", path("list")
+            ], in: directory, timeout: 60)
         XCTAssertNotEqual(run.status, 0, "bad.bin fails")
         assertSameBytes(path("out/large.bin"), large)
         let files = try run.jsonLines().files
@@ -399,7 +440,8 @@ final class SharedLoopConnectionTests: EndToEndTestCase {
         let list = [busy.url("bad.bin"), server.url("large.bin")].joined(separator: "\n")
         _ = FileManager.default.createFile(atPath: path("list"), contents: Data(list.utf8))
         try FileManager.default.createDirectory(atPath: path("out"), withIntermediateDirectories: true)
-        let child = try launch(["-q", "--json", "-n", "4", "--min-split", "256K", "-d", path("out"), "-i", path("list")])
+        let child = try launch(["-q", "--json", "-n", "4", "--min-split", "256K", "-d", path("out"), "-i", path("list")]
+        )
         let largeDone = wait(timeout: 20) {
             ((try? String(contentsOf: child.stdoutURL, encoding: .utf8)) ?? "").contains("large.bin")
         }
@@ -468,8 +510,9 @@ final class SharedLoopConnectionTests: EndToEndTestCase {
         }
         assertSameBytes(result.path, resource)
         let stalled = try XCTUnwrap(server.requestedRanges.dropFirst().first, "the second request")
-        XCTAssertTrue(steals.withLock { $0 }.contains(ByteRange(stalled.lowerBound + (64 << 10), stalled.upperBound)),
-                      "the stalled transfer's whole rest was taken over: \(steals.withLock { $0 }), stalled \(stalled)")
+        XCTAssertTrue(
+            steals.withLock { $0 }.contains(ByteRange(stalled.lowerBound + (64 << 10), stalled.upperBound)),
+            "the stalled transfer's whole rest was taken over: \(steals.withLock { $0 }), stalled \(stalled)")
         XCTAssertEqual(loop.peakConnectionsInUse, 2, "the download wanted 3: the loop's limit of 2 bound it")
         XCTAssertEqual(loop.slotsTaken, 0, "every slot taken was given back")
     }
@@ -486,7 +529,8 @@ final class SharedLoopConnectionTests: EndToEndTestCase {
         loop.recycleConnections(upTo: 4)
         let options = DownloadOptions()
         for index in 0..<count {
-            let url = index % 3 == 0
+            let url =
+                index % 3 == 0
                 ? server.url("f\(index)").replacingOccurrences(of: "http://", with: "http://u\(index):p\(index)@")
                 : server.url("f\(index)")
             let download = session.download(from: url, to: .file(path("f\(index)")), options: options)

@@ -27,7 +27,9 @@ final class SessionTests: EndToEndTestCase {
     /// each entry was told its events and its end.
     func testAListOfSixFilesThroughOneSessionKeepsToItsConnections() async throws {
         // Slow enough per connection that the files overlap and want more than 8 connections together.
-        let resources = serveSlowly([3 << 20, 2 << 20, 1 << 20, 512 << 10, 3 << 20, 64 << 10], seed: 3800) { "f\($0).bin" }
+        let resources = serveSlowly([3 << 20, 2 << 20, 1 << 20, 512 << 10, 3 << 20, 64 << 10], seed: 3800) {
+            "f\($0).bin"
+        }
         let session = DownloadSession(configuration: .init(connections: 8))
         var options = DownloadOptions()
         options.connections = 8
@@ -37,11 +39,13 @@ final class SessionTests: EndToEndTestCase {
         let sockets = ClientSockets(toPort: server.port)
         let started = Mutex(Set<Int>())
         let ended = Mutex([Int: Result<DownloadResult, DownloadError>]())
-        let summary = await list.run(onEvent: { index, event in
-            if case .probed = event { started.withLock { _ = $0.insert(index) } }
-        }, onEnd: { index, result in
-            ended.withLock { $0[index] = result }
-        })
+        let summary = await list.run(
+            onEvent: { index, event in
+                if case .probed = event { started.withLock { _ = $0.insert(index) } }
+            },
+            onEnd: { index, result in
+                ended.withLock { $0[index] = result }
+            })
         XCTAssertEqual([summary.entries, summary.started, summary.complete, summary.alreadyComplete], [6, 6, 6, 0])
         XCTAssertEqual(summary.failed, [])
         XCTAssertFalse(summary.stopped)
@@ -67,8 +71,9 @@ final class SessionTests: EndToEndTestCase {
     func testTheCommandsListKeepsToItsConnectionsAndReportsHowManyItOpened() throws {
         let resources = serveSlowly((0..<6).map { Int64(1 + $0) << 19 }, seed: 3810) { "g\($0)" }
         let list = path("list.txt")
-        try resources.indices.map { server.url("g\($0)") }.joined(separator: "\n").write(toFile: list, atomically: true,
-                                                                                         encoding: .utf8)
+        try resources.indices.map { server.url("g\($0)") }.joined(separator: "\n").write(
+            toFile: list, atomically: true,
+            encoding: .utf8)
         let out = path("out")
         let sockets = ClientSockets(toPort: server.port, othersOnly: true)
         let run = try CLI.run(["-n", "8", "--min-split", "256K", "--json", "-d", out, "-i", list], in: directory)
@@ -92,7 +97,8 @@ final class SessionTests: EndToEndTestCase {
         options.connections = 3
         options.minimumSplit = 256 << 10
         let downloads = resources.indices.map { index in
-            session.download(from: URL(string: server.url("s\(index)"))!, to: .file(path("s\(index)")), options: options)
+            session.download(
+                from: URL(string: server.url("s\(index)"))!, to: .file(path("s\(index)")), options: options)
         }
         let sockets = ClientSockets(toPort: server.port)
         let results = try await withThrowingTaskGroup(of: (Int, DownloadResult).self) { group in
@@ -128,7 +134,8 @@ final class SessionTests: EndToEndTestCase {
             options.probeWithHead = index.isMultiple(of: 2)
             return session.download(from: server.url("t\(index)"), to: .file(path("t\(index)")), options: options)
         }
-        XCTAssertTrue(LibraryThreads.waitForNone(within: 5), "earlier tests' threads ended: \(LibraryThreads.current())")
+        XCTAssertTrue(
+            LibraryThreads.waitForNone(within: 5), "earlier tests' threads ended: \(LibraryThreads.current())")
         let threads = LibraryThreads()
         let paused = downloads[1]
         let pausedOnce = Task {
@@ -193,19 +200,22 @@ final class SessionTests: EndToEndTestCase {
         XCTAssertEqual(listFile.entries.map(\.output), [nil, "renamed.bin", nil])
         XCTAssertEqual(listFile.problems.map(\.line), [2])
         var options = DownloadOptions()
-        options.checksumList = try Checksum.list(parsing: """
-            \(try sha256(of: good))  good.bin
-            \(String(repeating: "0", count: 64))  renamed.bin
-            """)
+        options.checksumList = try Checksum.list(
+            parsing: """
+                \(try sha256(of: good))  good.bin
+                \(String(repeating: "0", count: 64))  renamed.bin
+                """)
         let out = path("missing/nested")
         let summary = await DownloadSession().list(listFile.entries, into: out, options: options).run()
         XCTAssertEqual(summary.complete, 2, "the good file, and its second entry, found complete")
         XCTAssertEqual(summary.alreadyComplete, 1)
         XCTAssertEqual(summary.failed, [1], "the file whose digest differs")
         assertSameBytes(out + "/good.bin", good)
-        XCTAssertFalse(FileManager.default.fileExists(atPath: out + "/renamed.bin"), "a file that failed its check has no name")
-        XCTAssertEqual(server.statistics.requests(to: "good.bin").filter { $0.method == "GET" && $0.bodyBytesSent > 0 }
-            .reduce(0) { $0 + $1.bodyBytesSent }, good.size, "the file listed twice was fetched once")
+        XCTAssertFalse(
+            FileManager.default.fileExists(atPath: out + "/renamed.bin"), "a file that failed its check has no name")
+        XCTAssertEqual(
+            server.statistics.requests(to: "good.bin").filter { $0.method == "GET" && $0.bodyBytesSent > 0 }
+                .reduce(0) { $0 + $1.bodyBytesSent }, good.size, "the file listed twice was fetched once")
         XCTAssertThrowsError(try Checksum.list(parsing: "abc  x\n")) { error in
             XCTAssertEqual(error as? DownloadError, .usage("checksum file line 1: expected 'HEX  NAME'"))
         }
@@ -220,8 +230,9 @@ final class SessionTests: EndToEndTestCase {
         var options = DownloadOptions()
         options.connections = 2
         let list = DownloadSession(configuration: .init(connections: 2))
-            .list(resources.indices.map { DownloadList.Entry(urls: [server.url("t\($0)")]) }, into: directory,
-                  options: options, jobs: 1)
+            .list(
+                resources.indices.map { DownloadList.Entry(urls: [server.url("t\($0)")]) }, into: directory,
+                options: options, jobs: 1)
         let task = Task { await list.run() }
         XCTAssertTrue(wait(timeout: 10) { server.statistics.bodyBytesSent > 256 << 10 }, "the first file is under way")
         task.cancel()
@@ -229,26 +240,30 @@ final class SessionTests: EndToEndTestCase {
         XCTAssertTrue(summary.stopped)
         XCTAssertEqual(summary.complete, 0)
         XCTAssertLessThan(summary.started, 4, "no file started after the stop")
-        XCTAssertTrue(FileManager.default.fileExists(atPath: path("t0.part")), "the first file's partial download is kept")
+        XCTAssertTrue(
+            FileManager.default.fileExists(atPath: path("t0.part")), "the first file's partial download is kept")
     }
 
     /// The README's list example is Examples/list, word for word, and it
     /// works: six files through one session of 8 connections, every file
     /// right, never a ninth socket.
     func testTheReadmesListExampleIsTheExampleProgramAndItWorks() throws {
-        let source = try String(contentsOf: CLI.repositoryRoot.appendingPathComponent("Examples/list/main.swift"),
-                                encoding: .utf8)
+        let source = try String(
+            contentsOf: CLI.repositoryRoot.appendingPathComponent("Examples/list/main.swift"),
+            encoding: .utf8)
         let begin = try XCTUnwrap(source.range(of: "// README: begin\n"))
         let end = try XCTUnwrap(source.range(of: "// README: end\n"))
         let readme = try String(contentsOf: CLI.repositoryRoot.appendingPathComponent("README.md"), encoding: .utf8)
-        XCTAssertTrue(readme.contains(String(source[begin.upperBound..<end.lowerBound])),
-                      "README.md shows Examples/list/main.swift between its README markers")
+        XCTAssertTrue(
+            readme.contains(String(source[begin.upperBound..<end.lowerBound])),
+            "README.md shows Examples/list/main.swift between its README markers")
         let resources = (0..<6).map { Resource.generated(size: Int64(1 + $0) << 19, seed: 3860 + UInt64($0)) }
         for (index, resource) in resources.enumerated() { server.setResource(resource, at: "e\(index).bin") }
         server.setRatePerConnection(2 << 20)
         let sockets = ClientSockets(toPort: server.port)
-        let run = try CLI.run([path("files")] + resources.indices.map { server.url("e\($0).bin") }, in: directory,
-                              timeout: 60, executable: CLI.listExample)
+        let run = try CLI.run(
+            [path("files")] + resources.indices.map { server.url("e\($0).bin") }, in: directory,
+            timeout: 60, executable: CLI.listExample)
         XCTAssertEqual(run.status, 0, run.stdout + run.stderr)
         XCTAssertLessThanOrEqual(sockets.stop(), 8)
         for (index, resource) in resources.enumerated() { assertSameBytes(path("files/e\(index).bin"), resource) }

@@ -50,10 +50,11 @@ final class SoakTests: EndToEndTestCase {
         for index in 0..<runs {
             try soak(SoakPlan(seed: firstSeed &+ index), tally: &tally)
         }
-        print("soak: \(runs) runs, seeds \(firstSeed) to \(firstSeed &+ runs &- 1), in \(Int(Date().timeIntervalSince(started))) s: "
-              + "\(tally.complete) complete, \(tally.failed) failed cleanly (\(tally.healed) of them completed once "
-              + "the faults were gone), \(tally.broken) broke an invariant; slowest run \(String(format: "%.1f", tally.slowest)) s "
-              + "(\(Int(tally.closest * 100))% of its time)")
+        print(
+            "soak: \(runs) runs, seeds \(firstSeed) to \(firstSeed &+ runs &- 1), in \(Int(Date().timeIntervalSince(started))) s: "
+                + "\(tally.complete) complete, \(tally.failed) failed cleanly (\(tally.healed) of them completed once "
+                + "the faults were gone), \(tally.broken) broke an invariant; slowest run \(String(format: "%.1f", tally.slowest)) s "
+                + "(\(Int(tally.closest * 100))% of its time)")
     }
 
     // MARK: One run
@@ -91,7 +92,7 @@ final class SoakTests: EndToEndTestCase {
         try FileManager.default.createDirectory(atPath: runDirectory + "/out", withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: runDirectory) }
         let stage = try start(plan, in: runDirectory)
-        defer { stage.servers.forEach { $0.stop() } }
+        defer { for server in stage.servers { server.stop() } }
         var reproduction = reproduction(plan, stage)
 
         let first = try invoke(stage.arguments, in: runDirectory, timeout: plan.timeout)
@@ -101,19 +102,22 @@ final class SoakTests: EndToEndTestCase {
         var problems = check(first, plan, in: runDirectory)
         let kept = plan.files.map { saved(runDirectory + "/out/" + $0.name, $0, plan) }
         for (file, saved) in zip(plan.files, kept) where !first.hung && saved != .whole {
-            if let reason = plan.mustComplete(file) { problems.append("\(file.name) must complete (\(reason)), yet it failed") }
+            if let reason = plan.mustComplete(file) {
+                problems.append("\(file.name) must complete (\(reason)), yet it failed")
+            }
         }
         var healed = false
         // A file a lying total cut short is complete for rangeget: no rerun.
         if first.run.status != 0 && problems.isEmpty && plan.healsAfterFailure && !kept.contains(.shortened) {
-            stage.servers.forEach { $0.setFaults([]) }
+            for server in stage.servers { server.setFaults([]) }
             let again = try invoke(stage.arguments, in: runDirectory, timeout: plan.timeout)
             reproduction += "\nthen without the faults, the same command: " + describe(again, timeout: plan.timeout)
             problems += check(again, plan, in: runDirectory).map { "without the faults: " + $0 }
             healed = again.run.status == 0
             if !healed && !again.hung {
-                problems.append("without the faults: the same command failed again (exit \(again.run.status)): "
-                                + "what the failed run kept does not resume")
+                problems.append(
+                    "without the faults: the same command failed again (exit \(again.run.status)): "
+                        + "what the failed run kept does not resume")
             }
         }
         switch (problems.isEmpty, first.run.status) {
@@ -123,7 +127,8 @@ final class SoakTests: EndToEndTestCase {
         }
         if healed && problems.isEmpty { tally.healed += 1 }
         guard !problems.isEmpty else { return }
-        XCTFail("soak seed \(plan.seed) (replay: RANGEGET_SOAK_SEED=\(plan.seed) RANGEGET_SOAK_RUNS=1 "
+        XCTFail(
+            "soak seed \(plan.seed) (replay: RANGEGET_SOAK_SEED=\(plan.seed) RANGEGET_SOAK_RUNS=1 "
                 + "swift test --skip-build --filter SoakTests):\n"
                 + problems.map { "- " + $0 }.joined(separator: "\n") + "\n" + reproduction)
     }
@@ -140,9 +145,12 @@ final class SoakTests: EndToEndTestCase {
         }
         let urls = plan.files.map { file in file.servers.map { servers[$0].url(file.name) } }
         guard plan.isList else {
-            return Stage(servers: servers, arguments: plan.limits.options + ["-o", "out/" + plan.files[0].name] + urls[0], list: "")
+            return Stage(
+                servers: servers, arguments: plan.limits.options + ["-o", "out/" + plan.files[0].name] + urls[0],
+                list: "")
         }
-        let list = zip(plan.files, urls).map { file, urls in urls.joined(separator: " ") + "\n  out=\(file.name)\n" }.joined()
+        let list = zip(plan.files, urls).map { file, urls in urls.joined(separator: " ") + "\n  out=\(file.name)\n" }
+            .joined()
         try Data(list.utf8).write(to: URL(fileURLWithPath: runDirectory + "/list"))
         return Stage(servers: servers, arguments: plan.limits.options + ["-i", "list", "-d", "out"], list: list)
     }
@@ -174,8 +182,9 @@ final class SoakTests: EndToEndTestCase {
             let lines = ending.run.stderr.split(separator: "\n")
             let most = plan.isList ? plan.files.count : 1
             if lines.isEmpty || lines.count > most || !lines.allSatisfy({ $0.hasPrefix("rangeget: ") }) {
-                problems.append("a failure says why in one line per failed file (at most \(most)), "
-                                + "each 'rangeget: ...'; stderr has \(lines.count)")
+                problems.append(
+                    "a failure says why in one line per failed file (at most \(most)), "
+                        + "each 'rangeget: ...'; stderr has \(lines.count)")
             }
         }
         for file in plan.files {
@@ -226,7 +235,8 @@ final class SoakTests: EndToEndTestCase {
     private func reproduction(_ plan: SoakPlan, _ stage: Stage) -> String {
         var lines = ["servers:"]
         for (planned, server) in zip(plan.servers, stage.servers) {
-            lines.append("  port \(server.port): rangeget serve DIR " + planned.serveOptions.map(quoted).joined(separator: " "))
+            lines.append(
+                "  port \(server.port): rangeget serve DIR " + planned.serveOptions.map(quoted).joined(separator: " "))
         }
         lines.append("files (generated content, as Resource.generated(size:seed:) makes it):")
         for file in plan.files {
@@ -242,7 +252,8 @@ final class SoakTests: EndToEndTestCase {
 
     private func describe(_ ending: Ending, timeout: Double) -> String {
         let stderr = ending.run.stderr.split(separator: "\n").prefix(8).map { "  | " + $0 }.joined(separator: "\n")
-        return "exit \(ending.run.status)\(ending.hung ? " (killed)" : "") after \(String(format: "%.1f", ending.seconds)) s "
+        return
+            "exit \(ending.run.status)\(ending.hung ? " (killed)" : "") after \(String(format: "%.1f", ending.seconds)) s "
             + "of \(Int(timeout)) s; stderr:\n" + stderr
     }
 

@@ -8,9 +8,10 @@
 // ranges, and cancelling the consuming task or leaving its loop early (the
 // one @testable look: whether the window still holds its memory).
 import Foundation
-@testable import RangeGet
 import RangeServer
 import XCTest
+
+@testable import RangeGet
 
 final class StreamTests: EndToEndTestCase {
     /// Serves a generated file of `size` bytes at "f", each connection capped at `rate` when given, with `faults`.
@@ -34,9 +35,12 @@ final class StreamTests: EndToEndTestCase {
     }
 
     /// Runs `rangeget ARGUMENTS` with stdout to a file; its status, the file's path and stderr.
-    private func runToFile(_ arguments: [String], timeout: Double = 60) throws -> (status: Int32, stdout: String, stderr: String) {
+    private func runToFile(_ arguments: [String], timeout: Double = 60) throws -> (
+        status: Int32, stdout: String, stderr: String
+    ) {
         let child = try Child(executable: CLI.binary, arguments: arguments, in: directory)
-        XCTAssertTrue(wait(timeout: timeout) { !child.isRunning }, "rangeget \(arguments) did not finish within \(timeout) s")
+        XCTAssertTrue(
+            wait(timeout: timeout) { !child.isRunning }, "rangeget \(arguments) did not finish within \(timeout) s")
         child.kill9()
         let kept = path("stdout-\(UUID().uuidString)")
         try FileManager.default.copyItem(atPath: child.stdoutURL.path, toPath: kept)
@@ -111,8 +115,10 @@ final class StreamTests: EndToEndTestCase {
     func testASlowReaderHoldsTheFetchingBack() throws {
         let resource = serveFile(size: 64 << 20, seed: 1703)
         let window: Int64 = 4 << 20
-        let (process, handle) = try startPiped(["-q", "-n", "4", "--min-split", "256K", "--window", "4M", "-o", "-",
-                                                server.url("f")])
+        let (process, handle) = try startPiped([
+            "-q", "-n", "4", "--min-split", "256K", "--window", "4M", "-o", "-",
+            server.url("f")
+        ])
         defer { if process.isRunning { process.terminate() } }
         var taken: Int64 = 0
         for _ in 0..<16 {
@@ -134,10 +140,13 @@ final class StreamTests: EndToEndTestCase {
         let wrong = String(repeating: "0", count: 64)
         let failed = try runToFile(["-n", "4", "--checksum", "sha256=\(wrong)", "-o", "-", server.url("f")])
         XCTAssertEqual(failed.status, 3, failed.stderr)
-        XCTAssertTrue(failed.stderr.contains("sha256 of the stream is \(try sha256(of: resource)), expected \(wrong)"),
-                      failed.stderr)
+        XCTAssertTrue(
+            failed.stderr.contains("sha256 of the stream is \(try sha256(of: resource)), expected \(wrong)"),
+            failed.stderr)
         assertSameBytes(failed.stdout, resource)
-        let right = try runToFile(["-n", "4", "--checksum", "sha256=\(try sha256(of: resource))", "-o", "-", server.url("f")])
+        let right = try runToFile([
+            "-n", "4", "--checksum", "sha256=\(try sha256(of: resource))", "-o", "-", server.url("f")
+        ])
         XCTAssertEqual(right.status, 0, right.stderr)
         assertSameBytes(right.stdout, resource)
     }
@@ -146,11 +155,14 @@ final class StreamTests: EndToEndTestCase {
     /// reader waits on it, so a free connection takes its bytes over long
     /// before the stall timeout, without cutting the transfers behind it.
     func testAStallAtTheHeadOfTheWindowIsRecovered() throws {
-        let resource = serveFile(size: 24 << 20, seed: 1705, rate: 16 << 20,
-                                 faults: [FaultRule(.stallAfter(100_000), when: .nthRequest(1))])
+        let resource = serveFile(
+            size: 24 << 20, seed: 1705, rate: 16 << 20,
+            faults: [FaultRule(.stallAfter(100_000), when: .nthRequest(1))])
         let started = Date()
-        let run = try runToFile(["-n", "4", "--min-split", "256K", "--stall-timeout", "10", "--window", "8M", "-o", "-",
-                                 server.url("f")])
+        let run = try runToFile([
+            "-n", "4", "--min-split", "256K", "--stall-timeout", "10", "--window", "8M", "-o", "-",
+            server.url("f")
+        ])
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(run.stdout, resource)
         XCTAssertLessThan(Date().timeIntervalSince(started), 10, "waited for the stall timeout")
@@ -165,8 +177,9 @@ final class StreamTests: EndToEndTestCase {
         let run = try runToFile(["-n", "8", "-o", "-", server.url("f")])
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(run.stdout, resource)
-        XCTAssertEqual(server.statistics.requests.filter { $0.method == "GET" }.count, 1,
-                       "\(server.statistics.requests)")
+        XCTAssertEqual(
+            server.statistics.requests.filter { $0.method == "GET" }.count, 1,
+            "\(server.statistics.requests)")
     }
 
     /// Two mirrors of one file feed one stream: every byte in order, and both served some.
@@ -175,7 +188,9 @@ final class StreamTests: EndToEndTestCase {
         let other = try anotherServer()
         other.setResource(resource, at: "f")
         other.setRatePerConnection(4 << 20)
-        let run = try runToFile(["-n", "6", "--min-split", "256K", "--window", "4M", "-o", "-", server.url("f"), other.url("f")])
+        let run = try runToFile([
+            "-n", "6", "--min-split", "256K", "--window", "4M", "-o", "-", server.url("f"), other.url("f")
+        ])
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(run.stdout, resource)
         XCTAssertGreaterThan(server.statistics.bodyBytesSent, 0)
@@ -184,10 +199,13 @@ final class StreamTests: EndToEndTestCase {
 
     /// Responses cut at random points are retried; the stream still gets every byte once, in order.
     func testCutResponsesAreRetriedWithinTheStream() throws {
-        let resource = serveFile(size: 12 << 20, seed: 1711,
-                                 faults: [FaultRule(.cutAtRandom(seed: 9), when: .probability(0.3, seed: 4))])
-        let run = try runToFile(["-n", "4", "--min-split", "256K", "--window", "4M", "--retry-wait", "0.01", "-o", "-",
-                                 server.url("f")])
+        let resource = serveFile(
+            size: 12 << 20, seed: 1711,
+            faults: [FaultRule(.cutAtRandom(seed: 9), when: .probability(0.3, seed: 4))])
+        let run = try runToFile([
+            "-n", "4", "--min-split", "256K", "--window", "4M", "--retry-wait", "0.01", "-o", "-",
+            server.url("f")
+        ])
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(run.stdout, resource)
     }
@@ -195,8 +213,9 @@ final class StreamTests: EndToEndTestCase {
     /// The file changes after the reader has taken bytes: they cannot be
     /// taken back, so the download fails (exit 3) instead of splicing two versions.
     func testAFileThatChangesAfterBytesWentOutFailsTheStream() throws {
-        let resource = serveFile(size: 16 << 20, seed: 1712, rate: 8 << 20,
-                                 faults: [FaultRule(.changeContent, when: .nthRequest(12))])
+        let resource = serveFile(
+            size: 16 << 20, seed: 1712, rate: 8 << 20,
+            faults: [FaultRule(.changeContent, when: .nthRequest(12))])
         let run = try runToFile(["-n", "4", "--min-split", "256K", "--window", "2M", "-o", "-", server.url("f")])
         XCTAssertEqual(run.status, 3, run.stderr)
         XCTAssertTrue(run.stderr.contains("a stream cannot take them back"), run.stderr)
@@ -299,8 +318,9 @@ final class StreamTests: EndToEndTestCase {
             break
         }
         XCTAssertFalse(stream.window.holdsRing, "the window's memory is still held")
-        XCTAssertTrue(wait(timeout: 5) { stream.download.state == .cancelled(keptResumeState: false) },
-                      "\(stream.download.state)")
+        XCTAssertTrue(
+            wait(timeout: 5) { stream.download.state == .cancelled(keptResumeState: false) },
+            "\(stream.download.state)")
         XCTAssertTrue(wait(timeout: 5) { server.openConnections == 0 }, "connections still open")
         XCTAssertLessThan(server.statistics.bodyBytesSent, 64 << 20, "the transfers went on after the break")
         do {

@@ -1,3 +1,5 @@
+import XCTest
+
 // The list of commands is written once, in Subcommand.all (issue 16: it was
 // written five times, and they disagreed: `rangeget help help` said "no
 // help" for a command dispatch ran, the man page listed the commands in
@@ -5,7 +7,6 @@
 // usage lines). These tests read every place a command is named, in the
 // built binary's output, and check each names the same commands as dispatch.
 @testable import rangeget
-import XCTest
 
 final class SubcommandRegistryTests: EndToEndTestCase {
     /// The words that select a command, as the registry lists them.
@@ -28,7 +29,8 @@ final class SubcommandRegistryTests: EndToEndTestCase {
     /// Dispatch is the registry's: main.swift names no command of its own
     /// (it had a `switch` on the first word beside help's own).
     func testMainDispatchesOnlyThroughTheRegistry() throws {
-        let main = try String(contentsOf: CLI.repositoryRoot.appendingPathComponent("Sources/rangeget/main.swift"), encoding: .utf8)
+        let main = try String(
+            contentsOf: CLI.repositoryRoot.appendingPathComponent("Sources/rangeget/main.swift"), encoding: .utf8)
         let code = main.split(separator: "\n").filter { !$0.hasPrefix("//") }
         XCTAssertTrue(code.contains { $0.contains("Subcommand.selected(by:") }, main)
         XCTAssertFalse(code.contains { $0.contains("\"") }, "no word of its own in main.swift:\n\(main)")
@@ -39,8 +41,10 @@ final class SubcommandRegistryTests: EndToEndTestCase {
     /// and in the message for an unknown COMMAND; and none of them names
     /// a command dispatch does not run.
     func testEveryPlaceThatNamesCommandsNamesTheOnesDispatchRuns() throws {
-        let overview = try CLI.run(["--help"], in: directory).stdout.split(separator: "\n", omittingEmptySubsequences: false)
-            .prefix { !$0.isEmpty }
+        let overview = try CLI.run(["--help"], in: directory).stdout.split(
+            separator: "\n", omittingEmptySubsequences: false
+        )
+        .prefix { !$0.isEmpty }
         let man = try CLI.run(["help", "--man"], in: directory).stdout.split(separator: "\n")
         let bash = try CLI.run(["help", "--completion", "bash"], in: directory).stdout
         let zsh = try CLI.run(["help", "--completion", "zsh"], in: directory).stdout
@@ -59,14 +63,23 @@ final class SubcommandRegistryTests: EndToEndTestCase {
         let places: [(String, [String])] = [
             ("--help's overview", overview.compactMap(commandWord)),
             ("the man page's SYNOPSIS", section(".SH SYNOPSIS", until: ".SH DESCRIPTION").compactMap(commandWord)),
-            ("the man page's sections", section(".SH OPTIONS", until: ".SH LISTS").filter { $0.hasPrefix(".SH ") }
-                .map { $0.dropFirst(4).lowercased() }),
+            (
+                "the man page's sections",
+                section(".SH OPTIONS", until: ".SH LISTS").filter { $0.hasPrefix(".SH ") }
+                    .map { $0.dropFirst(4).lowercased() }
+            ),
             ("bash's branches", bash.matches(of: /\n +([a-z]+)\) words=/).map { String($0.1) }),
-            ("bash's first words", try XCTUnwrap(bash.firstMatch(of: /\n +\*\) words="([^"]*)"/)).1
-                .split(separator: " ").filter { !$0.hasPrefix("-") }.map(String.init)),
+            (
+                "bash's first words",
+                try XCTUnwrap(bash.firstMatch(of: /\n +\*\) words="([^"]*)"/)).1
+                    .split(separator: " ").filter { !$0.hasPrefix("-") }.map(String.init)
+            ),
             ("zsh's branches", zsh.matches(of: /\n +([a-z]+)\) _arguments/).map { String($0.1) }),
-            ("zsh's first words", try XCTUnwrap(zsh.firstMatch(of: /'\*:url or subcommand:\(([^)]*)\)'/)).1
-                .split(separator: " ").map(String.init)),
+            (
+                "zsh's first words",
+                try XCTUnwrap(zsh.firstMatch(of: /'\*:url or subcommand:\(([^)]*)\)'/)).1
+                    .split(separator: " ").map(String.init)
+            )
         ]
         for (place, named) in places {
             XCTAssertEqual(named, names, "\(place) names the commands dispatch runs, in its order")
@@ -96,7 +109,8 @@ final class SubcommandRegistryTests: EndToEndTestCase {
                 .split(separator: " ")
             let zshSpecs = branch(of: label, in: zsh).joined(separator: "\n")
             for option in subcommand.page.options {
-                XCTAssertTrue(bashWords.contains("--" + option.long[...]), "bash's \(label) branch offers --\(option.long)")
+                XCTAssertTrue(
+                    bashWords.contains("--" + option.long[...]), "bash's \(label) branch offers --\(option.long)")
                 XCTAssertTrue(zshSpecs.contains("'--\(option.long)["), "zsh's \(label) branch offers --\(option.long)")
             }
         }

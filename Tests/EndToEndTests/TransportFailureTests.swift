@@ -14,9 +14,11 @@ final class TransportFailureTests: EndToEndTestCase {
     /// Runs `url` through the library and through `rangeget --json`
     /// (`arguments` being the command's words for what `configure` sets),
     /// and checks that both report a network failure of `kind` and no HTTP status.
-    private func assertFails(_ url: String, with kind: TransportFailure, arguments: [String] = [],
-                             configure: (inout DownloadOptions) -> Void = { _ in },
-                             file: StaticString = #filePath, line: UInt = #line) throws {
+    private func assertFails(
+        _ url: String, with kind: TransportFailure, arguments: [String] = [],
+        configure: (inout DownloadOptions) -> Void = { _ in },
+        file: StaticString = #filePath, line: UInt = #line
+    ) throws {
         let run = runLibrary([url], to: path("library")) { options in
             options.retries = 1
             configure(&options)
@@ -28,8 +30,9 @@ final class TransportFailureTests: EndToEndTestCase {
         XCTAssertEqual(run.error?.transportFailure, kind, file: file, line: line)
         XCTAssertNil(run.error?.httpStatus, file: file, line: line)
 
-        let command = try CLI.run(["--json", "--retries", "1", "--retry-wait", "0.01"] + arguments + ["-o", path("command"), url],
-                                  in: directory, timeout: 60)
+        let command = try CLI.run(
+            ["--json", "--retries", "1", "--retry-wait", "0.01"] + arguments + ["-o", path("command"), url],
+            in: directory, timeout: 60)
         XCTAssertEqual(command.status, 1, command.stderr, file: file, line: line)
         let object = try command.jsonObject()
         XCTAssertEqual(object["outcome"] as? String, "failed", command.stdout, file: file, line: line)
@@ -65,7 +68,8 @@ final class TransportFailureTests: EndToEndTestCase {
     func testAServerThatNeverAnswersIsATimeout() throws {
         server.setResource(Resource.generated(size: 1000, seed: 1603), at: "f")
         server.setFaults([FaultRule(.hang)])
-        try assertFails(server.url("f"), with: .timeout, arguments: ["--connect-timeout", "1", "--stall-timeout", "1"]) {
+        try assertFails(server.url("f"), with: .timeout, arguments: ["--connect-timeout", "1", "--stall-timeout", "1"])
+        {
             $0.transfer.connectTimeout = 1
             $0.transfer.stallTimeout = 1
         }

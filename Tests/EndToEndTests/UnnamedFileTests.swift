@@ -30,8 +30,9 @@ final class UnnamedFileTests: EndToEndTestCase {
     private func startHeld(_ resource: Resource, _ extra: [String] = []) throws -> (child: Child, gate: FlushGate) {
         server.setResource(resource, at: "small.bin")
         let started = try launchWithFlushesHeld(["-q"] + extra + ["-o", output, server.url("small.bin")])
-        XCTAssertTrue(wait(timeout: 20) { unnamedFiles(of: started.child.pid).contains { $0.contains("/out/#") } },
-                      "the download never opened a file without a name in out/: \(unnamedFiles(of: started.child.pid))")
+        XCTAssertTrue(
+            wait(timeout: 20) { unnamedFiles(of: started.child.pid).contains { $0.contains("/out/#") } },
+            "the download never opened a file without a name in out/: \(unnamedFiles(of: started.child.pid))")
         return started
     }
 
@@ -62,7 +63,8 @@ final class UnnamedFileTests: EndToEndTestCase {
         let run = child.finish(timeout: 30)
 
         XCTAssertEqual(run.status, 2, run.stderr)
-        XCTAssertTrue(run.stderr.contains("appeared during the download (the data stays in \(output).part)"), run.stderr)
+        XCTAssertTrue(
+            run.stderr.contains("appeared during the download (the data stays in \(output).part)"), run.stderr)
         XCTAssertEqual(try String(contentsOfFile: output, encoding: .utf8), "someone else's")
         assertSameBytes(output + ".part", resource)
         XCTAssertEqual(saved(), ["small.bin", "small.bin.part", "small.bin.part.json"])
@@ -82,15 +84,19 @@ final class UnnamedFileTests: EndToEndTestCase {
         let resource = Resource.generated(size: 16 << 10, seed: 2102)
         server.setResource(resource, at: "small.bin")
         let wrong = String(repeating: "0", count: 64)
-        let failed = try CLI.run(["-q", "--checksum", "sha256=\(wrong)", "-o", output, server.url("small.bin")],
-                                 in: directory)
+        let failed = try CLI.run(
+            ["-q", "--checksum", "sha256=\(wrong)", "-o", output, server.url("small.bin")],
+            in: directory)
         XCTAssertEqual(failed.status, 3, failed.stderr)
         XCTAssertTrue(failed.stderr.contains("the data stays in \(output).part"), failed.stderr)
         assertSameBytes(output + ".part", resource)
         XCTAssertFalse(FileManager.default.fileExists(atPath: output), "nothing unverified under the final name")
 
-        let good = try CLI.run(["-q", "--checksum", "sha256=\(try sha256(of: resource))", "-o", output,
-                                server.url("small.bin")], in: directory)
+        let good = try CLI.run(
+            [
+                "-q", "--checksum", "sha256=\(try sha256(of: resource))", "-o", output,
+                server.url("small.bin")
+            ], in: directory)
         XCTAssertEqual(good.status, 0, good.stderr)
         assertSameBytes(output, resource)
         XCTAssertEqual(saved(), ["small.bin"])
@@ -112,23 +118,35 @@ final class UnnamedFileTests: EndToEndTestCase {
         let live = SystemCalls.live
         let partCreated = Mutex(false)
         let cases: [(name: String, expected: String?, fault: (inout SystemCalls) -> Void)] = [
-            ("no unnamed files", nil, { [output] calls in
-                calls.openUnnamed = { _ in failing(EOPNOTSUPP) }
-                calls.open = { path, flags, mode in
-                    if path == output + ".part.new", flags & O_CREAT != 0 { partCreated.withLock { $0 = true } }
-                    return live.open(path, flags, mode)
+            (
+                "no unnamed files", nil,
+                { [output] calls in
+                    calls.openUnnamed = { _ in failing(EOPNOTSUPP) }
+                    calls.open = { path, flags, mode in
+                        if path == output + ".part.new", flags & O_CREAT != 0 { partCreated.withLock { $0 = true } }
+                        return live.open(path, flags, mode)
+                    }
                 }
-            }),
-            ("pwrite", "cannot write \(output)", { calls in
-                calls.pwrite = { unnamed($0) ? Int(failing(EIO)) : live.pwrite($0, $1, $2, $3) }
-            }),
-            ("fsetxattr", "cannot record the origin of \(output)", { calls in
-                calls.fsetxattr = { unnamed($0) ? failing(EIO) : live.fsetxattr($0, $1, $2) }
-            }),
-            ("fdatasync", "cannot sync \(output)", { calls in
-                calls.fdatasync = { unnamed($0) ? failing(EIO) : live.fdatasync($0) }
-            }),
-            ("linkat", "cannot save \(output)", { $0.linkOpenFile = { _, _ in failing(EIO) } }),
+            ),
+            (
+                "pwrite", "cannot write \(output)",
+                { calls in
+                    calls.pwrite = { unnamed($0) ? Int(failing(EIO)) : live.pwrite($0, $1, $2, $3) }
+                }
+            ),
+            (
+                "fsetxattr", "cannot record the origin of \(output)",
+                { calls in
+                    calls.fsetxattr = { unnamed($0) ? failing(EIO) : live.fsetxattr($0, $1, $2) }
+                }
+            ),
+            (
+                "fdatasync", "cannot sync \(output)",
+                { calls in
+                    calls.fdatasync = { unnamed($0) ? failing(EIO) : live.fdatasync($0) }
+                }
+            ),
+            ("linkat", "cannot save \(output)", { $0.linkOpenFile = { _, _ in failing(EIO) } })
         ]
         for (name, expected, fault) in cases {
             let run = runLibrary([server.url("small.bin")], to: output) { options in
@@ -171,7 +189,8 @@ final class UnnamedFileTests: EndToEndTestCase {
         XCTAssertEqual(good.status, 0, good.stderr)
         assertSameBytes(output, resource)
         XCTAssertEqual(saved(), ["small.bin"])
-        XCTAssertEqual(server.statistics.requests.filter { $0.method == "GET" && $0.headers["range"] != "bytes=0-0" }.count,
-                       fetched, "the kept data was fetched again: \(server.statistics.requests)")
+        XCTAssertEqual(
+            server.statistics.requests.filter { $0.method == "GET" && $0.headers["range"] != "bytes=0-0" }.count,
+            fetched, "the kept data was fetched again: \(server.statistics.requests)")
     }
 }

@@ -45,8 +45,9 @@ final class ZeroRoundTripTests: EndToEndTestCase {
         var covered = RangeSet()
         for range in requests.compactMap({ requestedRange($0.rangeHeader) }) {
             let bytes = ByteRange(range)
-            XCTAssertEqual(covered.byteCount + bytes.count, covered.union(RangeSet([bytes])).byteCount,
-                           "\(bytes) asked twice: \(requests)")
+            XCTAssertEqual(
+                covered.byteCount + bytes.count, covered.union(RangeSet([bytes])).byteCount,
+                "\(bytes) asked twice: \(requests)")
             covered.insert(bytes)
         }
         XCTAssertEqual(covered.ranges, [ByteRange(0, size)])
@@ -94,8 +95,11 @@ final class ZeroRoundTripTests: EndToEndTestCase {
         healthy.setResource(resource, at: "f")
         server.setFaults([FaultRule(.ignoreRange, when: .method("GET"))])
         let output = path("f")
-        let run = try CLI.run(["-q", "--json", "-n", "4", "--min-split", "512K", "--retry-wait", "0.02", "-o", output,
-                               server.url("f"), healthy.url("f")], in: directory, timeout: 60)
+        let run = try CLI.run(
+            [
+                "-q", "--json", "-n", "4", "--min-split", "512K", "--retry-wait", "0.02", "-o", output,
+                server.url("f"), healthy.url("f")
+            ], in: directory, timeout: 60)
         XCTAssertEqual(run.status, 0, run.stderr)
         assertSameBytes(output, resource)
         let mirrors = try XCTUnwrap(try run.jsonObject()["mirrors"] as? [[String: Any]])
@@ -118,7 +122,8 @@ final class ZeroRoundTripTests: EndToEndTestCase {
             XCTAssertNil(run.error, name)
             assertSameBytes(path(name), resource)
             XCTAssertEqual(probe.snapshot.wrongWrites, [], name)
-            XCTAssertEqual(requests.dropFirst().first?.method, "HEAD", "\(name): the classic probe follows: \(requests)")
+            XCTAssertEqual(
+                requests.dropFirst().first?.method, "HEAD", "\(name): the classic probe follows: \(requests)")
             XCTAssertGreaterThanOrEqual(requests.filter { $0.status == 206 }.count, 2, "\(name): still segmented")
         }
     }
@@ -138,11 +143,14 @@ final class ZeroRoundTripTests: EndToEndTestCase {
             server.resetStatistics()
             server.setFaults([FaultRule(.stallAfter(1000), when: .nthRequest(1))])
             let started = Date()
-            let stopped = try interrupted(["-q", "--stall-timeout", "30"] + arguments, once: "the first 1000 bytes were sent") {
+            let stopped = try interrupted(
+                ["-q", "--stall-timeout", "30"] + arguments, once: "the first 1000 bytes were sent"
+            ) {
                 self.server.statistics.bodyBytesSent >= 1000
             }
             XCTAssertEqual(stopped.status, 130, "\(arguments): \(stopped.stderr)")
-            XCTAssertLessThan(Date().timeIntervalSince(started), 10, "\(arguments): the wait for the held body was not ended")
+            XCTAssertLessThan(
+                Date().timeIntervalSince(started), 10, "\(arguments): the wait for the held body was not ended")
             XCTAssertEqual(directoryEntries(), ["list"], "\(arguments)")
             server.setFaults([])
             let run = try CLI.run(["-q"] + arguments, in: directory)
@@ -163,8 +171,10 @@ final class ZeroRoundTripTests: EndToEndTestCase {
             server.resetStatistics()
             server.setFaults([FaultRule(.hang, when: .nthRequest(1))])
             let started = Date()
-            let stopped = try interrupted(["-q", "--use-head", "--stall-timeout", "30"] + arguments,
-                                          once: "the HEAD was received") {
+            let stopped = try interrupted(
+                ["-q", "--use-head", "--stall-timeout", "30"] + arguments,
+                once: "the HEAD was received"
+            ) {
                 !self.server.statistics.requests.isEmpty
             }
             XCTAssertEqual(stopped.status, 130, "\(arguments): \(stopped.stderr)")
@@ -191,7 +201,9 @@ final class ZeroRoundTripTests: EndToEndTestCase {
             let download = Download(url: server.url(name), destination: .file(path(name)), options: options)
             download.start()
             let deadline = Date().addingTimeInterval(10)
-            while server.statistics.requests.isEmpty, Date() < deadline { try await Task.sleep(nanoseconds: 10_000_000) }
+            while server.statistics.requests.isEmpty, Date() < deadline {
+                try await Task.sleep(nanoseconds: 10_000_000)
+            }
             try await Task.sleep(nanoseconds: 100_000_000)
             download.pause()
             download.resume()
@@ -227,11 +239,16 @@ final class ZeroRoundTripTests: EndToEndTestCase {
         server.setResource(resource, at: "f")
         server.setRatePerConnection(4 << 20)
         let output = path("f")
-        let first = runLibrary([server.url("f")], to: output, stopWhen: { event in
-            if case let .progress(progress) = event { return progress.bytesDone >= 2 << 20 }
-            return false
-        }) { $0.connections = 4 }
-        guard case .interrupted? = first.error else { return XCTFail("expected a stop, got \(String(describing: first.error))") }
+        let first = runLibrary(
+            [server.url("f")], to: output,
+            stopWhen: { event in
+                if case let .progress(progress) = event { return progress.bytesDone >= 2 << 20 }
+                return false
+            },
+            configure: { $0.connections = 4 })
+        guard case .interrupted? = first.error else {
+            return XCTFail("expected a stop, got \(String(describing: first.error))")
+        }
         XCTAssertEqual(requests.first?.rangeHeader, "bytes=0-1048575")
         server.setRatePerConnection(nil)
         let before = requests.count

@@ -4,6 +4,7 @@
 import Foundation
 import Synchronization
 import XCTest
+
 @testable import RangeGet
 
 final class CheckpointerTests: TemporaryDirectoryTestCase {
@@ -14,8 +15,9 @@ final class CheckpointerTests: TemporaryDirectoryTestCase {
     func testRetractedBytesLeaveASavedManifestAtOnce() throws {
         let files = PartialFiles(output: directory + "/f")
         XCTAssertTrue(FileManager.default.createFile(atPath: files.data, contents: Data(count: 100)))
-        let remote = RemoteFile(url: "http://h/f", effectiveURL: "http://h/f", size: 100, etag: "\"e\"",
-                                lastModified: nil, acceptsRanges: true, contentDisposition: nil)
+        let remote = RemoteFile(
+            url: "http://h/f", effectiveURL: "http://h/f", size: 100, etag: "\"e\"",
+            lastModified: nil, acceptsRanges: true, contentDisposition: nil)
         var manifest = Manifest(remote: remote, size: 100)
         manifest.done = RangeSet([ByteRange(0, 10)])
         try manifest.save(to: files.manifest)
@@ -46,7 +48,8 @@ final class CheckpointerTests: TemporaryDirectoryTestCase {
         XCTAssertGreaterThan(after.fileSyncs, before.fileSyncs, "the manifest without them is not durable")
 
         checkpointer.retract(ByteRange(70, 80))
-        XCTAssertEqual(counts.withLock { $0.fileSyncs }, after.fileSyncs, "a manifest that lists none of them was saved again")
+        XCTAssertEqual(
+            counts.withLock { $0.fileSyncs }, after.fileSyncs, "a manifest that lists none of them was saved again")
         XCTAssertNil(checkpointer.failure)
     }
 }

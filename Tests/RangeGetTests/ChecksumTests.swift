@@ -1,4 +1,5 @@
 import XCTest
+
 @testable import RangeGet
 
 final class ChecksumTests: XCTestCase {
@@ -9,7 +10,7 @@ final class ChecksumTests: XCTestCase {
         let vectors: [(Checksum.Algorithm, String)] = [
             (.md5, "900150983cd24fb0d6963f7d28e17f72"),
             (.sha1, "a9993e364706816aba3e25717850c26c9cd0d89d"),
-            (.sha256, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"),
+            (.sha256, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
         ]
         for (algorithm, hex) in vectors {
             XCTAssertEqual(try Checksum.digest(of: path, algorithm: algorithm), hex, "\(algorithm)")

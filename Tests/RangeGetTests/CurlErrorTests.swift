@@ -1,5 +1,6 @@
 import CCurl
 import XCTest
+
 @testable import RangeGet
 
 /// What each libcurl code means to rangeget (`CurlError.classification`):
@@ -61,7 +62,7 @@ final class CurlErrorTests: XCTestCase {
             // Codes the table does not name (other protocols, newer codes): retried.
             (CURLE_FTP_ACCEPT_FAILED, .other, true),
             (CURLE_ABORTED_BY_CALLBACK, .other, true),
-            (CURLcode(999), .other, true),
+            (CURLcode(999), .other, true)
         ]
         for (code, failure, transient) in cases {
             let error = CurlError(code)
@@ -108,9 +109,12 @@ final class CurlErrorTests: XCTestCase {
         XCTAssertNil(missing.transportFailure)
         XCTAssertEqual(missing.httpStatus, 404)
         XCTAssertNil(DownloadError.interrupted(keptResumeState: true).transportFailure)
-        XCTAssertEqual(TransportFailure.allCases.map(\.rawValue), [
-            "dnsResolution", "proxy", "connectFailed", "tls", "certificate", "timeout", "connectionLost", "redirect",
-            "protocolError", "other",
-        ])
+        XCTAssertEqual(
+            TransportFailure.allCases.map(\.rawValue),
+            [
+                "dnsResolution", "proxy", "connectFailed", "tls", "certificate", "timeout", "connectionLost",
+                "redirect",
+                "protocolError", "other"
+            ])
     }
 }

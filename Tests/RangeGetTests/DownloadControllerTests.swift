@@ -1,11 +1,12 @@
+import SystemSupport
+import XCTest
+
 // DownloadController's state machine stepped by hand, without a transfer:
 // the calls of a library user (pause, resume, cancel, stop) in every order
 // among the driving thread's own steps (an attempt that stops, a wake-up),
 // so a race that needs a thread to lose the CPU at one exact point is a
 // plain sequence here (issue 36).
 @testable import RangeGet
-import SystemSupport
-import XCTest
 
 final class DownloadControllerTests: XCTestCase {
     /// A call of a library user, or the next step of the driving thread.
@@ -140,14 +141,16 @@ final class DownloadControllerTests: XCTestCase {
                 for (index, move) in sequence.enumerated() {
                     machine.perform(move)
                     if let problem = machine.inconsistency {
-                        return XCTFail("threaded \(threaded), after \(sequence.prefix(index + 1).map(\.rawValue)): \(problem)")
+                        return XCTFail(
+                            "threaded \(threaded), after \(sequence.prefix(index + 1).map(\.rawValue)): \(problem)")
                     }
                 }
                 machine.perform(.cancel)
                 for _ in 0..<3 { machine.perform(.driverStep) }
                 guard case .ended = machine.driver, case .cancelled = machine.controller.publicState else {
-                    return XCTFail("threaded \(threaded), \(sequence.map(\.rawValue)) then cancel: the driver \(machine.driver), "
-                                   + "the download \(machine.controller.publicState)")
+                    return XCTFail(
+                        "threaded \(threaded), \(sequence.map(\.rawValue)) then cancel: the driver \(machine.driver), "
+                            + "the download \(machine.controller.publicState)")
                 }
                 checked += 1
             }

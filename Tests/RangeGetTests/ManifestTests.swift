@@ -1,13 +1,15 @@
+import RangeServer
 import Synchronization
 import XCTest
+
 @testable import RangeGet
-import RangeServer
 
 final class ManifestTests: TemporaryDirectoryTestCase {
     private func sample() -> Manifest {
-        let remote = RemoteFile(url: "https://user:secret@example.test/f.iso?sig=abc", effectiveURL: "https://example.test/f.iso",
-                                size: 6 << 30, etag: "\"e1\"", lastModified: "Mon, 01 Jan 2024 00:00:00 GMT",
-                                acceptsRanges: true, contentDisposition: nil)
+        let remote = RemoteFile(
+            url: "https://user:secret@example.test/f.iso?sig=abc", effectiveURL: "https://example.test/f.iso",
+            size: 6 << 30, etag: "\"e1\"", lastModified: "Mon, 01 Jan 2024 00:00:00 GMT",
+            acceptsRanges: true, contentDisposition: nil)
         var manifest = Manifest(remote: remote, size: 6 << 30)
         manifest.done = RangeSet([ByteRange(0, 1 << 20), ByteRange(1 << 32, (1 << 32) + 5)])
         return manifest
@@ -38,9 +40,16 @@ final class ManifestTests: TemporaryDirectoryTestCase {
             ("zero-filled", Data(repeating: 0, count: 4096), "holds only zero bytes"),
             ("truncated", Data(good.utf8.prefix(good.utf8.count / 2)), "not a valid manifest"),
             ("not JSON", Data("hello".utf8), "not a valid manifest"),
-            ("newer version", Data(good.replacingOccurrences(of: "\"version\":1", with: "\"version\":99").utf8), "format version 99"),
-            ("bytes past the end", Data(good.replacingOccurrences(of: "\"size\":6442450944", with: "\"size\":10").utf8), "beyond the file's size"),
-            ("missing field", Data("{\"version\":1}".utf8), "not a valid manifest"),
+            (
+                "newer version", Data(good.replacingOccurrences(of: "\"version\":1", with: "\"version\":99").utf8),
+                "format version 99"
+            ),
+            (
+                "bytes past the end",
+                Data(good.replacingOccurrences(of: "\"size\":6442450944", with: "\"size\":10").utf8),
+                "beyond the file's size"
+            ),
+            ("missing field", Data("{\"version\":1}".utf8), "not a valid manifest")
         ]
         for (name, data, problem) in cases {
             _ = FileManager.default.createFile(atPath: path, contents: data)
@@ -50,16 +59,19 @@ final class ManifestTests: TemporaryDirectoryTestCase {
                 // How to recover is the download's to say, in its own terms (the command names --restart).
                 guard let damaged = error as? ManifestError else { return XCTFail("\(name): \(error)") }
                 XCTAssertEqual(DownloadError.manifest(damaged).remedy, .restart, "\(name): says how to recover")
-                XCTAssertTrue(DownloadError.manifest(damaged).description.hasSuffix("; set DownloadOptions.restart to start over"),
-                              "\(name): \(DownloadError.manifest(damaged))")
+                XCTAssertTrue(
+                    DownloadError.manifest(damaged).description.hasSuffix(
+                        "; set DownloadOptions.restart to start over"),
+                    "\(name): \(DownloadError.manifest(damaged))")
             }
         }
     }
 
     func testMismatchNamesWhatChanged() {
         let manifest = sample()
-        var remote = RemoteFile(url: manifest.url, effectiveURL: manifest.url, size: manifest.size, etag: "\"e1\"",
-                                lastModified: manifest.lastModified, acceptsRanges: true, contentDisposition: nil)
+        var remote = RemoteFile(
+            url: manifest.url, effectiveURL: manifest.url, size: manifest.size, etag: "\"e1\"",
+            lastModified: manifest.lastModified, acceptsRanges: true, contentDisposition: nil)
         XCTAssertNil(manifest.mismatch(with: remote))
         remote.etag = "\"e2\""
         XCTAssertEqual(manifest.mismatch(with: remote), "its ETag changed from \"e1\" to \"e2\"")
@@ -80,8 +92,9 @@ final class WriteJournalTests: XCTestCase {
         files = PartialFiles(output: directory + "/f")
         _ = FileManager.default.createFile(atPath: files.data, contents: Data(count: 100))
         data = try OutputFile(existing: files.data, calls: .live)
-        let remote = RemoteFile(url: "http://h/f", effectiveURL: "http://h/f", size: 100, etag: "\"e\"",
-                                lastModified: nil, acceptsRanges: true, contentDisposition: nil)
+        let remote = RemoteFile(
+            url: "http://h/f", effectiveURL: "http://h/f", size: 100, etag: "\"e\"",
+            lastModified: nil, acceptsRanges: true, contentDisposition: nil)
         var manifest = Manifest(remote: remote, size: 100)
         manifest.done = RangeSet([ByteRange(0, 10)])
         try manifest.save(to: files.manifest)
@@ -109,13 +122,18 @@ final class WriteJournalTests: XCTestCase {
         journal.advance(slot: 0, to: 30)
         journal.end(slot: 0, wrote: ByteRange(20, 30))
         journal.begin(slot: 0, at: 50)
-        XCTAssertEqual(loaded, RangeSet([ByteRange(0, 10), ByteRange(20, 30), ByteRange(90, 100)]),
-                       "a finished transfer stays, a new one claims nothing yet")
+        XCTAssertEqual(
+            loaded, RangeSet([ByteRange(0, 10), ByteRange(20, 30), ByteRange(90, 100)]),
+            "a finished transfer stays, a new one claims nothing yet")
         journal.begin(slot: 1, at: 40)
         journal.advance(slot: 1, to: 45)
         journal.advance(slot: 0, to: 55)
-        XCTAssertEqual(loaded, RangeSet([ByteRange(0, 10), ByteRange(20, 30), ByteRange(40, 45), ByteRange(50, 55),
-                                         ByteRange(90, 100)]))
+        XCTAssertEqual(
+            loaded,
+            RangeSet([
+                ByteRange(0, 10), ByteRange(20, 30), ByteRange(40, 45), ByteRange(50, 55),
+                ByteRange(90, 100)
+            ]))
     }
 
     /// What a durable save covers leaves the journal; the rest stays.
@@ -126,8 +144,9 @@ final class WriteJournalTests: XCTestCase {
         journal.begin(slot: 1, at: 60)
         journal.end(slot: 1, wrote: ByteRange(60, 70))
         journal.forget(RangeSet([ByteRange(0, 30)]))
-        XCTAssertEqual(JournalFile.written(at: files.journal, dataPath: files.data, size: 100),
-                       RangeSet([ByteRange(30, 40), ByteRange(60, 70)]))
+        XCTAssertEqual(
+            JournalFile.written(at: files.journal, dataPath: files.data, size: 100),
+            RangeSet([ByteRange(30, 40), ByteRange(60, 70)]))
         journal.forget(RangeSet([ByteRange(0, 100)]))
         XCTAssertEqual(JournalFile.written(at: files.journal, dataPath: files.data, size: 100), RangeSet())
     }
@@ -202,7 +221,9 @@ final class StateFileTests: TemporaryDirectoryTestCase {
         try Data("precious".utf8).write(to: URL(fileURLWithPath: victim))
         let path = directory + "/f.part.json"
         try FileManager.default.createSymbolicLink(atPath: path, withDestinationPath: victim)
-        XCTAssertThrowsError(try StateFile.read(path)) { XCTAssertEqual($0 as? StateFile.Unreadable, .init(problem: "is a symbolic link")) }
+        XCTAssertThrowsError(try StateFile.read(path)) {
+            XCTAssertEqual($0 as? StateFile.Unreadable, .init(problem: "is a symbolic link"))
+        }
         try FileManager.default.removeItem(atPath: path)
         try FileManager.default.linkItem(atPath: victim, toPath: path)
         XCTAssertThrowsError(try StateFile.read(path)) { error in
@@ -306,8 +327,9 @@ final class StateFileTests: TemporaryDirectoryTestCase {
             }
             return SystemCalls.live.flock(descriptor, operation)
         }
-        let second = try OutputFile.claim(files, replacingOthers: false, mark: origin.partMark(path: files.data),
-                                          calls: calls)
+        let second = try OutputFile.claim(
+            files, replacingOthers: false, mark: origin.partMark(path: files.data),
+            calls: calls)
         XCTAssertTrue(finished.load(ordering: .relaxed), "the claim never took a lock on the earlier .part")
         XCTAssertTrue(second.isNew, "the claim took over the file the earlier run finished")
         XCTAssertNotEqual(FileIdentity(descriptor: second.descriptor), FileIdentity(path: output))
@@ -336,8 +358,9 @@ final class StateFileTests: TemporaryDirectoryTestCase {
         XCTAssertEqual(removed.wait(timeout: .now() + 5), .success)
         XCTAssertTrue(second.isNew, "the claim took the file being published instead of waiting for its name to go")
         XCTAssertNotEqual(FileIdentity(descriptor: second.descriptor), FileIdentity(path: output))
-        XCTAssertEqual(FileIdentity(path: files.data), FileIdentity(descriptor: second.descriptor),
-                       "the new .part was created before the old name went, and went with it")
+        XCTAssertEqual(
+            FileIdentity(path: files.data), FileIdentity(descriptor: second.descriptor),
+            "the new .part was created before the old name went, and went with it")
 
         // A run killed between its link and its unlink: the two names stay.
         try FileManager.default.removeItem(atPath: files.data)
@@ -404,8 +427,10 @@ final class StateFileTests: TemporaryDirectoryTestCase {
     /// `OutputFile.temporary` for `files` while another run, at this run's
     /// first lock, removes the `.part.new` name and makes its own file there,
     /// which it holds: this run is busy, and the other's file keeps its name.
-    private func assertBusyAndTheOtherRunsFileKeepsItsName(_ files: PartialFiles,
-                                                           line: UInt = #line) throws {
+    private func assertBusyAndTheOtherRunsFileKeepsItsName(
+        _ files: PartialFiles,
+        line: UInt = #line
+    ) throws {
         let other = Mutex<Int32>(-1)
         var calls = SystemCalls.live
         calls.flock = { descriptor, operation in
@@ -421,8 +446,9 @@ final class StateFileTests: TemporaryDirectoryTestCase {
         XCTAssertThrowsError(try OutputFile.temporary(files, calls: calls), line: line) {
             XCTAssertEqual($0 as? OutputFile.ClaimError, .busy, line: line)
         }
-        XCTAssertEqual(FileIdentity(path: files.new), FileIdentity(descriptor: other.withLock { $0 }),
-                       "the other run's new file lost its name", line: line)
+        XCTAssertEqual(
+            FileIdentity(path: files.new), FileIdentity(descriptor: other.withLock { $0 }),
+            "the other run's new file lost its name", line: line)
     }
 }
 
@@ -435,7 +461,7 @@ final class SpotCheckTests: XCTestCase {
             ([ByteRange(0, 10), ByteRange(50, 55), ByteRange(90, 200)], 3, 16),
             ([ByteRange(5, 6)], 3, 16),
             ([ByteRange((1 << 32) - 3, (1 << 32) + 3)], 2, 4),
-            ([], 3, 16),
+            ([], 3, 16)
         ]
         for (done, count, length) in cases {
             let set = RangeSet(done)
@@ -455,8 +481,10 @@ final class SpotCheckTests: XCTestCase {
 
     /// `firstDifference` with the bytes of `resource` on disk, against a
     /// server whose answers `faults` bend (and which serves `served`).
-    private func firstDifference(of resource: Resource, served: Resource, faults: [FaultRule], size: Int64,
-                                 samples: [ByteRange]) throws -> Result<ByteRange?, DownloadError> {
+    private func firstDifference(
+        of resource: Resource, served: Resource, faults: [FaultRule], size: Int64,
+        samples: [ByteRange]
+    ) throws -> Result<ByteRange?, DownloadError> {
         let server = RangeServer()
         server.setResource(served, at: "f")
         server.setFaults(faults)
@@ -467,8 +495,9 @@ final class SpotCheckTests: XCTestCase {
         defer { try? FileManager.default.removeItem(atPath: path) }
         let file = try OutputFile(existing: path, calls: .live)
         return Result { () throws(DownloadError) in
-            try SpotCheck.firstDifference(in: file, url: server.url("f"), size: size, samples: samples,
-                                          options: TransferOptions())
+            try SpotCheck.firstDifference(
+                in: file, url: server.url("f"), size: size, samples: samples,
+                options: TransferOptions())
         }
     }
 
@@ -476,24 +505,31 @@ final class SpotCheckTests: XCTestCase {
     func testOtherBytesOrAnotherLengthAreADifference() throws {
         let resource = Resource.generated(size: 100_000, seed: 20)
         let samples = [ByteRange(1_000, 2_000), ByteRange(50_000, 50_016)]
-        XCTAssertEqual(try firstDifference(of: resource, served: resource, faults: [], size: 100_000, samples: samples),
-                       .success(nil))
-        XCTAssertEqual(try firstDifference(of: resource, served: Resource.generated(size: 100_000, seed: 21), faults: [],
-                                           size: 100_000, samples: samples),
-                       .success(ByteRange(1_000, 2_000)))
-        XCTAssertEqual(try firstDifference(of: resource, served: resource,
-                                           faults: [FaultRule(.wrongContentRangeTotal(99_999))], size: 100_000,
-                                           samples: samples),
-                       .success(ByteRange(1_000, 2_000)))
+        XCTAssertEqual(
+            try firstDifference(of: resource, served: resource, faults: [], size: 100_000, samples: samples),
+            .success(nil))
+        XCTAssertEqual(
+            try firstDifference(
+                of: resource, served: Resource.generated(size: 100_000, seed: 21), faults: [],
+                size: 100_000, samples: samples),
+            .success(ByteRange(1_000, 2_000)))
+        XCTAssertEqual(
+            try firstDifference(
+                of: resource, served: resource,
+                faults: [FaultRule(.wrongContentRangeTotal(99_999))], size: 100_000,
+                samples: samples),
+            .success(ByteRange(1_000, 2_000)))
     }
 
     /// A 416 naming another length, like a 206 naming one, means the file
     /// changed (RELIABILITY.md 3). (It failed the check, and every later run alike.)
     func testA416NamingAnotherLengthIsADifference() throws {
         let resource = Resource.generated(size: 100_000, seed: 22)
-        XCTAssertEqual(try firstDifference(of: resource, served: Resource.generated(size: 10_000, seed: 22), faults: [],
-                                           size: 100_000, samples: [ByteRange(50_000, 50_016)]),
-                       .success(ByteRange(50_000, 50_016)))
+        XCTAssertEqual(
+            try firstDifference(
+                of: resource, served: Resource.generated(size: 10_000, seed: 22), faults: [],
+                size: 100_000, samples: [ByteRange(50_000, 50_016)]),
+            .success(ByteRange(50_000, 50_016)))
     }
 
     /// A coded answer's offsets are not the file's, even where (as here) the
@@ -501,10 +537,12 @@ final class SpotCheckTests: XCTestCase {
     /// partial download is kept. (Its body was compared as file bytes.)
     func testACodedAnswerIsNotCompared() throws {
         let resource = Resource.generated(size: 100_000, seed: 23)
-        let result = try firstDifference(of: resource, served: resource, faults: [FaultRule(.gzipEncoding)], size: 100_000,
-                                         samples: [ByteRange(1_000, 2_000)])
+        let result = try firstDifference(
+            of: resource, served: resource, faults: [FaultRule(.gzipEncoding)], size: 100_000,
+            samples: [ByteRange(1_000, 2_000)])
         guard case let .failure(.server(_, message, _)) = result else { return XCTFail("compared: \(result)") }
-        XCTAssertTrue(message.contains("bytes 1000..<2000 were not served as asked (ranged response with Content-Encoding gzip)"),
-                      message)
+        XCTAssertTrue(
+            message.contains("bytes 1000..<2000 were not served as asked (ranged response with Content-Encoding gzip)"),
+            message)
     }
 }

@@ -1,5 +1,6 @@
 import RangeServer
 import XCTest
+
 @testable import RangeGet
 
 /// Mirror placement against simulated mirrors: each mirror's total is
@@ -29,8 +30,10 @@ final class MirrorPlacementTests: XCTestCase {
     }
 
     /// Runs `connections` over `models` for `duration` seconds of simulated time.
-    private func simulate(_ models: [Model], connections: Int, perHost: Int = 16, duration: Double = 4,
-                          settle: Double = 0.01, window: Double = 0.2, noise: Double = 0) -> Run {
+    private func simulate(
+        _ models: [Model], connections: Int, perHost: Int = 16, duration: Double = 4,
+        settle: Double = 0.01, window: Double = 0.2, noise: Double = 0
+    ) -> Run {
         let dt = 0.005
         var placement = MirrorPlacement(connections: connections, room: models.map { _ in perHost })
         // Start times of each mirror's connections: a connection delivers from start + settle.
@@ -59,8 +62,9 @@ final class MirrorPlacementTests: XCTestCase {
                 }
                 let old = history[index].last { $0.time <= now - window }
                 let rate = old.map { (bytes[index] - $0.bytes) / (now - $0.time) }
-                return .init(connections: starts[index].count, rate: now - steadySince[index] >= window ? rate : nil,
-                             room: perHost - starts[index].count)
+                return .init(
+                    connections: starts[index].count, rate: now - steadySince[index] >= window ? rate : nil,
+                    room: perHost - starts[index].count)
             }
             let moves = placement.update(observations, worthMoving: true)
             for move in moves {
@@ -86,7 +90,9 @@ final class MirrorPlacementTests: XCTestCase {
     private func bestTotal(_ models: [Model], connections: Int, perHost: Int) -> Double {
         var counts = models.map { _ in 0 }
         for _ in 0..<connections {
-            let gains = models.indices.map { counts[$0] < perHost ? models[$0].total(counts[$0] + 1) - models[$0].total(counts[$0]) : -1 }
+            let gains = models.indices.map {
+                counts[$0] < perHost ? models[$0].total(counts[$0] + 1) - models[$0].total(counts[$0]) : -1
+            }
             counts[gains.indices.max { gains[$0] < gains[$1] }!] += 1
         }
         return models.indices.map { models[$0].total(counts[$0]) }.reduce(0, +)
@@ -94,8 +100,9 @@ final class MirrorPlacementTests: XCTestCase {
 
     func testPerConnectionCapsPutEveryConnectionOnTheFastestMirror() {
         // The benchmark's mirrors: 2, 8 and 32 MiB/s per connection, 12 connections.
-        let run = simulate([Model(perConnection: 2 * mib), Model(perConnection: 8 * mib), Model(perConnection: 32 * mib)],
-                           connections: 12)
+        let run = simulate(
+            [Model(perConnection: 2 * mib), Model(perConnection: 8 * mib), Model(perConnection: 32 * mib)],
+            connections: 12)
         XCTAssertEqual(run.final, [0, 0, 12])
         // 4 s at the best placement would be 4 s; learning may cost at most a quarter of a second.
         XCTAssertGreaterThan(run.seconds, 4 - 0.25, "moved \(run.moved)")
@@ -117,15 +124,17 @@ final class MirrorPlacementTests: XCTestCase {
 
     func testAnUplinkMirrorKeepsOneConnectionAndThePerConnectionMirrorTakesTheRest() {
         // 40 MB/s for the whole of mirror 0 (one connection fills it), 5 MB/s per connection on mirror 1.
-        let run = simulate([Model(perConnection: 40 * mb, uplink: 40 * mb), Model(perConnection: 5 * mb)],
-                           connections: 12, duration: 6)
+        let run = simulate(
+            [Model(perConnection: 40 * mb, uplink: 40 * mb), Model(perConnection: 5 * mb)],
+            connections: 12, duration: 6)
         XCTAssertGreaterThanOrEqual(run.final[0], 1)
         XCTAssertGreaterThan(run.seconds, 6 * 0.85, "\(run.final), moved \(run.moved)")
     }
 
     func testEqualMirrorsStayPut() {
-        let run = simulate([Model(perConnection: 10 * mib), Model(perConnection: 10 * mib)], connections: 8,
-                           noise: 0.2)
+        let run = simulate(
+            [Model(perConnection: 10 * mib), Model(perConnection: 10 * mib)], connections: 8,
+            noise: 0.2)
         XCTAssertEqual(run.final, [4, 4])
         XCTAssertEqual(run.moved, 0)
     }
@@ -136,16 +145,19 @@ final class MirrorPlacementTests: XCTestCase {
     }
 
     func testNoisyPerConnectionCapsStillConverge() {
-        let run = simulate([Model(perConnection: 2 * mib), Model(perConnection: 8 * mib), Model(perConnection: 32 * mib)],
-                           connections: 12, noise: 0.3)
+        let run = simulate(
+            [Model(perConnection: 2 * mib), Model(perConnection: 8 * mib), Model(perConnection: 32 * mib)],
+            connections: 12, noise: 0.3)
         XCTAssertEqual(run.final, [0, 0, 12])
         XCTAssertGreaterThan(run.seconds, 4 - 0.4)
     }
 
     func testMirrorsThatNeedSeveralConnectionsToFillTheirUplink() {
         // Two uplinks of 20 MB/s at 10 MB/s per connection (two fill each), and a slow per-connection mirror.
-        let models = [Model(perConnection: 10 * mb, uplink: 20 * mb), Model(perConnection: 10 * mb, uplink: 20 * mb),
-                      Model(perConnection: 2 * mb)]
+        let models = [
+            Model(perConnection: 10 * mb, uplink: 20 * mb), Model(perConnection: 10 * mb, uplink: 20 * mb),
+            Model(perConnection: 2 * mb)
+        ]
         let run = simulate(models, connections: 12, duration: 6)
         XCTAssertGreaterThanOrEqual(run.final[0], 2)
         XCTAssertGreaterThanOrEqual(run.final[1], 2)
@@ -172,4 +184,3 @@ final class MirrorPlacementTests: XCTestCase {
         XCTAssertEqual(placement.targets.reduce(0, +), 12)
     }
 }
-

@@ -1,6 +1,7 @@
 // OutcomePolicy: the step after each engine outcome, as a table, and the
 // limits on files that keep changing and signed URLs that keep expiring.
 import XCTest
+
 @testable import RangeGet
 
 final class OutcomePolicyTests: XCTestCase {
@@ -16,23 +17,26 @@ final class OutcomePolicyTests: XCTestCase {
             // A resume that trusted its manifest probes before it concludes anything.
             (.remoteChanged("new ETag"), true, .probe),
             (.expired(index: 1, reason: "403"), false, .resolve(index: 1)),
-            (.rangesUnsupported("a 200 to a ranged request"), false, .singleStream(reason: "a 200 to a ranged request")),
+            (.rangesUnsupported("a 200 to a ranged request"), false, .singleStream(reason: "a 200 to a ranged request"))
         ]
         for (outcome, unprobed, expected) in table {
             var policy = OutcomePolicy()
-            XCTAssertEqual(policy.next(after: outcome, url: url, mirrors: mirrors, unprobed: unprobed), expected,
-                           "\(outcome), unprobed: \(unprobed)")
+            XCTAssertEqual(
+                policy.next(after: outcome, url: url, mirrors: mirrors, unprobed: unprobed), expected,
+                "\(outcome), unprobed: \(unprobed)")
         }
     }
 
     func testAFileThatKeepsChangingFailsAfterTwoRestarts() {
         var policy = OutcomePolicy()
         for _ in 0..<OutcomePolicy.restartLimit {
-            XCTAssertEqual(policy.next(after: .remoteChanged("x"), url: url, mirrors: mirrors, unprobed: false),
-                           .startOver(reason: "x"))
+            XCTAssertEqual(
+                policy.next(after: .remoteChanged("x"), url: url, mirrors: mirrors, unprobed: false),
+                .startOver(reason: "x"))
         }
-        XCTAssertEqual(policy.next(after: .remoteChanged("y"), url: url, mirrors: mirrors, unprobed: false),
-                       .fail(.verification("\(url) keeps changing during the download (y)")))
+        XCTAssertEqual(
+            policy.next(after: .remoteChanged("y"), url: url, mirrors: mirrors, unprobed: false),
+            .fail(.verification("\(url) keeps changing during the download (y)")))
     }
 
     func testTheProbeOfAnUnprobedResumeIsNotARestart() {
@@ -44,10 +48,12 @@ final class OutcomePolicyTests: XCTestCase {
     func testAURLThatKeepsExpiringFailsOnItsMirror() {
         var policy = OutcomePolicy()
         for _ in 0..<OutcomePolicy.resolveLimit {
-            XCTAssertEqual(policy.next(after: .expired(index: 1, reason: "403"), url: url, mirrors: mirrors, unprobed: false),
-                           .resolve(index: 1))
+            XCTAssertEqual(
+                policy.next(after: .expired(index: 1, reason: "403"), url: url, mirrors: mirrors, unprobed: false),
+                .resolve(index: 1))
         }
-        XCTAssertEqual(policy.next(after: .expired(index: 1, reason: "403"), url: url, mirrors: mirrors, unprobed: false),
-                       .fail(.server(url: mirrors[1], message: "403, again after resolving it anew")))
+        XCTAssertEqual(
+            policy.next(after: .expired(index: 1, reason: "403"), url: url, mirrors: mirrors, unprobed: false),
+            .fail(.server(url: mirrors[1], message: "403, again after resolving it anew")))
     }
 }

@@ -1,4 +1,5 @@
 import XCTest
+
 @testable import RangeGet
 
 /// Where a free connection's next piece comes from (PieceSource), and the
@@ -11,21 +12,22 @@ final class PieceSourceTests: TemporaryDirectoryTestCase {
     func testTheOrderOfSources() {
         let cases: [(notBefore: [Double], plain: Bool, reserve: Bool, running: Bool, sources: [PieceSource])] = [
             ([0], false, true, true, [.queued(index: 0)]),
-            ([30, 10, 0], false, true, true, [.queued(index: 1)]),  // the first ready piece, not the first queued
-            ([30], false, true, true, []),                          // a backoff holds back steals, the reserve, races
-            ([30], false, true, false, []),                         // issue 36: nor is the reserve work to wait for
+            ([30, 10, 0], false, true, true, [.queued(index: 1)]), // the first ready piece, not the first queued
+            ([30], false, true, true, []), // a backoff holds back steals, the reserve, races
+            ([30], false, true, false, []), // issue 36: nor is the reserve work to wait for
             ([30], false, false, false, []),
             ([], false, true, true, [.steal, .reserve, .race]),
             ([], false, false, true, [.steal, .race]),
-            ([], false, true, false, [.reserve]),                   // a file's first connection takes the reserve
+            ([], false, true, false, [.reserve]), // a file's first connection takes the reserve
             ([], false, false, false, []),
-            ([0], true, false, true, [.queued(index: 0)]),          // a plain stream's one piece
+            ([0], true, false, true, [.queued(index: 0)]), // a plain stream's one piece
             ([30], true, false, false, []),
-            ([], true, false, true, []),                            // a plain stream is never cut or raced
+            ([], true, false, true, []) // a plain stream is never cut or raced
         ]
         for (notBefore, plain, reserve, running, sources) in cases {
-            XCTAssertEqual(PieceSource.order(notBefore: notBefore, now: 10, plain: plain, reserve: reserve, running: running),
-                           sources, "queue \(notBefore) plain \(plain) reserve \(reserve) running \(running)")
+            XCTAssertEqual(
+                PieceSource.order(notBefore: notBefore, now: 10, plain: plain, reserve: reserve, running: running),
+                sources, "queue \(notBefore) plain \(plain) reserve \(reserve) running \(running)")
         }
     }
 
@@ -44,7 +46,7 @@ final class PieceSourceTests: TemporaryDirectoryTestCase {
             ("a piece waiting out a Retry-After", [now + 30], RangeSet(), false),
             ("a piece waiting out a Retry-After, and the end reserve", [now + 30, now + 30], reserve, false),
             ("the end reserve alone", [], reserve, true),
-            ("nothing left", [], RangeSet(), false),
+            ("nothing left", [], RangeSet(), false)
         ]
         for (index, item) in cases.enumerated() {
             let engine = try makeEngine(index)
@@ -53,8 +55,9 @@ final class PieceSourceTests: TemporaryDirectoryTestCase {
             }
             engine.unplanned = item.reserve
             XCTAssertEqual(engine.waitsForFirstConnection(now: now), item.waits, item.name)
-            XCTAssertEqual(engine.nextPiece(thiefRate: nil, now: now) != nil, item.waits,
-                           "\(item.name): a free connection gets a piece exactly when the file waits for one")
+            XCTAssertEqual(
+                engine.nextPiece(thiefRate: nil, now: now) != nil, item.waits,
+                "\(item.name): a free connection gets a piece exactly when the file waits for one")
         }
     }
 
@@ -64,12 +67,14 @@ final class PieceSourceTests: TemporaryDirectoryTestCase {
         settings.connections = 4
         settings.minimumSplit = 256 << 10
         let head = ResponseHead(status: 206, fields: [:], isComplete: true)
-        let remote = RemoteFile(url: "http://127.0.0.1:9/f", effectiveURL: nil, head: head, size: 8 * mib, acceptsRanges: true)
+        let remote = RemoteFile(
+            url: "http://127.0.0.1:9/f", effectiveURL: nil, head: head, size: 8 * mib, acceptsRanges: true)
         let file = try OutputFile(creating: directory + "/f\(index)", calls: settings.systemCalls)
         let loop = try TransferLoop(threaded: false, multiplex: false, connections: 4)
         // The engine's methods assert they run on the thread driving its loop.
         loop.driveOnThisThread()
-        return Engine(mirrors: [remote], sink: .file(file), manifest: nil, manifestPath: nil, settings: settings,
-                      plain: false, loop: loop, onEvent: { _ in })
+        return Engine(
+            mirrors: [remote], sink: .file(file), manifest: nil, manifestPath: nil, settings: settings,
+            plain: false, loop: loop, onEvent: { _ in })
     }
 }

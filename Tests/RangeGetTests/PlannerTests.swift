@@ -1,4 +1,5 @@
 import XCTest
+
 @testable import RangeGet
 
 final class PlannerTests: XCTestCase {
@@ -10,13 +11,13 @@ final class PlannerTests: XCTestCase {
         let cases: [(size: Int64, connections: Int, minimum: Int64, segments: Int)] = [
             (0, 8, 1, 0),
             (1, 8, 1, 1),
-            (7, 8, 1, 7),           // halving stops at pieces of 1 byte: 7 pieces, not 8
+            (7, 8, 1, 7), // halving stops at pieces of 1 byte: 7 pieces, not 8
             (9, 8, 1, 8),
             (10 * mib, 8, mib, 8),
-            (mib + 13, 4, mib, 1),  // smaller than two minimum splits: one segment
+            (mib + 13, 4, mib, 1), // smaller than two minimum splits: one segment
             (3 * mib, 16, mib, 2),
             (5 * gib + 3, 16, mib, 16),
-            (Int64(1) << 40, 256, mib, 256),
+            (Int64(1) << 40, 256, mib, 256)
         ]
         for (size, connections, minimum, expected) in cases {
             let planner = Planner(connections: connections, minimumSplit: minimum)
@@ -50,8 +51,10 @@ final class PlannerTests: XCTestCase {
 
     func testStealHalvesWhenNoRateIsKnown() {
         let planner = Planner(connections: 8, minimumSplit: mib)
-        XCTAssertEqual(planner.steal(from: ByteRange(4 * gib, 4 * gib + 4 * mib), victimRate: nil, thiefRate: nil, setupDelay: 0.1),
-                       ByteRange(4 * gib + 2 * mib, 4 * gib + 4 * mib))
+        XCTAssertEqual(
+            planner.steal(
+                from: ByteRange(4 * gib, 4 * gib + 4 * mib), victimRate: nil, thiefRate: nil, setupDelay: 0.1),
+            ByteRange(4 * gib + 2 * mib, 4 * gib + 4 * mib))
         XCTAssertNil(planner.steal(from: ByteRange(0, 2 * mib - 1), victimRate: nil, thiefRate: nil, setupDelay: 0.1))
     }
 
@@ -76,11 +79,12 @@ final class PlannerTests: XCTestCase {
             // connections that just finished their pieces are not left idle.
             (4, 20, 20, 0.005, 2.05),
             // 0.1 s left: not worth one.
-            (2, 20, 20, 0.005, nil),
+            (2, 20, 20, 0.005, nil)
         ]
         for (remaining, victim, thief, setup, expected) in cases {
-            let stolen = planner.steal(from: ByteRange(0, remaining * mib), victimRate: victim.map { $0 * Double(mib) },
-                                       thiefRate: thief.map { $0 * Double(mib) }, setupDelay: setup)
+            let stolen = planner.steal(
+                from: ByteRange(0, remaining * mib), victimRate: victim.map { $0 * Double(mib) },
+                thiefRate: thief.map { $0 * Double(mib) }, setupDelay: setup)
             if let expected {
                 XCTAssertEqual(Double(stolen?.start ?? -1) / Double(mib), expected, accuracy: 0.01, "\(remaining) MiB")
                 XCTAssertEqual(stolen?.end, remaining * mib)
@@ -101,13 +105,14 @@ final class PlannerTests: XCTestCase {
             ([(0, 15)], 16, []),
             ([(0, 64)], 1, []),
             // A resume's holes: taken from the last ones backwards.
-            ([(0, 100), (200, 202), (300, 301)], 8, [(95, 100), (200, 202), (300, 301)]),
+            ([(0, 100), (200, 202), (300, 301)], 8, [(95, 100), (200, 202), (300, 301)])
         ]
         for (missing, connections, expected) in cases {
             let planner = Planner(connections: connections, minimumSplit: mib)
             let set = RangeSet(missing.map { ByteRange($0.0 * mib, $0.1 * mib) })
             let reserve = planner.endReserve(of: set)
-            XCTAssertEqual(reserve, RangeSet(expected.map { ByteRange($0.0 * mib, $0.1 * mib) }), "\(missing) on \(connections)")
+            XCTAssertEqual(
+                reserve, RangeSet(expected.map { ByteRange($0.0 * mib, $0.1 * mib) }), "\(missing) on \(connections)")
             XCTAssertTrue(reserve.ranges.allSatisfy(set.contains), "only missing bytes are reserved")
         }
         // The first byte missing is never reserved: the opening's piece starts there.
@@ -125,26 +130,31 @@ final class PlannerTests: XCTestCase {
             ([(10, 10.5)], (10, 10.5)),
             // From the lowest hole first.
             ([(3, 3.5), (10, 14)], (3, 3.5)),
-            ([], nil),
+            ([], nil)
         ]
         func bytes(_ mebibytes: Double) -> Int64 { Int64(mebibytes * Double(mib)) }
         for (reserve, expected) in cases {
             let set = RangeSet(reserve.map { ByteRange(bytes($0.0), bytes($0.1)) })
-            XCTAssertEqual(planner.reservedPiece(from: set), expected.map { ByteRange(bytes($0.0), bytes($0.1)) }, "\(reserve)")
+            XCTAssertEqual(
+                planner.reservedPiece(from: set), expected.map { ByteRange(bytes($0.0), bytes($0.1)) }, "\(reserve)")
         }
-        XCTAssertEqual(Planner(connections: 8, minimumSplit: Int64.max).reservedPiece(from: RangeSet([ByteRange(0, 10)])),
-                       ByteRange(0, 10))
+        XCTAssertEqual(
+            Planner(connections: 8, minimumSplit: Int64.max).reservedPiece(from: RangeSet([ByteRange(0, 10)])),
+            ByteRange(0, 10))
     }
 
     func testRaceOnlyWhenAFreshRequestIsClearlyFaster() {
         let planner = Planner(connections: 8, minimumSplit: mib)
         let tail = ByteRange(0, mib)
         XCTAssertTrue(planner.shouldRace(tail, victimRate: 0, thiefRate: Double(10 * mib), setupDelay: 0.1))
-        XCTAssertTrue(planner.shouldRace(tail, victimRate: Double(mib) / 10, thiefRate: Double(10 * mib), setupDelay: 0.1))
-        XCTAssertFalse(planner.shouldRace(tail, victimRate: Double(4 * mib), thiefRate: Double(10 * mib), setupDelay: 0.1))
+        XCTAssertTrue(
+            planner.shouldRace(tail, victimRate: Double(mib) / 10, thiefRate: Double(10 * mib), setupDelay: 0.1))
+        XCTAssertFalse(
+            planner.shouldRace(tail, victimRate: Double(4 * mib), thiefRate: Double(10 * mib), setupDelay: 0.1))
         // 0.33 s left at 3 MiB/s against 0.2 s for a fresh request: worth it (the
         // gain needed is 0.1 s; at 0.25 s this tail was left to the slow connection).
-        XCTAssertTrue(planner.shouldRace(tail, victimRate: Double(3 * mib), thiefRate: Double(10 * mib), setupDelay: 0.1))
+        XCTAssertTrue(
+            planner.shouldRace(tail, victimRate: Double(3 * mib), thiefRate: Double(10 * mib), setupDelay: 0.1))
         XCTAssertFalse(planner.shouldRace(tail, victimRate: 0, thiefRate: nil, setupDelay: 0.1))
     }
 }
@@ -157,7 +167,10 @@ final class RangeSetTests: XCTestCase {
             ([ByteRange(10, 20), ByteRange(0, 5)], [ByteRange(0, 5), ByteRange(10, 20)]),
             ([ByteRange(0, 5), ByteRange(3, 8), ByteRange(20, 30), ByteRange(7, 21)], [ByteRange(0, 30)]),
             ([ByteRange(5, 5)], []),
-            ([ByteRange(1 << 32, (1 << 32) + 1), ByteRange((1 << 31) - 1, 1 << 32)], [ByteRange((1 << 31) - 1, (1 << 32) + 1)]),
+            (
+                [ByteRange(1 << 32, (1 << 32) + 1), ByteRange((1 << 31) - 1, 1 << 32)],
+                [ByteRange((1 << 31) - 1, (1 << 32) + 1)]
+            )
         ]
         for (inserted, expected) in cases {
             XCTAssertEqual(RangeSet(inserted).ranges, expected, "\(inserted)")

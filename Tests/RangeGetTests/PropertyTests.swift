@@ -6,9 +6,10 @@
 // garbage (an independent reference decides what is valid), and what is
 // accepted keeps its invariants. See docs/RELIABILITY.md, "Fuzzing".
 import Foundation
-import XCTest
-@testable import RangeGet
 import RangeServer
+import XCTest
+
+@testable import RangeGet
 
 /// SplitMix64, so every run draws the same inputs.
 private struct Seeded: RandomNumberGenerator {
@@ -23,21 +24,21 @@ private struct Seeded: RandomNumberGenerator {
 /// Offsets where 32-bit and sign mistakes hide.
 private let interestingOffsets: [Int64] = [
     0, 1, 2, 99, 100, 1 << 20, (1 << 31) - 1, 1 << 31, (1 << 31) + 1, (1 << 32) - 1, 1 << 32, (1 << 32) + 1,
-    (5 << 30) + 13, Int64(Int32.max) * 3, (1 << 53) + 1, Int64.max - 2, Int64.max - 1, Int64.max,
+    (5 << 30) + 13, Int64(Int32.max) * 3, (1 << 53) + 1, Int64.max - 2, Int64.max - 1, Int64.max
 ]
 
-private extension Seeded {
-    mutating func offset() -> Int64 {
+extension Seeded {
+    fileprivate mutating func offset() -> Int64 {
         chance(0.5) ? pick(interestingOffsets) : Int64.random(in: 0...(chance(0.5) ? 1 << 40 : Int64.max), using: &self)
     }
 
     /// A string of `count` pieces drawn from `alphabet`.
-    mutating func string(from alphabet: [String], count: Int) -> String {
+    fileprivate mutating func string(from alphabet: [String], count: Int) -> String {
         (0..<count).map { _ in pick(alphabet) }.joined()
     }
 
     /// `text` with 1 to 4 random edits using pieces of `alphabet`.
-    mutating func mutate(_ text: String, alphabet: [String]) -> String {
+    fileprivate mutating func mutate(_ text: String, alphabet: [String]) -> String {
         var characters = Array(text)
         for _ in 0..<Int.random(in: 1...4, using: &self) {
             let position = Int.random(in: 0...characters.count, using: &self)
@@ -45,7 +46,8 @@ private extension Seeded {
             case 0: characters.insert(contentsOf: pick(alphabet), at: position)
             case 1 where !characters.isEmpty: characters.remove(at: min(position, characters.count - 1))
             case 2 where !characters.isEmpty:
-                characters[min(position, characters.count - 1)] = Character(pick(alphabet).first.map(String.init) ?? "x")
+                characters[min(position, characters.count - 1)] = Character(
+                    pick(alphabet).first.map(String.init) ?? "x")
             case 3 where !characters.isEmpty:
                 let start = min(position, characters.count - 1)
                 let end = min(characters.count, start + Int.random(in: 1...4, using: &self))
@@ -72,7 +74,8 @@ private func referenceContentRange(_ value: String) -> (range: ByteRange?, total
     while let first = rest.first, first.isASCII, first.isWhitespace { rest.removeFirst() }
     func number(_ characters: ArraySlice<Character>) -> Int64? {
         guard !characters.isEmpty, characters.count <= 19,
-              characters.allSatisfy({ ("0"..."9").contains($0) && $0.unicodeScalars.count == 1 }) else { return nil }
+            characters.allSatisfy({ ("0"..."9").contains($0) && $0.unicodeScalars.count == 1 })
+        else { return nil }
         return Int64(String(characters))
     }
     guard let slash = rest.firstIndex(of: "/"), rest[(slash + 1)...].firstIndex(of: "/") == nil else { return nil }
@@ -90,8 +93,9 @@ private func referenceContentRange(_ value: String) -> (range: ByteRange?, total
         return (nil, total)
     }
     guard let dash = left.firstIndex(of: "-"), left[(dash + 1)...].firstIndex(of: "-") == nil,
-          let first = number(left[..<dash]), let last = number(left[(dash + 1)...]),
-          first <= last, last < Int64.max else { return nil }
+        let first = number(left[..<dash]), let last = number(left[(dash + 1)...]),
+        first <= last, last < Int64.max
+    else { return nil }
     if let total, last >= total { return nil }
     return (ByteRange(first, last + 1), total)
 }
@@ -99,7 +103,7 @@ private func referenceContentRange(_ value: String) -> (range: ByteRange?, total
 private let contentRangeAlphabet = [
     "0", "1", "9", "-", "/", "*", " ", "  ", "\t", "\r\n", "bytes", "BYTES", "items", "+", ".", ",", "e", "x",
     "\u{0}", "\u{85}", "\u{A0}", "\u{301}", "٣", "０", "9223372036854775807", "9223372036854775808",
-    "18446744073709551616", "4294967296", "2147483648", "-1", "=",
+    "18446744073709551616", "4294967296", "2147483648", "-1", "="
 ]
 
 private func escaped(_ text: String) -> String { text.debugDescription }
@@ -118,7 +122,8 @@ private struct Findings {
 
     func assertNone(_ property: String, file: StaticString = #filePath, line: UInt = #line) {
         guard count > 0 else { return }
-        XCTFail("\(property): \(count) violations, e.g.\n  " + examples.joined(separator: "\n  "), file: file, line: line)
+        XCTFail(
+            "\(property): \(count) violations, e.g.\n  " + examples.joined(separator: "\n  "), file: file, line: line)
     }
 }
 
@@ -163,9 +168,10 @@ final class ContentRangePropertyTests: XCTestCase {
             let value = random.mutate(seed, alphabet: contentRangeAlphabet)
             let parsed = ContentRange(value)
             let reference = referenceContentRange(value)
-            findings.check(parsed?.range == reference?.range && parsed?.total == reference?.total
-                           && (parsed == nil) == (reference == nil),
-                           "parsed \(String(describing: parsed)), reference \(String(describing: reference)): \(escaped(value))")
+            findings.check(
+                parsed?.range == reference?.range && parsed?.total == reference?.total
+                    && (parsed == nil) == (reference == nil),
+                "parsed \(String(describing: parsed)), reference \(String(describing: reference)): \(escaped(value))")
             if let parsed {
                 accepted += 1
                 if let range = parsed.range {
@@ -197,13 +203,15 @@ private let nameAlphabet = [
     "\u{7F}", "\u{85}", "\u{9B}", " ", "\t", "\n", "\r", "\"", "'", ";", "=", "*", "é", "日本", "\u{202E}", "\u{FEFF}",
     "\u{200B}", "👨‍👩‍👧", "\u{FFFD}", "~", "-", "CON", "\u{301}", "\u{600}", "\u{603}", "\u{110BD}", "\u{1100}",
     "\u{1F1E6}", String(repeating: "x", count: 120),
-    String(repeating: "é", count: 70),
+    String(repeating: "é", count: 70)
 ]
 
-private let dispositionAlphabet = nameAlphabet + [
-    "attachment", "inline", "; ", ";", "filename=", "filename*=", "FILENAME=", "UTF-8''", "utf-8'en'", "iso-8859-1''",
-    "\"", "\\\"", "%E2%82%AC", "%C3", "%FF", "%2e%2e%2f",
-]
+private let dispositionAlphabet =
+    nameAlphabet + [
+        "attachment", "inline", "; ", ";", "filename=", "filename*=", "FILENAME=", "UTF-8''", "utf-8'en'",
+        "iso-8859-1''",
+        "\"", "\\\"", "%E2%82%AC", "%C3", "%FF", "%2e%2e%2f"
+    ]
 
 /// Why `name` is not a safe base name (RELIABILITY.md 16), nil when it is.
 /// Bytes, not Characters: a combining or prepended mark hides `/` and `.`
@@ -213,7 +221,8 @@ private func unsafeReason(_ name: String) -> String? {
     if bytes.isEmpty { return "empty" }
     if bytes.contains(UInt8(ascii: "/")) || bytes.contains(UInt8(ascii: "\\")) { return "separator" }
     if bytes.first == UInt8(ascii: ".") { return "leading dot" }
-    if name.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F || (0x80...0x9F).contains($0.value) }) {
+    if name.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F || (0x80...0x9F).contains($0.value) })
+    {
         return "control character"
     }
     if bytes.count > 255 { return "longer than 255 bytes" }
@@ -242,7 +251,8 @@ final class FileNamePropertyTests: XCTestCase {
             let input = random.string(from: nameAlphabet, count: Int.random(in: 0...10, using: &random))
             guard let name = FileName.sanitize(input) else { continue }
             let again = FileName.sanitize(name)
-            findings.check(again == name, "\(escaped(name)) became \(again.map(escaped) ?? "nil"), from \(escaped(input))")
+            findings.check(
+                again == name, "\(escaped(name)) became \(again.map(escaped) ?? "nil"), from \(escaped(input))")
         }
         findings.assertNone("sanitize is idempotent")
     }
@@ -252,15 +262,18 @@ final class FileNamePropertyTests: XCTestCase {
         var random = Seeded(0xD15)
         var findings = Findings()
         for _ in 0..<20_000 {
-            let disposition = random.chance(0.8)
+            let disposition =
+                random.chance(0.8)
                 ? random.string(from: dispositionAlphabet, count: Int.random(in: 0...12, using: &random)) : nil
             let pathPart = random.string(from: nameAlphabet, count: Int.random(in: 0...6, using: &random))
             let encoded = pathPart.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? "x"
-            let url = random.pick(["http://h/", "https://h/dir/", "http://h:8080/a/b/"]) + encoded
+            let url =
+                random.pick(["http://h/", "https://h/dir/", "http://h:8080/a/b/"]) + encoded
                 + random.pick(["", "?x=1", "#frag", "?a=/etc/passwd"])
             let name = FileName.choose(url: url, contentDisposition: disposition)
             let reason = unsafeReason(name)
-            findings.check(reason == nil, "\(reason ?? ""): \(escaped(name)) from \(url) | \(disposition.map(escaped) ?? "nil")")
+            findings.check(
+                reason == nil, "\(reason ?? ""): \(escaped(name)) from \(url) | \(disposition.map(escaped) ?? "nil")")
         }
         findings.assertNone("the chosen name is a safe base name")
     }
@@ -272,7 +285,7 @@ final class FileNamePropertyTests: XCTestCase {
         let seeds = [
             "attachment; filename=\"../../etc/passwd\"", "attachment; filename*=UTF-8''..%2F..%2Froot%2F.ssh%2Fkeys",
             "attachment; filename=\"..\\\\..\\\\boot.ini\"; filename*=UTF-8''%2e%2e%2f.x", "inline; filename=.hidden",
-            "attachment; filename=\"..\u{603}/..\u{603}/x\"", "attachment; filename*=UTF-8''..%D8%83/.%CC%81x",
+            "attachment; filename=\"..\u{603}/..\u{603}/x\"", "attachment; filename*=UTF-8''..%D8%83/.%CC%81x"
         ]
         for _ in 0..<20_000 {
             let header = random.mutate(random.pick(seeds), alphabet: dispositionAlphabet)
@@ -287,8 +300,10 @@ final class FileNamePropertyTests: XCTestCase {
 
 // MARK: - Response heads and the check before the first write
 
-private let headerNames = ["Content-Range", "content-range", "CONTENT-RANGE", "Content-Length", "ETag", "Last-Modified",
-                           "Content-Encoding", "Content-Type", "Retry-After", "Transfer-Encoding", "Location", "Content-Range "]
+private let headerNames = [
+    "Content-Range", "content-range", "CONTENT-RANGE", "Content-Length", "ETag", "Last-Modified",
+    "Content-Encoding", "Content-Type", "Retry-After", "Transfer-Encoding", "Location", "Content-Range "
+]
 
 final class ResponseHeadPropertyTests: XCTestCase {
     private func head(_ lines: [String]) -> ResponseHead {
@@ -299,17 +314,22 @@ final class ResponseHeadPropertyTests: XCTestCase {
     func testRandomLinesKeepTheAccessorsSane() {
         var random = Seeded(0x4EAD)
         var findings = Findings()
-        let alphabet = contentRangeAlphabet + headerNames + [": ", ":", "HTTP/1.1 ", "HTTP/2 ", "206", "200", "-5",
-                                                              "inf", "nan", "1e999", "0x10", "\r\n", "\n", ""]
+        let alphabet =
+            contentRangeAlphabet + headerNames + [
+                ": ", ":", "HTTP/1.1 ", "HTTP/2 ", "206", "200", "-5",
+                "inf", "nan", "1e999", "0x10", "\r\n", "\n", ""
+            ]
         for _ in 0..<20_000 {
             let lines = (0..<Int.random(in: 0...8, using: &random)).map { _ in
-                random.string(from: alphabet, count: Int.random(in: 0...8, using: &random)) + random.pick(["\r\n", "\n", ""])
+                random.string(from: alphabet, count: Int.random(in: 0...8, using: &random))
+                    + random.pick(["\r\n", "\n", ""])
             }
             let parsed = head(lines)
             findings.check(parsed.status >= 0, "status \(parsed.status): \(lines)")
             findings.check((parsed.contentLength ?? 0) >= 0, "length \(parsed.contentLength ?? 0): \(lines)")
             findings.check((parsed.retryAfter ?? 0) >= 0, "Retry-After \(parsed.retryAfter ?? 0): \(lines)")
-            findings.check(parsed.fields.keys.allSatisfy { $0 == $0.lowercased() }, "field names not lowercased: \(lines)")
+            findings.check(
+                parsed.fields.keys.allSatisfy { $0 == $0.lowercased() }, "field names not lowercased: \(lines)")
             findings.check(parsed.contentEncoding != "identity", "identity reported as a coding: \(lines)")
         }
         findings.assertNone("response head accessors")
@@ -322,8 +342,11 @@ final class ResponseHeadPropertyTests: XCTestCase {
     func testTheByteReaderAgreesWithAPlainReading() {
         var random = Seeded(0xB17E)
         var findings = Findings()
-        let alphabet: [[UInt8]] = (headerNames + [": ", ":", " ", "  ", "\t", "\r", "HTTP/1.1 ", "HTTP/2 ", "HTTP/1.1  ",
-                                                  "206", "200", "2060", "20", "x", "A", "é", "bytes 0-9/10", "\r\n", ""])
+        let alphabet: [[UInt8]] =
+            (headerNames + [
+                ": ", ":", " ", "  ", "\t", "\r", "HTTP/1.1 ", "HTTP/2 ", "HTTP/1.1  ",
+                "206", "200", "2060", "20", "x", "A", "é", "bytes 0-9/10", "\r\n", ""
+            ])
             .map { Array($0.utf8) } + [[0xFF], [0xC3], [0x0B], [0x0C], [0x00]]
         for _ in 0..<20_000 {
             let endings: [[UInt8]] = [[0x0D, 0x0A], [0x0A], []]
@@ -334,8 +357,9 @@ final class ResponseHeadPropertyTests: XCTestCase {
             let collector = HeaderCollector()
             for line in lines { line.withUnsafeBytes(collector.consume) }
             let expected = Self.plainReading(lines)
-            findings.check(collector.head.status == expected.status && collector.head.isComplete == expected.isComplete
-                           && collector.head.fields == expected.fields, "\(lines)")
+            findings.check(
+                collector.head.status == expected.status && collector.head.isComplete == expected.isComplete
+                    && collector.head.fields == expected.fields, "\(lines)")
         }
         findings.assertNone("the byte reader against a plain reading")
     }
@@ -352,7 +376,8 @@ final class ResponseHeadPropertyTests: XCTestCase {
                 (status, fields, isComplete) = (0, [:], false)
                 let words = line.split(separator: 0x20, maxSplits: 2)
                 if words.count > 1, words[1].count == 3, let code = Int(String(decoding: words[1], as: UTF8.self)),
-                   words[1].allSatisfy(\.isASCIIDigit) {
+                    words[1].allSatisfy(\.isASCIIDigit)
+                {
                     status = code
                 }
             } else if line.isEmpty {
@@ -374,7 +399,9 @@ final class ResponseHeadPropertyTests: XCTestCase {
         var accepted = 0
         var findings = Findings()
         for _ in 0..<30_000 {
-            let size = max(2, random.chance(0.5) ? random.pick(interestingOffsets) : Int64.random(in: 2...(1 << 33), using: &random))
+            let size = max(
+                2,
+                random.chance(0.5) ? random.pick(interestingOffsets) : Int64.random(in: 2...(1 << 33), using: &random))
             let start = Int64.random(in: 0..<(size - 1), using: &random)
             let end = Int64.random(in: (start + 1)...size, using: &random)
             let requested = ByteRange(start, end)
@@ -382,7 +409,7 @@ final class ResponseHeadPropertyTests: XCTestCase {
             let expected = Expectation(size: size, etag: random.chance(0.8) ? "\"v1\"" : nil, lastModified: nil)
             var lines = [
                 "HTTP/1.1 206 Partial Content\r\n", "Content-Range: bytes \(start)-\(end - 1)/\(size)\r\n",
-                "Content-Length: \(end - start)\r\n", "Content-Type: application/octet-stream\r\n",
+                "Content-Length: \(end - start)\r\n", "Content-Type: application/octet-stream\r\n"
             ]
             if let etag { lines.append("ETag: \(etag)\r\n") }
             for _ in 0..<Int.random(in: 0...3, using: &random) {
@@ -391,13 +418,24 @@ final class ResponseHeadPropertyTests: XCTestCase {
                 case 0: lines[index] = random.mutate(lines[index], alphabet: contentRangeAlphabet + headerNames)
                 case 1: lines.remove(at: index)
                 case 2: lines.append(lines[index])
-                case 3: lines.append(random.pick(["Content-Encoding: gzip\r\n", "Content-Encoding: identity\r\n",
-                                                  "Content-Type: multipart/byteranges; boundary=x\r\n",
-                                                  "Transfer-Encoding: chunked\r\n", "ETag: W/\"v1\"\r\n"]))
-                case 4: lines.insert(random.pick(["HTTP/1.1 200 OK\r\n", "HTTP/1.1 302 Found\r\n", "HTTP/1.1 416 No\r\n",
-                                                  "HTTP/1.1 2060 Odd\r\n"]), at: 0)
-                default: lines[0] = random.pick(["HTTP/1.1 200 OK\r\n", "HTTP/1.0 206 P\r\n", "HTTP/2 206\r\n",
-                                                 "HTTP/1.1 206\r\n", "HTTP/1.1 abc\r\n"])
+                case 3:
+                    lines.append(
+                        random.pick([
+                            "Content-Encoding: gzip\r\n", "Content-Encoding: identity\r\n",
+                            "Content-Type: multipart/byteranges; boundary=x\r\n",
+                            "Transfer-Encoding: chunked\r\n", "ETag: W/\"v1\"\r\n"
+                        ]))
+                case 4:
+                    lines.insert(
+                        random.pick([
+                            "HTTP/1.1 200 OK\r\n", "HTTP/1.1 302 Found\r\n", "HTTP/1.1 416 No\r\n",
+                            "HTTP/1.1 2060 Odd\r\n"
+                        ]), at: 0)
+                default:
+                    lines[0] = random.pick([
+                        "HTTP/1.1 200 OK\r\n", "HTTP/1.0 206 P\r\n", "HTTP/2 206\r\n",
+                        "HTTP/1.1 206\r\n", "HTTP/1.1 abc\r\n"
+                    ])
                 }
             }
             let parsed = head(lines + ["\r\n"])
@@ -406,11 +444,15 @@ final class ResponseHeadPropertyTests: XCTestCase {
             let context = "\(requested) of \(size): \(lines)"
             let contentRange = parsed["content-range"].flatMap(ContentRange.init)
             findings.check(parsed.status == 206, "status \(parsed.status) accepted: \(context)")
-            findings.check(contentRange?.range == requested && contentRange?.total == size, "Content-Range accepted: \(context)")
+            findings.check(
+                contentRange?.range == requested && contentRange?.total == size, "Content-Range accepted: \(context)")
             findings.check(parsed.contentEncoding == nil, "coding accepted: \(context)")
-            findings.check(parsed["content-type"]?.lowercased().contains("multipart/byteranges") != true,
-                           "multipart accepted: \(context)")
-            if let want = expected.etag, let got = parsed.etag { findings.check(got == want, "other ETag accepted: \(context)") }
+            findings.check(
+                parsed["content-type"]?.lowercased().contains("multipart/byteranges") != true,
+                "multipart accepted: \(context)")
+            if let want = expected.etag, let got = parsed.etag {
+                findings.check(got == want, "other ETag accepted: \(context)")
+            }
         }
         findings.assertNone("only an exact 206 is accepted")
         XCTAssertGreaterThan(accepted, 1000, "correct responses are still accepted")
@@ -433,18 +475,23 @@ final class RemoteURLPropertyTests: XCTestCase {
         var random = Seeded(0x0_5EED_0F_0A11)
         var findings = Findings()
         var accepted = 0
-        let seeds = ["http://h/a", "https://example.com:8443/dir/file.bin?x=1&y=2#top", "HTTP://127.0.0.1:9555/f00001.bin",
-                     "http://a-b.c/%41%7e~_.!$&'()*+,;=:@/?q#f", "https://h:1", "http://h?q", "http://h#f",
-                     "http://xn--a.example/f", "http://axn--b.example/"]
-        let alphabet = ["/", "?", "#", "##", "%", "%4", "%zz", "%41", ":", "::", ":99999", ":123456", "@", "[", "]",
-                        "[::1]", " ", "\\", "|", "{", "}", "^", "`", "\"", "<", ">", "é", "_", "-", ".", "..",
-                        "a", "Z", "0", "9", "http://", "https://", "htp://", "", "~", "'", "!", "xn--", "XN--a9",
-                        ".xn--", "xn--zz."]
+        let seeds = [
+            "http://h/a", "https://example.com:8443/dir/file.bin?x=1&y=2#top", "HTTP://127.0.0.1:9555/f00001.bin",
+            "http://a-b.c/%41%7e~_.!$&'()*+,;=:@/?q#f", "https://h:1", "http://h?q", "http://h#f",
+            "http://xn--a.example/f", "http://axn--b.example/"
+        ]
+        let alphabet = [
+            "/", "?", "#", "##", "%", "%4", "%zz", "%41", ":", "::", ":99999", ":123456", "@", "[", "]",
+            "[::1]", " ", "\\", "|", "{", "}", "^", "`", "\"", "<", ">", "é", "_", "-", ".", "..",
+            "a", "Z", "0", "9", "http://", "https://", "htp://", "", "~", "'", "!", "xn--", "XN--a9",
+            ".xn--", "xn--zz."
+        ]
         for _ in 0..<30_000 {
             let url = random.mutate(random.pick(seeds), alphabet: alphabet)
             guard RemoteURL.isPlainHTTP(url) else { continue }
             accepted += 1
-            findings.check(RemoteURL.isHTTPByComponents(url), "accepted, but not by URLComponents: \(url.debugDescription)")
+            findings.check(
+                RemoteURL.isHTTPByComponents(url), "accepted, but not by URLComponents: \(url.debugDescription)")
         }
         findings.assertNone("plain http URLs")
         // The property means something only if the reader accepts a fair share.
@@ -471,8 +518,9 @@ final class ManifestPropertyTests: TemporaryDirectoryTestCase {
             for range in manifest.done.ranges {
                 XCTAssertGreaterThanOrEqual(range.start, 0, label, file: file, line: line)
                 XCTAssertLessThan(range.start, range.end, label, file: file, line: line)
-                XCTAssertGreaterThan(range.start, previousEnd, "ranges sorted, disjoint, not touching: \(label)",
-                                     file: file, line: line)
+                XCTAssertGreaterThan(
+                    range.start, previousEnd, "ranges sorted, disjoint, not touching: \(label)",
+                    file: file, line: line)
                 XCTAssertLessThanOrEqual(range.end, manifest.size, label, file: file, line: line)
                 previousEnd = range.end
             }
@@ -480,7 +528,8 @@ final class ManifestPropertyTests: TemporaryDirectoryTestCase {
         } catch {
             let failed = DownloadError.manifest(error)
             XCTAssertEqual(failed.remedy, .restart, "\(error): \(label)", file: file, line: line)
-            XCTAssertTrue(failed.description.contains("DownloadOptions.restart"), "\(failed): \(label)", file: file, line: line)
+            XCTAssertTrue(
+                failed.description.contains("DownloadOptions.restart"), "\(failed): \(label)", file: file, line: line)
             XCTAssertTrue(failed.description.contains(path), "\(failed): \(label)", file: file, line: line)
             XCTAssertFalse(failed.description.contains("\n"), "one line: \(failed)", file: file, line: line)
             return nil
@@ -488,17 +537,20 @@ final class ManifestPropertyTests: TemporaryDirectoryTestCase {
     }
 
     private func randomManifest(_ random: inout Seeded) -> Manifest {
-        let size = random.chance(0.3) ? random.pick(interestingOffsets) : Int64.random(in: 0...(1 << 34), using: &random)
-        let remote = RemoteFile(url: "http://127.0.0.1:8080/f?sig=\(random.next())", effectiveURL: "x", size: size,
-                                etag: random.chance(0.7) ? "\"e\(random.next())\"" : nil,
-                                lastModified: random.chance(0.5) ? "Mon, 01 Jan 2024 00:00:00 GMT" : nil,
-                                acceptsRanges: true, contentDisposition: nil)
+        let size =
+            random.chance(0.3) ? random.pick(interestingOffsets) : Int64.random(in: 0...(1 << 34), using: &random)
+        let remote = RemoteFile(
+            url: "http://127.0.0.1:8080/f?sig=\(random.next())", effectiveURL: "x", size: size,
+            etag: random.chance(0.7) ? "\"e\(random.next())\"" : nil,
+            lastModified: random.chance(0.5) ? "Mon, 01 Jan 2024 00:00:00 GMT" : nil,
+            acceptsRanges: true, contentDisposition: nil)
         var manifest = Manifest(remote: remote, size: size)
         if size > 0 {
             for _ in 0..<Int.random(in: 0...8, using: &random) {
                 let start = Int64.random(in: 0..<size, using: &random)
-                let end = Int64.random(in: start...min(size, start &+ Int64.random(in: 1...(1 << 30), using: &random)),
-                                       using: &random)
+                let end = Int64.random(
+                    in: start...min(size, start &+ Int64.random(in: 1...(1 << 30), using: &random)),
+                    using: &random)
                 manifest.done.insert(ByteRange(start, end))
             }
         }
@@ -517,9 +569,11 @@ final class ManifestPropertyTests: TemporaryDirectoryTestCase {
 
     func testMutatedManifestsAreRejectedOrSane() throws {
         var random = Seeded(0x21_21)
-        let tokens = ["-1", "0", "9223372036854775807", "9223372036854775808", "1e400", "1.5", "0x10", "null", "true",
-                      "\"\"", "[]", "{}", "[[0,1]]", "[[5,3]]", "[[0,1,2]]", "[[-1,0]]", ",", ":", "\"version\":2",
-                      "\"size\":-5", "\\u0000", "\u{0}", "]", "}", "[", "{", "\"", "\\"]
+        let tokens = [
+            "-1", "0", "9223372036854775807", "9223372036854775808", "1e400", "1.5", "0x10", "null", "true",
+            "\"\"", "[]", "{}", "[[0,1]]", "[[5,3]]", "[[0,1,2]]", "[[-1,0]]", ",", ":", "\"version\":2",
+            "\"size\":-5", "\\u0000", "\u{0}", "]", "}", "[", "{", "\"", "\\"
+        ]
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         var loaded = 0
@@ -529,7 +583,8 @@ final class ManifestPropertyTests: TemporaryDirectoryTestCase {
                 let position = Int.random(in: 0...bytes.count, using: &random)
                 switch Int.random(in: 0..<4, using: &random) {
                 case 0: bytes.insert(contentsOf: Array(random.pick(tokens).utf8), at: position)
-                case 1 where !bytes.isEmpty: bytes[min(position, bytes.count - 1)] ^= UInt8(1 << Int.random(in: 0..<8, using: &random))
+                case 1 where !bytes.isEmpty:
+                    bytes[min(position, bytes.count - 1)] ^= UInt8(1 << Int.random(in: 0..<8, using: &random))
                 case 2: bytes = Array(bytes.prefix(position))
                 default:
                     // Replace one number with a token.
@@ -547,7 +602,9 @@ final class ManifestPropertyTests: TemporaryDirectoryTestCase {
     func testRandomBytesAreRejected() {
         var random = Seeded(0xF00D)
         for _ in 0..<2_000 {
-            let bytes = (0..<Int.random(in: 0...300, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }
+            let bytes = (0..<Int.random(in: 0...300, using: &random)).map { _ in
+                UInt8.random(in: 0...255, using: &random)
+            }
             XCTAssertNil(check(Data(bytes), "\(bytes.prefix(40))"), "random bytes loaded as a manifest")
         }
     }
@@ -570,7 +627,7 @@ final class ManifestPropertyTests: TemporaryDirectoryTestCase {
 private let retryAfterAlphabet = [
     "0", "1", "9", "300", "301", "9223372036854775807", "9223372036854775808", "99999999999999999999",
     String(repeating: "9", count: 400), "-", "+", ".", "e", "1e999", "inf", "nan", " ", ",", ":", "GMT", "Sun",
-    "Jan", "Nov", "06", "6", "0000", "9999", "99999999999", "-2147483648", "2147483647", "\u{0}", "\u{663}", "٣",
+    "Jan", "Nov", "06", "6", "0000", "9999", "99999999999", "-2147483648", "2147483647", "\u{0}", "\u{663}", "٣"
 ]
 
 final class RetryAfterPropertyTests: XCTestCase {
@@ -585,15 +642,19 @@ final class RetryAfterPropertyTests: XCTestCase {
         var findings = Findings()
         let dates = ["Sun, 06 Nov 1994 08:49:37 GMT", "Fri, 31 Dec 9999 23:59:59 GMT", "Thu, 01 Jan 1970 00:00:00 GMT"]
         for _ in 0..<30_000 {
-            let value = random.chance(0.5)
+            let value =
+                random.chance(0.5)
                 ? random.mutate(random.pick(dates + ["120", "9223372036854775807"]), alphabet: retryAfterAlphabet)
                 : random.string(from: retryAfterAlphabet, count: Int.random(in: 0...6, using: &random))
             let parsed = head(retryAfter: value)
             if let wait = parsed.retryAfter {
                 findings.check(wait >= 0 && wait <= ResponseHead.longestRetryAfter, "\(wait) from \(escaped(value))")
             }
-            let rejection = ResponseCheck.check(parsed, requested: ByteRange(0, 10), expected: Expectation(size: 10, etag: nil, lastModified: nil))
-            findings.check(rejection?.description.hasPrefix("HTTP 503") == true, "\(String(describing: rejection)): \(escaped(value))")
+            let rejection = ResponseCheck.check(
+                parsed, requested: ByteRange(0, 10), expected: Expectation(size: 10, etag: nil, lastModified: nil))
+            findings.check(
+                rejection?.description.hasPrefix("HTTP 503") == true,
+                "\(String(describing: rejection)): \(escaped(value))")
         }
         findings.assertNone("Retry-After is a bounded wait")
     }
@@ -604,16 +665,21 @@ final class RetryAfterPropertyTests: XCTestCase {
         var random = Seeded(0xDA7E)
         var findings = Findings()
         for _ in 0..<30_000 {
-            let year = random.pick(["1994", "0000", "9999", "99999999999", "-1", "+994", "199", "1994 ", "٣٣٣٣",
-                                    String(Int.random(in: 0...9999, using: &random))])
+            let year = random.pick([
+                "1994", "0000", "9999", "99999999999", "-1", "+994", "199", "1994 ", "٣٣٣٣",
+                String(Int.random(in: 0...9999, using: &random))
+            ])
             let day = random.pick(["06", "6", "00", "31", "32", "99999999999999999999", "-1", "0x"])
-            let clock = random.pick(["08:49:37", "23:59:60", "24:00:00", "8:49:37", "08:49", "08:49:37:00", "08:x:49:37",
-                                     "99999999999999999999:00:00", "-1:00:00"])
+            let clock = random.pick([
+                "08:49:37", "23:59:60", "24:00:00", "8:49:37", "08:49", "08:49:37:00", "08:x:49:37",
+                "99999999999999999999:00:00", "-1:00:00"
+            ])
             let text = "Sun, \(day) Nov \(year) \(clock) GMT"
             guard let seconds = HTTPDate.seconds(text) else { continue }
             findings.check(seconds.isFinite, escaped(text))
-            findings.check(day.utf8.count == 2 && year.trimmingCharacters(in: .whitespaces).utf8.count == 4
-                           && clock.utf8.count == 8, "accepted \(escaped(text))")
+            findings.check(
+                day.utf8.count == 2 && year.trimmingCharacters(in: .whitespaces).utf8.count == 4
+                    && clock.utf8.count == 8, "accepted \(escaped(text))")
         }
         findings.assertNone("HTTP dates are read only when every field fits")
         XCTAssertEqual(HTTPDate.seconds("Sun, 06 Nov 1994 08:49:37 GMT"), 784_111_777)
@@ -648,7 +714,8 @@ final class ByteArithmeticPropertyTests: XCTestCase {
     /// Offsets where the end of Int64 is near.
     private func offset(_ random: inout Seeded) -> Int64 {
         random.chance(0.6)
-            ? random.pick([Int64.max, Int64.max - 1, Int64.max - 2, 1 << 62, (1 << 62) + 1, Int64.max - (1 << 20), 0, 1])
+            ? random.pick([Int64.max, Int64.max - 1, Int64.max - 2, 1 << 62, (1 << 62) + 1, Int64.max - (1 << 20), 0, 1]
+            )
             : random.offset()
     }
 
@@ -689,12 +756,16 @@ final class ByteArithmeticPropertyTests: XCTestCase {
             }
             findings.check(set.byteCount == total, "byteCount \(set.byteCount) != \(total)")
             let probe = range(&random)
-            findings.check(set.contains(probe) == model.contains { $0.start <= probe.start && probe.end <= $0.end } || probe.isEmpty,
-                           "contains \(probe) in \(set)")
+            findings.check(
+                set.contains(probe) == model.contains { $0.start <= probe.start && probe.end <= $0.end }
+                    || probe.isEmpty,
+                "contains \(probe) in \(set)")
             let size = offset(&random)
             let missing = set.complement(size: size)
             var covered = missing
-            for span in set.ranges where span.start < size { covered.insert(ByteRange(span.start, min(span.end, size))) }
+            for span in set.ranges where span.start < size {
+                covered.insert(ByteRange(span.start, min(span.end, size)))
+            }
             findings.check(covered.ranges == (size > 0 ? [ByteRange(0, size)] : []), "complement of \(set) in \(size)")
             findings.check(set.fits(size: size) == ((set.ranges.last?.end ?? 0) <= size), "fits \(size)")
         }
@@ -710,8 +781,10 @@ final class ByteArithmeticPropertyTests: XCTestCase {
             var time = 0.0
             for _ in 0..<Int.random(in: 1...6, using: &random) {
                 time += random.pick([0.01, 0.5, 2])
-                meter.add(bytes: random.chance(0.5) ? random.pick([Int64.max, Int64.min, 0]) : Int64(bitPattern: random.next()),
-                          at: time)
+                meter.add(
+                    bytes: random.chance(0.5)
+                        ? random.pick([Int64.max, Int64.min, 0]) : Int64(bitPattern: random.next()),
+                    at: time)
             }
             findings.check(!meter.rate.isNaN, "rate \(meter.rate)")
         }

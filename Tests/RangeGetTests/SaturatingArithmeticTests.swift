@@ -4,17 +4,19 @@
 // infinite or NaN, and never trap. Seeded, so a failure replays.
 import RangeServer
 import XCTest
+
 @testable import RangeGet
 
 final class SaturatingArithmeticTests: XCTestCase {
     private let edges: [Int64] = [
         1, 2, 3, 1 << 20, (1 << 31) - 1, 1 << 32, 1 << 40, (1 << 62) - 1, 1 << 62, (1 << 62) + 1,
-        Int64.max / 2, Int64.max / 2 + 1, Int64.max - 1, Int64.max,
+        Int64.max / 2, Int64.max / 2 + 1, Int64.max - 1, Int64.max
     ]
     private let rates: [Double?] = [nil, 0, 1e-300, 1, 1_048_576, 1e18, 9.3e18, 1e300, .infinity, .nan, -1]
 
     private func value(_ random: inout SplitMix64) -> Int64 {
-        random.next() % 2 == 0 ? edges[Int(random.next() % UInt64(edges.count))] : Int64.random(in: 1...Int64.max, using: &random)
+        random.next() % 2 == 0
+            ? edges[Int(random.next() % UInt64(edges.count))] : Int64.random(in: 1...Int64.max, using: &random)
     }
 
     /// `--min-split 5000000T` trapped in `2 * minimumSplit`; a library caller
@@ -49,19 +51,24 @@ final class SaturatingArithmeticTests: XCTestCase {
             let thief = rates[Int(random.next() % UInt64(rates.count))]
             let delay = [0, 0.1, 1e300, -1][Int(random.next() % 4)]
             if let stolen = planner.steal(from: remaining, victimRate: victim, thiefRate: thief, setupDelay: delay) {
-                XCTAssertTrue(stolen.start >= remaining.start && stolen.end == remaining.end,
-                              "\(stolen) outside \(remaining) (victim \(String(describing: victim)), thief \(String(describing: thief)))")
+                XCTAssertTrue(
+                    stolen.start >= remaining.start && stolen.end == remaining.end,
+                    "\(stolen) outside \(remaining) (victim \(String(describing: victim)), thief \(String(describing: thief)))"
+                )
                 XCTAssertGreaterThanOrEqual(stolen.count, minimum)
             }
             _ = planner.shouldRace(remaining, victimRate: victim ?? 0, thiefRate: thief, setupDelay: delay)
         }
         let whole = ByteRange(0, Int64.max)
-        XCTAssertEqual(Planner(connections: 2, minimumSplit: Int64.max / 2).steal(
-            from: whole, victimRate: nil, thiefRate: nil, setupDelay: 0), ByteRange(Int64.max / 2, Int64.max))
-        XCTAssertNil(Planner(connections: 2, minimumSplit: Int64.max / 2 + 1).steal(
-            from: whole, victimRate: nil, thiefRate: nil, setupDelay: 0))
-        XCTAssertNil(Planner(connections: 2, minimumSplit: 1).steal(
-            from: whole, victimRate: 1, thiefRate: .infinity, setupDelay: 0.1), "an infinite rate gives no cut")
+        XCTAssertEqual(
+            Planner(connections: 2, minimumSplit: Int64.max / 2).steal(
+                from: whole, victimRate: nil, thiefRate: nil, setupDelay: 0), ByteRange(Int64.max / 2, Int64.max))
+        XCTAssertNil(
+            Planner(connections: 2, minimumSplit: Int64.max / 2 + 1).steal(
+                from: whole, victimRate: nil, thiefRate: nil, setupDelay: 0))
+        XCTAssertNil(
+            Planner(connections: 2, minimumSplit: 1).steal(
+                from: whole, victimRate: 1, thiefRate: .infinity, setupDelay: 0.1), "an infinite rate gives no cut")
     }
 
     /// A 200 claiming `Content-Length: 9000000000000000000` reaches
@@ -71,9 +78,13 @@ final class SaturatingArithmeticTests: XCTestCase {
         let figures: [Int64] = [Int64.min, -1, 0, 1, 1 << 40] + edges
         for _ in 0..<20_000 {
             let total = figures[Int(random.next() % UInt64(figures.count))]
-            let done = random.next() % 2 == 0 ? figures[Int(random.next() % UInt64(figures.count))] : Int64.random(in: Int64.min...Int64.max, using: &random)
+            let done =
+                random.next() % 2 == 0
+                ? figures[Int(random.next() % UInt64(figures.count))]
+                : Int64.random(in: Int64.min...Int64.max, using: &random)
             let rate = rates[Int(random.next() % UInt64(rates.count))] ?? 0
-            let progress = DownloadProgress(bytesDone: done, totalBytes: total, bytesPerSecond: rate, activeConnections: 1)
+            let progress = DownloadProgress(
+                bytesDone: done, totalBytes: total, bytesPerSecond: rate, activeConnections: 1)
             if let left = progress.secondsLeft {
                 XCTAssertGreaterThanOrEqual(left, 0, "total \(total), done \(done), rate \(rate)")
                 XCTAssertFalse(left.isNaN)
@@ -81,7 +92,8 @@ final class SaturatingArithmeticTests: XCTestCase {
                 XCTAssertFalse(rate > 0, "unknown only without a rate")
             }
         }
-        let claimed = DownloadProgress(bytesDone: 0, totalBytes: 9_000_000_000_000_000_000, bytesPerSecond: 1, activeConnections: 1)
+        let claimed = DownloadProgress(
+            bytesDone: 0, totalBytes: 9_000_000_000_000_000_000, bytesPerSecond: 1, activeConnections: 1)
         XCTAssertEqual(claimed.secondsLeft, 9e18)
     }
 }

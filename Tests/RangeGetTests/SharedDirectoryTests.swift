@@ -1,17 +1,20 @@
+import Foundation
+import Glibc
+import XCTest
+
 // SharedDirectory: a list's directory read once. A name is vouched for as
 // absent (its download looks nothing up) only when neither it nor any name
 // beside it (.part, .part.json, .part.journal, .part.mark) was listed, and
 // no download of the run took it, or a name it meets, before.
 @testable import RangeGet
-import Foundation
-import Glibc
-import XCTest
 
 final class SharedDirectoryTests: TemporaryDirectoryTestCase {
     override func setUpWithError() throws {
         try super.setUpWithError()
-        for name in ["done.bin", "partial.bin.part", "manifest.bin.part.json", "journal.bin.part.journal",
-                     "mark.bin.part.mark", "é.bin"] {
+        for name in [
+            "done.bin", "partial.bin.part", "manifest.bin.part.json", "journal.bin.part.journal",
+            "mark.bin.part.mark", "é.bin"
+        ] {
             XCTAssertTrue(FileManager.default.createFile(atPath: directory + "/" + name, contents: Data()))
         }
     }
@@ -29,8 +32,9 @@ final class SharedDirectoryTests: TemporaryDirectoryTestCase {
         XCTAssertTrue(shared.take(directory + "/" + "e\u{301}.bin"), "names are bytes: a decomposed é is another name")
         XCTAssertFalse(shared.take(directory + "/sub/new2.bin"), "another directory")
         XCTAssertFalse(shared.take("new3.bin"), "no directory")
-        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: directory).count, 6,
-                       "the test of the directory's case left a file behind")
+        XCTAssertEqual(
+            try FileManager.default.contentsOfDirectory(atPath: directory).count, 6,
+            "the test of the directory's case left a file behind")
     }
 
     /// `-d dir/` and `-d dir//` name the files `dir/x` and `dir//x`.
@@ -58,8 +62,9 @@ final class SharedDirectoryTests: TemporaryDirectoryTestCase {
         XCTAssertTrue(FileManager.default.createFile(atPath: capitals, contents: Data()))
         XCTAssertNil(SharedDirectory(directory: directory, limit: 100))
         XCTAssertTrue(FileManager.default.fileExists(atPath: capitals))
-        XCTAssertFalse(FileManager.default.fileExists(atPath: directory + "/.rangeget-write-test-\(getpid())-a"),
-                       "the probe's own file was left behind")
+        XCTAssertFalse(
+            FileManager.default.fileExists(atPath: directory + "/.rangeget-write-test-\(getpid())-a"),
+            "the probe's own file was left behind")
     }
 
     /// `OutputFile.isSaved`: a file that took a small file's name meanwhile
@@ -81,7 +86,8 @@ final class SharedDirectoryTests: TemporaryDirectoryTestCase {
         XCTAssertFalse(mine.isSaved(as: place("last byte differs", other), size: size))
         XCTAssertFalse(mine.isSaved(as: place("shorter", Array(bytes.dropLast())), size: size))
         XCTAssertFalse(mine.isSaved(as: directory + "/missing", size: size))
-        try FileManager.default.createSymbolicLink(atPath: directory + "/link", withDestinationPath: directory + "/same")
+        try FileManager.default.createSymbolicLink(
+            atPath: directory + "/link", withDestinationPath: directory + "/same")
         XCTAssertFalse(mine.isSaved(as: directory + "/link", size: size))
         XCTAssertEqual(mkfifo(directory + "/fifo", 0o600), 0)
         XCTAssertFalse(mine.isSaved(as: directory + "/fifo", size: size))

@@ -1,6 +1,7 @@
 // The ranges spread over a file (SpotCheck.samples) that MirrorVote compares across mirrors: one in each equal stripe of
 // the file, the whole file when it is small.
 import XCTest
+
 @testable import RangeGet
 
 final class SpreadSampleTests: XCTestCase {
@@ -28,11 +29,11 @@ final class SpreadSampleTests: XCTestCase {
         XCTAssertNil(MirrorVote.majority([Int64]()))
         let cases: [([Int64?], Int64?)] = [
             ([5], 5),
-            ([537395601464, 0, 0], 0),
-            ([0, 537395601464, 7], 0),
+            ([537_395_601_464, 0, 0], 0),
+            ([0, 537_395_601_464, 7], 0),
             ([7, 0, 0, 7, 7], 7),
             ([nil, 3, nil], nil),
-            ([3, nil], 3),
+            ([3, nil], 3)
         ]
         for (values, expected) in cases {
             XCTAssertEqual(MirrorVote.majority(values), .some(expected), "\(values)")
@@ -50,7 +51,7 @@ final class SpreadSampleTests: XCTestCase {
             (["a", "b"], [0]),
             (["b", "a", "a"], [1, 2]),
             (["a", nil, "b", "b", "a", "b"], [2, 3, 5]),
-            ([nil, "b", "a"], [1]),
+            ([nil, "b", "a"], [1])
         ]
         for (answers, expected) in cases {
             XCTAssertEqual(MirrorVote.largestGroup(answers), expected, "\(answers)")

@@ -1,14 +1,15 @@
+import Dispatch
+import Foundation
+import Glibc
+import Synchronization
+import XCTest
+
 // SyncGroup with both kinds of commit in one group: callers that wait for
 // theirs (`commit`, a library user's `Download.run`) and commits handed off
 // (`submit`, the files of a list). The lead passes between waiting callers
 // and the committer thread both ways, and the committer exits whenever the
 // queue is empty and starts again with the next commit.
 @testable import RangeGet
-import Dispatch
-import Foundation
-import Glibc
-import Synchronization
-import XCTest
 
 final class SyncGroupTests: TemporaryDirectoryTestCase {
     /// Eight threads commit 50 files each, one in three waiting for it and

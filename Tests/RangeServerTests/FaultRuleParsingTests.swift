@@ -35,7 +35,10 @@ final class FaultRuleParsingTests: XCTestCase {
                 FaultRule(.redirect(to: "http://u@h:8080/x", status: 307), when: .probability(0.5, seed: 1))
             ),
             ("  cut:0  ", FaultRule(.cutAfter(0))),
-            ("retry-after:503:99999999999999999999", FaultRule(.retryAfter(status: 503, value: "99999999999999999999"))),
+            (
+                "retry-after:503:99999999999999999999",
+                FaultRule(.retryAfter(status: 503, value: "99999999999999999999"))
+            ),
             (
                 "retry-after:503:Sun, 06 Nov 99999999999 08:49:37 GMT@request=2",
                 FaultRule(.retryAfter(status: 503, value: "Sun, 06 Nov 99999999999 08:49:37 GMT"), when: .nthRequest(2))
@@ -43,7 +46,7 @@ final class FaultRuleParsingTests: XCTestCase {
             ("claim-length:9000000000000000000", FaultRule(.claimLength("9000000000000000000"))),
             ("overlong:1000@from=3", FaultRule(.overlong(1000), when: .fromRequest(3))),
             ("header:ETag:\"v%1B[2J\"", FaultRule(.header(name: "ETag", value: "\"v\u{1B}[2J\""))),
-            ("header:X-Note:a:b%25c%40d", FaultRule(.header(name: "X-Note", value: "a:b%c@d"))),
+            ("header:X-Note:a:b%25c%40d", FaultRule(.header(name: "X-Note", value: "a:b%c@d")))
         ]
         for (spec, expected) in cases {
             XCTAssertEqual(try FaultRule(parsing: spec), expected, spec)
@@ -60,7 +63,8 @@ final class FaultRuleParsingTests: XCTestCase {
             FaultRule(.retryAfter(status: 503, value: "Sun, 06 Nov 99999999999 08:49:37 GMT"), when: .fromRequest(2)),
             FaultRule(.claimLength("99999999999999999999999")),
             FaultRule(.overlong(7), when: .nthRequest(3)),
-            FaultRule(.header(name: "Content-Range", value: "bytes\u{1B}]0;x\u{7}\u{9B} 0-1/2 100% @from=1"), when: .always),
+            FaultRule(
+                .header(name: "Content-Range", value: "bytes\u{1B}]0;x\u{7}\u{9B} 0-1/2 100% @from=1"), when: .always)
         ]
         for rule in rules {
             XCTAssertEqual(try FaultRule(parsing: rule.description), rule, rule.description)
@@ -88,7 +92,7 @@ final class FaultRuleParsingTests: XCTestCase {
             ("overlong:-1", "'-1' is not a non-negative integer"),
             ("header:Bad Name:x", "'Bad Name' is not a header name"),
             ("header:X:a%0D%0AInjected: 1", "'a%0D%0AInjected: 1' is not a value without CR or LF"),
-            ("header:X:%G1", "'%G1' is not a value with valid %XX escapes"),
+            ("header:X:%G1", "'%G1' is not a value with valid %XX escapes")
         ]
         for (spec, reason) in cases {
             XCTAssertThrowsError(try FaultRule(parsing: spec), spec) { error in

@@ -37,7 +37,7 @@ final class HTTPRequestTests: XCTestCase {
         let cases: [(String, Int)] = [
             ("GARBAGE\r\n\r\n", 400),
             ("GET /\r\nHost: h\r\n\r\n", 400),
-            ("GET / HTTP/1.1\r\n\r\n", 400),  // no Host
+            ("GET / HTTP/1.1\r\n\r\n", 400), // no Host
             ("GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400),
             ("GET / HTTP/1.1\r\nHost: h\r\nBad Name: x\r\n\r\n", 400),
             ("GET / HTTP/1.1\r\nHost: h\r\nX: a\r\n folded\r\n\r\n", 400),
@@ -45,7 +45,7 @@ final class HTTPRequestTests: XCTestCase {
             ("GET / HTTP/1.1\r\nHost: h\r\nContent-Length: 1, 2\r\n\r\n", 400),
             ("GET / HTTP/1.1\r\nHost: h\r\nContent-Length: -1\r\n\r\n", 400),
             ("GET / HTTP/2.0\r\nHost: h\r\n\r\n", 505),
-            ("GET / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n", 501),
+            ("GET / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n", 501)
         ]
         for (text, status) in cases {
             XCTAssertEqual(parse(text), .invalid(status: status), text)
@@ -77,6 +77,6 @@ final class HTTPRequestTests: XCTestCase {
         XCTAssertEqual(path("/%2e%2e/x"), "/../x")
         XCTAssertNil(path("*"))
         XCTAssertNil(path("/bad%zz"))
-        XCTAssertNil(path("/bad%ff"))  // not UTF-8
+        XCTAssertNil(path("/bad%ff")) // not UTF-8
     }
 }

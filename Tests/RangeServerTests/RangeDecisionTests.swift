@@ -19,7 +19,7 @@ final class RangeDecisionTests: XCTestCase {
             ("bytes=", nil),
             ("items=0-1", nil),
             ("bytes 0-1", nil),
-            ("bytes=+1-2", nil),
+            ("bytes=+1-2", nil)
         ]
         for (header, expected) in cases {
             XCTAssertEqual(RangeSpec.parseHeader(header), expected, header)
@@ -80,7 +80,7 @@ final class RangeDecisionTests: XCTestCase {
         XCTAssertEqual(HTTPDate.parse("Tue, 29 Feb 2000 00:00:00 GMT"), Date(timeIntervalSince1970: 951_782_400))
         for bad in [
             "", "Sun, 06 Nov 1994 08:49:37 UTC", "Sun, 6 Nov 1994 08:49:37 GMT", "Sun, 06 Foo 1994 08:49:37 GMT",
-            "Sun, 06 Nov 1994 25:49:37 GMT", "\"etag\"",
+            "Sun, 06 Nov 1994 25:49:37 GMT", "\"etag\""
         ] {
             XCTAssertNil(HTTPDate.parse(bad), bad)
         }
@@ -91,7 +91,7 @@ final class RangeDecisionTests: XCTestCase {
         for (seconds, expected) in [
             (Double(Int64.max), latest), (9.3e18, latest), (1e300, latest), (.infinity, latest),
             (Double(Int64.min), earliest), (-1e300, earliest), (-.infinity, earliest),
-            (253_402_300_799, latest), (-62_135_596_800, earliest), (.nan, "Thu, 01 Jan 1970 00:00:00 GMT"),
+            (253_402_300_799, latest), (-62_135_596_800, earliest), (.nan, "Thu, 01 Jan 1970 00:00:00 GMT")
         ] {
             XCTAssertEqual(HTTPDate.format(Date(timeIntervalSince1970: seconds)), expected, "\(seconds)")
         }

@@ -117,7 +117,7 @@ final class ServerFaultTests: XCTestCase {
             (.wrongContentRangeShift(-150), "bytes=100-199", "bytes 0-49/10000", 0..<50),
             (.wrongContentRangeShift(-1), "bytes=9990-", "bytes 9989-9998/10000", 9989..<9999),
             (.wrongContentRangeTotal(99), "bytes=100-199", "bytes 100-199/99", 100..<200),
-            (.invertedContentRange, "bytes=100-199", "bytes 200-100/10000", 100..<200),
+            (.invertedContentRange, "bytes=100-199", "bytes 200-100/10000", 100..<200)
         ]
         for (fault, range, contentRange, body) in cases {
             let server = try server([FaultRule(fault)])
@@ -160,7 +160,7 @@ final class ServerFaultTests: XCTestCase {
         let server = try server([
             FaultRule(.cutAfter(1), when: .rangeStart(5000)),
             FaultRule(.wrongContentRangeTotal(1), when: .rangeStart(5000)),
-            FaultRule(.gzipEncoding, when: .method("GET")),
+            FaultRule(.gzipEncoding, when: .method("GET"))
         ])
         let cut = try ranged(server, "bytes=5000-5999")
         XCTAssertEqual(cut.body.count, 1)
@@ -264,7 +264,7 @@ final class ServerFaultTests: XCTestCase {
     func testRedirects() throws {
         let server = try server([
             FaultRule(.redirect(to: "/f.bin"), when: .method("GET")),
-            FaultRule(.redirect(to: "http://127.0.0.1:1/x", status: 307)),
+            FaultRule(.redirect(to: "http://127.0.0.1:1/x", status: 307))
         ])
         let relative = try fetch(server, "/old")
         XCTAssertEqual(relative.status, 302)
@@ -276,7 +276,7 @@ final class ServerFaultTests: XCTestCase {
 
     func testFaultsParsedFromSpecsWork() throws {
         let server = try server([
-            try FaultRule(parsing: "cut:10@request=1"), try FaultRule(parsing: "status:429:1@from=2"),
+            try FaultRule(parsing: "cut:10@request=1"), try FaultRule(parsing: "status:429:1@from=2")
         ])
         XCTAssertEqual(try fetch(server, "/f.bin").body.count, 10)
         let limited = try fetch(server, "/f.bin")

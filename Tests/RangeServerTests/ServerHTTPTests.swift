@@ -41,7 +41,7 @@ final class ServerHTTPTests: XCTestCase {
             ("bytes=99000-", 99000..<100_000),
             ("bytes=-500", 99500..<100_000),
             ("bytes=99990-200000", 99990..<100_000),
-            ("bytes=-200000", 0..<100_000),
+            ("bytes=-200000", 0..<100_000)
         ]
         for (header, range) in cases {
             let response = try fetch(server, "/f.bin", headers: ["Range": header])
@@ -68,7 +68,7 @@ final class ServerHTTPTests: XCTestCase {
     func testUnsatisfiableRangesGet416() throws {
         let server = try server()
         for (path, header, total) in [
-            ("/f.bin", "bytes=100000-", 100_000), ("/empty.bin", "bytes=0-", 0), ("/empty.bin", "bytes=-1", 0),
+            ("/f.bin", "bytes=100000-", 100_000), ("/empty.bin", "bytes=0-", 0), ("/empty.bin", "bytes=-1", 0)
         ] {
             let response = try fetch(server, path, headers: ["Range": header])
             XCTAssertEqual(response.status, 416, header)
@@ -98,7 +98,7 @@ final class ServerHTTPTests: XCTestCase {
             ("\"rg-other\"", 200),
             ("W/" + etag, 200),
             ("Mon, 01 Jan 2024 00:00:00 GMT", 206),
-            ("Tue, 02 Jan 2024 00:00:00 GMT", 200),
+            ("Tue, 02 Jan 2024 00:00:00 GMT", 200)
         ]
         for (value, status) in cases {
             let response = try fetch(server, "/f.bin", headers: ["Range": "bytes=10-19", "If-Range": value])
@@ -177,7 +177,7 @@ final class ServerHTTPTests: XCTestCase {
         XCTAssertNotNil(ok.header("last-modified"))
         for path in [
             "/../secret.txt", "/%2e%2e/secret.txt", "/sub/%2E%2E/../secret.txt", "/sub/..%2f..%2fsecret.txt",
-            "/link.txt", "/sub", "/missing", "/",
+            "/link.txt", "/sub", "/missing", "/"
         ] {
             XCTAssertEqual(try fetch(server, path).status, 404, path)
         }

@@ -121,8 +121,10 @@ final class ServerTimingTests: XCTestCase {
 
     /// Reads `file` from `server` on a new connection and checks it comes in
     /// bursts of `burst` bytes, each followed by at least 0.3 s without data.
-    private func assertBursts(of burst: Int, from server: RangeServer, _ file: Resource, _ label: String,
-                              line: UInt = #line) throws {
+    private func assertBursts(
+        of burst: Int, from server: RangeServer, _ file: Resource, _ label: String,
+        line: UInt = #line
+    ) throws {
         let connection = try TestConnection(port: server.port, timeout: 10)
         let started = Date()
         connection.sendRequest("GET", "/f.bin")
@@ -145,7 +147,8 @@ final class ServerTimingTests: XCTestCase {
             while received.count - headLength < index * burst {
                 guard receive() ?? 0 > 0 else { return XCTFail("\(label): burst \(index) did not come", line: line) }
             }
-            XCTAssertEqual(received.count - headLength, index * burst, "\(label): burst \(index) ends alone", line: line)
+            XCTAssertEqual(
+                received.count - headLength, index * burst, "\(label): burst \(index) ends alone", line: line)
             guard index < bursts else { break }
             connection.setTimeout(0.3)
             XCTAssertNil(receive(), "\(label): after burst \(index), a pause of at least 0.3 s", line: line)

@@ -263,7 +263,11 @@ func receiveConcurrently(
             var total = 0
             while Date() < deadline {
                 let received = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-                if received > 0 { total += received } else if received == 0 || errno != EAGAIN && errno != EINTR { break }
+                if received > 0 {
+                    total += received
+                } else if received == 0 || errno != EAGAIN && errno != EINTR {
+                    break
+                }
             }
             tally.lock.withLock { tally.bytes[index] = total }
             group.leave()

@@ -1,4 +1,3 @@
-import SystemSupport
 // MirrorBenchmark: `rangeget bench URL...`. For each mirror of one file: the
 // probe time, time to first byte, HTTP version and server, throughput on one
 // connection and on N (each for a few seconds, through the real engine) and
@@ -8,12 +7,14 @@ import SystemSupport
 // each equal stripe of the file), so a mirror serving other bytes is
 // caught before anyone splices from it. What to use is MirrorChoice's call.
 internal import Digests
+import Synchronization
+import SystemSupport
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Synchronization
 
 /// Figures for one mirror.
 package struct MirrorMeasurement: Sendable, Codable, Equatable {

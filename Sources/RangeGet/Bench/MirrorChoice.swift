@@ -40,9 +40,11 @@ package struct MirrorChoice: Sendable, Codable, Equatable {
         }
         guard !usable.isEmpty else {
             let disagree = measurements.contains { $0.sameBytes == false }
-            self.init(mirrors: [], connectionsPerMirror: [], connections: 0, predictedBytesPerSecond: 0, reason: disagree
-                ? "the mirrors serve different bytes and no majority agrees"
-                : "none of the mirrors is usable")
+            self.init(
+                mirrors: [], connectionsPerMirror: [], connections: 0, predictedBytesPerSecond: 0,
+                reason: disagree
+                    ? "the mirrors serve different bytes and no majority agrees"
+                    : "none of the mirrors is usable")
             return
         }
         // Greedy on marginal gain; totals[k] is the predicted total of the first k
@@ -78,15 +80,18 @@ package struct MirrorChoice: Sendable, Codable, Equatable {
             Self.reason(names[index], limit: measurements[index].limit, connections: given)
         }
         reasons += usable.filter { !chosen.contains($0) }.map { index in
-            "\(names[index]): left out, " + (counts[index] > 0 ? "adds under \(Int(Self.tolerance * 100))%" : "a connection adds more elsewhere")
+            "\(names[index]): left out, "
+                + (counts[index] > 0 ? "adds under \(Int(Self.tolerance * 100))%" : "a connection adds more elsewhere")
         }
         self.init(
             mirrors: chosen.map { measurements[$0].url }, connectionsPerMirror: share, connections: count,
             predictedBytesPerSecond: totals[count], reason: reasons.joined(separator: "; "))
     }
 
-    private init(mirrors: [String], connectionsPerMirror: [Int], connections: Int, predictedBytesPerSecond: Double,
-                 reason: String) {
+    private init(
+        mirrors: [String], connectionsPerMirror: [Int], connections: Int, predictedBytesPerSecond: Double,
+        reason: String
+    ) {
         self.mirrors = mirrors
         self.connectionsPerMirror = connectionsPerMirror
         self.connections = connections

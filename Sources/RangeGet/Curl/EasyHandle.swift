@@ -4,9 +4,10 @@ import CCurl
 import CCurlShim
 
 /// The C signature of libcurl's write and header callbacks.
-typealias CurlDataCallback = @convention(c) (
-    UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?
-) -> Int
+typealias CurlDataCallback =
+    @convention(c) (
+        UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?
+    ) -> Int
 
 /// A thin owner of a `CURL *`: typed setters, typed getters, cleanup in deinit.
 final class EasyHandle {
@@ -44,8 +45,9 @@ final class EasyHandle {
 
     /// Sets a string option; libcurl copies the string.
     func set(_ option: CURLoption, _ value: String?) throws(CurlError) {
-        try check(value.map { rg_easy_setopt_string(raw, option, $0) }
-            ?? rg_easy_setopt_string(raw, option, nil))
+        try check(
+            value.map { rg_easy_setopt_string(raw, option, $0) }
+                ?? rg_easy_setopt_string(raw, option, nil))
     }
 
     /// Asks for `range` of the resource (`CURLOPT_RANGE`: `first-last`, or
@@ -117,7 +119,8 @@ final class EasyHandle {
     var effectiveURL: String? {
         var pointer: UnsafeMutablePointer<CChar>?
         guard rg_easy_getinfo_string(raw, CURLINFO_EFFECTIVE_URL, &pointer) == CURLE_OK,
-              let pointer else { return nil }
+            let pointer
+        else { return nil }
         return String(cString: pointer)
     }
 
@@ -125,7 +128,8 @@ final class EasyHandle {
     var redirectURL: String? {
         var pointer: UnsafeMutablePointer<CChar>?
         guard rg_easy_getinfo_string(raw, CURLINFO_REDIRECT_URL, &pointer) == CURLE_OK,
-              let pointer else { return nil }
+            let pointer
+        else { return nil }
         return String(cString: pointer)
     }
 

@@ -72,7 +72,8 @@ public struct TransferOptions: Sendable {
     var problem: String? {
         for (name, value) in [("connectTimeout", connectTimeout), ("stallTimeout", stallTimeout)]
         where !Self.timeoutRange.contains(value) {
-            return "\(name) must be from \(Self.timeoutRange.lowerBound) to \(Self.timeoutRange.upperBound) seconds, not \(value)"
+            return
+                "\(name) must be from \(Self.timeoutRange.lowerBound) to \(Self.timeoutRange.upperBound) seconds, not \(value)"
         }
         for (name, value) in headers {
             guard Self.isToken(Substring(name)) else { return "the header name '\(name)' is not an HTTP token" }
@@ -90,7 +91,8 @@ public struct TransferOptions: Sendable {
         !text.isEmpty && text.allSatisfy(tokenCharacters.contains)
     }
 
-    private static let tokenCharacters = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789!#$%&'*+-.^_`|~")
+    private static let tokenCharacters = Set(
+        "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789!#$%&'*+-.^_`|~")
 
     /// True when `text` holds a control character other than the tab (a CR
     /// or LF would start a header, or a request, of its own).
@@ -145,8 +147,10 @@ extension EasyHandle {
 
     /// `performFollowingRedirects`, each request run by `perform(on:stop:)`
     /// (in a session's multi handle) without holding the task's thread.
-    func performFollowingRedirects(_ url: String, options: TransferOptions, on loop: TransferLoop?, stop: StopSignal?,
-                                   beforeEach: () -> Void) async throws(CurlError) {
+    func performFollowingRedirects(
+        _ url: String, options: TransferOptions, on loop: TransferLoop?, stop: StopSignal?,
+        beforeEach: () -> Void
+    ) async throws(CurlError) {
         var hops = RedirectHops(from: url)
         repeat {
             beforeEach()
@@ -213,6 +217,8 @@ extension EasyHandle {
 /// An HTTP version rangeget can offer.
 public enum HTTPVersion: String, Sendable, CaseIterable {
     /// HTTP/1.1 on every connection.
+    // swift-format-ignore: AlwaysUseLowerCamelCase
+    // (public, and pinned by the API check: the name stays)
     case http1_1 = "1.1"
     /// HTTP/2 where TLS negotiates it (ALPN), else HTTP/1.1; never h2c on clear text.
     case http2 = "2"

@@ -58,10 +58,12 @@ extension Connection {
     func holdsBody() -> Bool {
         guard case let .opening(request) = state else { return heldBody != nil }
         guard case .undecided = request.hold, request.holdLimit > 0, responseHead.isFinal else { return false }
-        let check = ResponseCheck.partialContent(responseHead, answering: .prefix(of: request.range),
-                                                 expected: .unknown)
+        let check = ResponseCheck.partialContent(
+            responseHead, answering: .prefix(of: request.range),
+            expected: .unknown)
         guard case let .success(answer) = check, answer.served == ByteRange(0, answer.total),
-              answer.total <= request.holdLimit else {
+            answer.total <= request.holdLimit
+        else {
             declineHold(check: check)
             return false
         }

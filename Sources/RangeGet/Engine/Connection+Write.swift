@@ -102,7 +102,9 @@ extension Connection {
         case .refuse: return 0
         case .checkHead:
             guard case let .transferring(transfer) = state else { return 0 }
-            if let problem = ResponseCheck.check(responseHead, requested: transfer.requested, expected: transfer.expected) {
+            if let problem = ResponseCheck.check(
+                responseHead, requested: transfer.requested, expected: transfer.expected)
+            {
                 cursor.intake = .refuse(.rejected(problem))
                 return 0
             }
@@ -158,7 +160,8 @@ extension Connection {
             cursor.intake = .refuse(.rejected(.overlong(requested)))
             disown(from: cursor.piece.range.start)
         } else {
-            cursor.intake = .refuse(.rejected(.changed("the server sent more than \(transfer.expected.size ?? 0) bytes")))
+            cursor.intake = .refuse(
+                .rejected(.changed("the server sent more than \(transfer.expected.size ?? 0) bytes")))
         }
         return true
     }

@@ -7,6 +7,7 @@
 // to pwrite at the right offset, after one check of the response.
 import CCurl
 import CCurlShim
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -184,10 +185,14 @@ final class Connection {
     }
 
     /// The bookkeeping of a transfer that starts fetching `piece`.
-    private func begin(_ piece: Piece, from mirror: Mirror, requested: ByteRange?, race: Race?, measuresSetup: Bool,
-                       now: Double) {
-        state = .transferring(PieceTransfer(mirror: mirror, requested: requested, measuresSetup: measuresSetup,
-                                            start: piece.range.start, now: now))
+    private func begin(
+        _ piece: Piece, from mirror: Mirror, requested: ByteRange?, race: Race?, measuresSetup: Bool,
+        now: Double
+    ) {
+        state = .transferring(
+            PieceTransfer(
+                mirror: mirror, requested: requested, measuresSetup: measuresSetup,
+                start: piece.range.start, now: now))
         cursor = Cursor(piece: piece, position: piece.range.start, race: race)
         journal?.begin(slot: id, at: piece.range.start)
         wasUsed = true
@@ -198,8 +203,9 @@ final class Connection {
     private func release(_ end: TransferEnd, curlError: CurlError? = nil, now: Double) -> FinishedTransfer {
         guard let transfer else { preconditionFailure("no transfer to finish") }
         let mirror = transfer.mirror
-        let finished = FinishedTransfer(piece: cursor.piece, end: end, written: cursor.written, mirror: mirror,
-                                        race: cursor.race, curlError: curlError)
+        let finished = FinishedTransfer(
+            piece: cursor.piece, end: end, written: cursor.written, mirror: mirror,
+            race: cursor.race, curlError: curlError)
         journal?.end(slot: id, wrote: finished.written)
         totalBytes += cursor.bytes
         mirror.bytes += cursor.bytes
@@ -302,7 +308,8 @@ final class Connection {
     /// until data flowed for a tenth of a second (0 when it went silent).
     func rate(now: Double) -> Double? {
         guard let transfer, let firstByteAt = transfer.firstByteAt, now - firstByteAt >= 0.1,
-              transfer.recent.span >= 0.1 else { return nil }
+            transfer.recent.span >= 0.1
+        else { return nil }
         return transfer.recent.rate
     }
 
@@ -324,28 +331,36 @@ final class Connection {
         if case .refuse(.reachedEnd) = cursor.intake { return release(.complete, now: now) }
         if result == CURLE_OK && cursor.position == cursor.end { return release(.complete, now: now) }
         if case let .refuse(.rejected(rejection)) = cursor.intake {
-            return release(.incomplete(reason: rejection.description, cause: RetryCause(rejection), rejection: rejection),
-                           now: now)
+            return release(
+                .incomplete(reason: rejection.description, cause: RetryCause(rejection), rejection: rejection),
+                now: now)
         }
         if result == CURLE_OK {
             if cursor.end == Int64.max { return release(.complete, now: now) }
             if case .checkHead = cursor.intake,
-               let check = ResponseCheck.check(responseHead, requested: transfer.requested, expected: transfer.expected) {
-                return release(.incomplete(reason: check.description, cause: RetryCause(check), rejection: check), now: now)
+                let check = ResponseCheck.check(
+                    responseHead, requested: transfer.requested, expected: transfer.expected)
+            {
+                return release(
+                    .incomplete(reason: check.description, cause: RetryCause(check), rejection: check), now: now)
             }
-            return release(.incomplete(reason: "short body: got \(cursor.bytes) bytes", cause: .cut, rejection: nil),
-                           now: now)
+            return release(
+                .incomplete(reason: "short body: got \(cursor.bytes) bytes", cause: .cut, rejection: nil),
+                now: now)
         }
         let error = easy.error(result)
-        return release(.incomplete(reason: error.message, cause: RetryCause(error, delivered: hasDelivered), rejection: nil),
-                       curlError: error, now: now)
+        return release(
+            .incomplete(reason: error.message, cause: RetryCause(error, delivered: hasDelivered), rejection: nil),
+            curlError: error, now: now)
     }
 
     /// Abandons the transfer (stall, lost race, shutdown); the caller removes
     /// the handle. `cause`: a stall, or by default rangeget's own cut.
     /// `distrustingFrom`: its bytes from there on do not count.
-    func abandon(reason: String, cause: RetryCause = .cut, error: CurlError? = nil, distrustingFrom offset: Int64? = nil,
-                 now: Double) -> FinishedTransfer {
+    func abandon(
+        reason: String, cause: RetryCause = .cut, error: CurlError? = nil, distrustingFrom offset: Int64? = nil,
+        now: Double
+    ) -> FinishedTransfer {
         if let offset { disown(from: offset) }
         return release(.incomplete(reason: reason, cause: cause, rejection: nil), curlError: error, now: now)
     }

@@ -30,8 +30,9 @@ extension Engine {
             let reason = "no data for \(Rejection.duration(settings.transfer.stallTimeout)) (stalled)"
             loop.remove(connection.easy)
             // A stall is the timeout libcurl's low-speed limit would report.
-            let stalled = connection.abandon(reason: reason, cause: .stall,
-                                             error: CurlError(CURLE_OPERATION_TIMEDOUT, message: reason), now: now)
+            let stalled = connection.abandon(
+                reason: reason, cause: .stall,
+                error: CurlError(CURLE_OPERATION_TIMEDOUT, message: reason), now: now)
             if let outcome = settle(connection, stalled, now: now) {
                 return outcome
             }
@@ -51,10 +52,12 @@ extension Engine {
         let completed = writtenSnapshot()
         let done = completed.byteCount
         meter.add(bytes: done, at: now)
-        onEvent(.progress(DownloadProgress(
-            bytesDone: done, totalBytes: size, bytesPerSecond: meter.rate,
-            activeConnections: connections.count(where: \.isBusy),
-            completed: completed, inFlight: connections.compactMap(\.remaining))))
+        onEvent(
+            .progress(
+                DownloadProgress(
+                    bytesDone: done, totalBytes: size, bytesPerSecond: meter.rate,
+                    activeConnections: connections.count(where: \.isBusy),
+                    completed: completed, inFlight: connections.compactMap(\.remaining))))
     }
 
     /// What is written now: finished ranges plus each running transfer's prefix.

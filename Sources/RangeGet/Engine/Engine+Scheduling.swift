@@ -29,7 +29,8 @@ extension Engine {
             // The piece first (a steal may end a transfer), then a handle for it.
             let reuse = connections.first { !$0.isBusy }
             guard let mirror = chooseMirror(now: now),
-                  let (piece, race) = nextPiece(thiefRate: reuse?.lastRate, now: now) else {
+                let (piece, race) = nextPiece(thiefRate: reuse?.lastRate, now: now)
+            else {
                 if needsSlot { loop.giveSlots(1) }
                 break
             }
@@ -101,8 +102,11 @@ extension Engine {
     /// unthrottled piece can end first): decided on the answers so far.
     func settleEndReserve(now: Bool = false) {
         guard endReservePending else { return }
-        guard now || connections.allSatisfy({ !$0.isBusy || $0.hasDelivered })
-                && mirrors.contains(where: { $0.fastestFirstByte != nil }) else { return }
+        guard
+            now
+                || connections.allSatisfy({ !$0.isBusy || $0.hasDelivered })
+                    && mirrors.contains(where: { $0.fastestFirstByte != nil })
+        else { return }
         endReservePending = false
         // A dropped mirror gets no reserved piece: its wait has no say.
         guard mirrors.contains(where: { $0.isUsable && ($0.fastestFirstByte ?? 0) >= Opening.distantFirstByte })
@@ -135,7 +139,8 @@ extension Engine {
         var perHost: [String: Int] = [:]
         for mirror in mirrors { perHost[mirror.host, default: 0] += mirror.activeConnections }
         return mirrors.map { mirror in
-            let measured = mirror.activeConnections > 0 && now - mirror.steadySince >= Self.placementWindow
+            let measured =
+                mirror.activeConnections > 0 && now - mirror.steadySince >= Self.placementWindow
                 && mirror.meter.span >= 0.9 * Self.placementWindow
             return MirrorPlacement.Observation(
                 connections: mirror.activeConnections, rate: measured ? mirror.meter.rate : nil,
@@ -170,7 +175,9 @@ extension Engine {
             for connection in moving where !finishesSoon(connection, now: now) {
                 cancel(connection, reason: "moved to another mirror", requeue: true, now: now)
             }
-            onEvent(.transfer(.connectionsMoved(from: donor.remote.url, to: mirrors[move.to].remote.url, count: moving.count)))
+            onEvent(
+                .transfer(
+                    .connectionsMoved(from: donor.remote.url, to: mirrors[move.to].remote.url, count: moving.count)))
         }
     }
 
@@ -208,8 +215,9 @@ extension Engine {
 
     /// Where a free connection may find its next piece now, in order (`PieceSource.order`).
     func pieceSources(now: Double) -> [PieceSource] {
-        PieceSource.order(notBefore: queue.map(\.notBefore), now: now, plain: plain,
-                          reserve: window == nil && !unplanned.isEmpty, running: connections.contains(where: \.isBusy))
+        PieceSource.order(
+            notBefore: queue.map(\.notBefore), now: now, plain: plain,
+            reserve: window == nil && !unplanned.isEmpty, running: connections.contains(where: \.isBusy))
     }
 
     /// The next piece for a connection that fetched at `thiefRate` last
@@ -246,7 +254,8 @@ extension Engine {
     private func candidates(now: Double) -> [(connection: Connection, remaining: ByteRange, rate: Double?)] {
         func candidate(_ connection: Connection) -> (connection: Connection, remaining: ByteRange, rate: Double?)? {
             guard connection.race == nil, let remaining = connection.remaining else { return nil }
-            let rate = connection.rate(now: now)
+            let rate =
+                connection.rate(now: now)
                 ?? (hasStalled(connection, now: now) ? 0 : connection.mirror.flatMap { measuredRate(of: $0, now: now) })
             return (connection, remaining, rate)
         }
@@ -269,8 +278,9 @@ extension Engine {
             return rate > 0 ? Double(candidate.remaining.count) / rate : .infinity
         }
         guard let victim = running.max(by: { secondsLeft($0) < secondsLeft($1) }),
-              let stolen = planner.steal(from: victim.remaining, victimRate: victim.rate, thiefRate: thiefRate,
-                                         setupDelay: setupDelay)
+            let stolen = planner.steal(
+                from: victim.remaining, victimRate: victim.rate, thiefRate: thiefRate,
+                setupDelay: setupDelay)
         else { return nil }
         // Taking all that is left lets the victim's connection go, so it is
         // done only on the victim's own evidence: a rate of its own (it
@@ -307,7 +317,7 @@ extension Engine {
         guard let thiefRate = lastRate ?? (known.isEmpty ? nil : known[known.count / 2]) else { return nil }
         let slow = running.compactMap { candidate -> (Connection, ByteRange, Double)? in
             guard let rate = candidate.rate,
-                  planner.shouldRace(candidate.remaining, victimRate: rate, thiefRate: thiefRate, setupDelay: setupDelay)
+                planner.shouldRace(candidate.remaining, victimRate: rate, thiefRate: thiefRate, setupDelay: setupDelay)
             else { return nil }
             return (candidate.connection, candidate.remaining, rate)
         }
@@ -317,4 +327,3 @@ extension Engine {
         return (Piece(range: remaining), race)
     }
 }
-

@@ -39,8 +39,9 @@ extension Engine {
                 distrust(finished, of: connection, now: now)
                 finished.race = nil
             }
-            return retry(finished, on: connection.id, reason: reason, cause: cause, rejection: rejection, now: now,
-                         partnerBusy: partnerIsBusy(connection, in: finished.race))
+            return retry(
+                finished, on: connection.id, reason: reason, cause: cause, rejection: rejection, now: now,
+                partnerBusy: partnerIsBusy(connection, in: finished.race))
         }
     }
 
@@ -78,11 +79,14 @@ extension Engine {
         if let why = decision.dropMirror, let outcome = drop(mirror, because: why, now: now) { return outcome }
         switch decision.verdict {
         case let .requeue(delay, failures):
-            onEvent(.retry(connection: connection, cause: cause, reason: reason, delay: delay, attempt: failures + 1,
-                           attempts: settings.retries + 1))
+            onEvent(
+                .retry(
+                    connection: connection, cause: cause, reason: reason, delay: delay, attempt: failures + 1,
+                    attempts: settings.retries + 1))
             if plain { written = RangeSet() }
-            requeue(piece, from: plain ? piece.range.start : max(finished.written.end, finished.race?.frontier ?? 0),
-                    failures: failures, notBefore: now + delay)
+            requeue(
+                piece, from: plain ? piece.range.start : max(finished.written.end, finished.race?.frontier ?? 0),
+                failures: failures, notBefore: now + delay)
             return nil
         case .none:
             return nil
@@ -130,8 +134,9 @@ extension Engine {
         let untrusted = finished.piece.range
         if let race = finished.race {
             for other in connections where other !== connection && other.race === race && other.isBusy {
-                cancel(other, reason: "its race partner's answer was not trusted", requeue: false,
-                       distrustingFrom: race.start, now: now)
+                cancel(
+                    other, reason: "its race partner's answer was not trusted", requeue: false,
+                    distrustingFrom: race.start, now: now)
             }
         }
         written.remove(untrusted)

@@ -120,7 +120,8 @@ final class Engine: LoopClient {
         opening: Opening? = nil, unprobed: Bool = false, onEvent: @escaping @Sendable (DownloadEvent) -> Void
     ) {
         precondition(!remotes.isEmpty)
-        precondition(opening?.heldBody == nil, "a body held in memory is written by the download (write(held:)), not an engine")
+        precondition(
+            opening?.heldBody == nil, "a body held in memory is written by the download (write(held:)), not an engine")
         self.settings = settings
         self.plain = plain
         self.unprobed = unprobed
@@ -135,15 +136,18 @@ final class Engine: LoopClient {
             (self.sink, file, self.window) = (window, nil, window)
         }
         let perConnection = (window?.capacity ?? 0) / Int64(2 * max(1, settings.connections))
-        streamPiece = min(window?.capacity ?? .max, max(settings.minimumSplit, min(perConnection, Self.largestStreamPiece)))
+        streamPiece = min(
+            window?.capacity ?? .max, max(settings.minimumSplit, min(perConnection, Self.largestStreamPiece)))
         let done = manifest?.done ?? window?.done ?? RangeSet()
         written = done
         if let file, let manifestPath, let manifest {
-            checkpointer = Checkpointer(file: file, manifest: manifest, manifestPath: manifestPath, calls: settings.systemCalls)
+            checkpointer = Checkpointer(
+                file: file, manifest: manifest, manifestPath: manifestPath, calls: settings.systemCalls)
             // Without a journal (no boot ID, a file system that refuses it) a
             // kill costs what was written since the last durable save.
-            journal = try? WriteJournal(path: PartialFiles(data: file.path).journal, file: file, size: manifest.size,
-                                        slots: settings.connections, written: done)
+            journal = try? WriteJournal(
+                path: PartialFiles(data: file.path).journal, file: file, size: manifest.size,
+                slots: settings.connections, written: done)
         } else {
             checkpointer = nil
             journal = nil
@@ -213,7 +217,8 @@ final class Engine: LoopClient {
             // On a shared loop, plan for the connections it can give now (a
             // piece per connection that will wait would cost a request each);
             // slots that free up later take work by stealing.
-            let reachable = loop.freeSlots.map { min(settings.connections, max(1, slotsHeld + $0)) } ?? settings.connections
+            let reachable =
+                loop.freeSlots.map { min(settings.connections, max(1, slotsHeld + $0)) } ?? settings.connections
             // An opening that asked for the whole file (a list's, from a
             // distant server) keeps its first piece running to the end.
             let whole = adopted?.served.map { $0.end == size } ?? false
@@ -238,7 +243,8 @@ final class Engine: LoopClient {
             // nothing now and would be fetched again later. The stop ends
             // when a turn brings nothing more, or after `drainLimit` seconds.
             let received = bytesReceived
-            if let drain, now >= drain.deadline || received == drain.received || !connections.contains(where: \.isBusy) {
+            if let drain, now >= drain.deadline || received == drain.received || !connections.contains(where: \.isBusy)
+            {
                 return ended(.stopped)
             }
             drain = (drain?.deadline ?? now + Self.drainLimit, received)
@@ -279,7 +285,8 @@ final class Engine: LoopClient {
 
     func loopFailed(_ error: CurlError) {
         loop.assertOnLoopThread()
-        outcome = outcome ?? .failed(.network(url: mirrors[0].remote.url, message: error.message, failure: error.failure))
+        outcome =
+            outcome ?? .failed(.network(url: mirrors[0].remote.url, message: error.message, failure: error.failure))
     }
 
     /// Closes the run: running transfers stop (their ranges stay missing),
@@ -354,7 +361,9 @@ final class Engine: LoopClient {
     }
 
     /// Starts `piece` on `connection`.
-    func launch(_ connection: Connection, _ piece: Piece, from mirror: Mirror, race: Race?, now: Double) throws(CurlError) {
+    func launch(_ connection: Connection, _ piece: Piece, from mirror: Mirror, race: Race?, now: Double)
+        throws(CurlError)
+    {
         loop.assertOnLoopThread()
         try connection.start(piece, from: mirror, plain: plain, race: race, now: now)
         try loop.add(connection.easy)
@@ -363,8 +372,10 @@ final class Engine: LoopClient {
 
     /// Ends a running transfer early; what it wrote is kept (up to
     /// `distrustingFrom`, when given), the rest is queued again if `requeue`.
-    func cancel(_ connection: Connection, reason: String, requeue: Bool, distrustingFrom offset: Int64? = nil,
-                now: Double) {
+    func cancel(
+        _ connection: Connection, reason: String, requeue: Bool, distrustingFrom offset: Int64? = nil,
+        now: Double
+    ) {
         loop.assertOnLoopThread()
         loop.remove(connection.easy)
         let finished = connection.abandon(reason: reason, distrustingFrom: offset, now: now)
@@ -372,8 +383,9 @@ final class Engine: LoopClient {
         written.insert(finished.written)
         onEvent(.transfer(.pieceFinished(connection: connection.id, written: finished.written, complete: false)))
         if requeue, !partnerIsBusy(connection, in: finished.race) {
-            self.requeue(finished.piece, from: max(finished.written.end, finished.race?.frontier ?? 0),
-                         failures: 0, notBefore: now)
+            self.requeue(
+                finished.piece, from: max(finished.written.end, finished.race?.frontier ?? 0),
+                failures: 0, notBefore: now)
         }
     }
 

@@ -96,7 +96,9 @@ extension EasyHandle {
         if let loop, loop.hasOwnThread { return try await loop.perform(self, stop: stop) }
         let handle = UncheckedBox(self)
         let result = await withCheckedContinuation { (done: CheckedContinuation<Result<Void, CurlError>, Never>) in
-            startThread("rangeget probe") { done.resume(returning: Result { () throws(CurlError) in try handle.value.perform() }) }
+            startThread("rangeget probe") {
+                done.resume(returning: Result { () throws(CurlError) in try handle.value.perform() })
+            }
         }
         try result.get()
     }

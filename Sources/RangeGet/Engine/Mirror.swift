@@ -52,7 +52,8 @@ final class Mirror {
 
     /// The figures for the final report.
     var report: MirrorReport {
-        MirrorReport(url: remote.url, bytes: bytes, seconds: busySeconds, errors: errors, dropped: droppedBecause,
-                     tcpConnections: tcpConnections, httpVersion: httpVersion)
+        MirrorReport(
+            url: remote.url, bytes: bytes, seconds: busySeconds, errors: errors, dropped: droppedBecause,
+            tcpConnections: tcpConnections, httpVersion: httpVersion)
     }
 }

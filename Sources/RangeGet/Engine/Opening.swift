@@ -89,9 +89,11 @@ final class Opening: LoopClient {
     /// it, for `whole.length` bytes instead when `whole.when` answers true
     /// on the loop's thread, given the slots left free once it has its own
     /// (`DownloadOptions.filesTakeFreeSlots`).
-    init(url: String, length: Int64, options: TransferOptions, holding: Bool, loop: TransferLoop,
-         stop: StopSignal? = nil,
-         whole: (length: Int64, when: @Sendable (_ freeSlots: Int) -> Bool)? = nil) throws(CurlError) {
+    init(
+        url: String, length: Int64, options: TransferOptions, holding: Bool, loop: TransferLoop,
+        stop: StopSignal? = nil,
+        whole: (length: Int64, when: @Sendable (_ freeSlots: Int) -> Bool)? = nil
+    ) throws(CurlError) {
         self.loop = loop
         self.stop = stop ?? StopSignal(loop: loop)
         if let spare = loop.spareConnection() {
@@ -125,12 +127,16 @@ final class Opening: LoopClient {
         }
         let remote: RemoteFile
         // Checked once already where the body was judged (on the loop's thread, of this same head).
-        let check = openingCheck ?? ResponseCheck.partialContent(head, answering: .prefix(of: ByteRange(0, length)),
-                                                                 expected: .unknown)
+        let check =
+            openingCheck
+            ?? ResponseCheck.partialContent(
+                head, answering: .prefix(of: ByteRange(0, length)),
+                expected: .unknown)
         switch check {
         case let .success(answer):
-            remote = RemoteFile(url: url, effectiveURL: effectiveURL, head: head, size: answer.total,
-                                acceptsRanges: true)
+            remote = RemoteFile(
+                url: url, effectiveURL: effectiveURL, head: head, size: answer.total,
+                acceptsRanges: true)
             served = answer.served
             if completed, connection.heldBody?.count != Int(answer.served.count) {
                 return nil
@@ -138,8 +144,9 @@ final class Opening: LoopClient {
         // Ranges unsupported, and one URL: the whole file as one plain stream. A
         // size past `RemoteFile.largestSize` is left to the classic probe, which refuses it.
         case .failure(.rangeIgnored) where wholeFile && (head.contentLength ?? 0) <= RemoteFile.largestSize:
-            remote = RemoteFile(url: url, effectiveURL: effectiveURL, head: head,
-                                size: head.contentEncoding == nil ? head.contentLength : nil, acceptsRanges: false)
+            remote = RemoteFile(
+                url: url, effectiveURL: effectiveURL, head: head,
+                size: head.contentEncoding == nil ? head.contentLength : nil, acceptsRanges: false)
         case .failure:
             cancel()
             return nil
@@ -198,7 +205,8 @@ final class Opening: LoopClient {
         do {
             // (asked first: the question also tells the list this file's first request is out)
             if let whole, whole.when(loop.freeSlots ?? 0), whole.length > length,
-               let delay = loop.firstByteDelay(from: server), delay >= Self.distantFirstByte {
+                let delay = loop.firstByteDelay(from: server), delay >= Self.distantFirstByte
+            {
                 length = whole.length
                 try connection.widenOpening(to: ByteRange(0, length))
             }

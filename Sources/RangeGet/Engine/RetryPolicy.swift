@@ -136,7 +136,7 @@ struct RetryPolicy {
             decision.fewerConnections = true
         // 4. An expired URL.
         case let .status(code, _)? where (code == 403 || code == 410) && failure.redirected,
-             let .status(code, _)? where (300..<400).contains(code):
+            let .status(code, _)? where (300..<400).contains(code):
             return ending(.expired)
         default:
             break

@@ -3,13 +3,14 @@
 // a list's many threads.
 import CCurlShim
 import Dispatch
+import Synchronization
+import SystemSupport
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Synchronization
-import SystemSupport
 
 /// `body` of each of `keys`, each on a thread of its own (named `name`), all
 /// at once; returns when every one has ended.

@@ -17,13 +17,14 @@
 // ones no longer need.
 import CCurl
 import Dispatch
+import Synchronization
+import SystemSupport
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Synchronization
-import SystemSupport
 
 /// A user of the loop: its methods run on the loop's thread only.
 protocol LoopClient: AnyObject {
@@ -154,7 +155,8 @@ package final class TransferLoop: @unchecked Sendable {
     /// An idle connection of an earlier opening, nil when none is kept.
     func spareConnection() -> Connection? {
         guard spareLimit.load(ordering: .relaxed) > 0,
-              let connection = spare.withLock({ $0.idle.popLast().map(UncheckedBox.init) })?.value else { return nil }
+            let connection = spare.withLock({ $0.idle.popLast().map(UncheckedBox.init) })?.value
+        else { return nil }
         recycled.add(1, ordering: .relaxed)
         return connection
     }
@@ -166,8 +168,9 @@ package final class TransferLoop: @unchecked Sendable {
         guard limit > 0 else { return }
         // Nothing of its last transfer may reach the next file's (an engine
         // would take over an unowned end, a client would hear of its transfer).
-        precondition(connection.client == nil && !connection.isBusy && connection.unownedEnd == nil,
-                     "a connection recycled before its transfer was over")
+        precondition(
+            connection.client == nil && !connection.isBusy && connection.unownedEnd == nil,
+            "a connection recycled before its transfer was over")
         connection.releaseHeldBody()
         let kept = UncheckedBox(connection)
         spare.withLock { spare in
@@ -227,7 +230,8 @@ package final class TransferLoop: @unchecked Sendable {
         let authority = url[schemeEnd.upperBound...].prefix { $0 != "/" && $0 != "?" && $0 != "#" }
         let start = authority.lastIndex(of: "@").map(authority.index(after:)) ?? authority.startIndex
         var key = (String(url[..<schemeEnd.upperBound]) + authority[start...]).lowercased()
-        for suffix in ["http://": ":80", "https://": ":443"] where key.hasPrefix(suffix.key) && key.hasSuffix(suffix.value) {
+        for suffix in ["http://": ":80", "https://": ":443"]
+        where key.hasPrefix(suffix.key) && key.hasSuffix(suffix.value) {
             key.removeLast(suffix.value.count)
         }
         return key
@@ -274,8 +278,9 @@ package final class TransferLoop: @unchecked Sendable {
     /// where the multi handle, the easy handles and the clients are promised
     /// to be touched (as NIO's `preconditionInEventLoop`).
     func assertOnLoopThread(file: StaticString = #fileID, line: UInt = #line) {
-        assert(driver.load(ordering: .relaxed) == UInt(bitPattern: Int(bitPattern: pthread_self())),
-               "called off the transfer loop's thread", file: file, line: line)
+        assert(
+            driver.load(ordering: .relaxed) == UInt(bitPattern: Int(bitPattern: pthread_self())),
+            "called off the transfer loop's thread", file: file, line: line)
     }
 
     private func publishSlots() {
@@ -389,7 +394,7 @@ package final class TransferLoop: @unchecked Sendable {
             defer { (shared.arrivals, shared.commands) = ([], []) }
             return (shared.arrivals, shared.commands)
         }
-        commands.forEach { $0() }
+        for command in commands { command() }
         let now = MonotonicClock.now()
         for arrival in arrivals {
             arrival.body.begin(now: now)

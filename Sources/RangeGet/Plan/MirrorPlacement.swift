@@ -83,8 +83,11 @@ struct MirrorPlacement: Sendable {
     /// has room.
     func choose(_ observations: [Observation]) -> Int? {
         let open = observations.indices.filter { observations[$0].room > 0 }
-        if let behind = open.max(by: { targets[$0] - observations[$0].connections < targets[$1] - observations[$1].connections }),
-           targets[behind] > observations[behind].connections {
+        if let behind = open.max(by: {
+            targets[$0] - observations[$0].connections < targets[$1] - observations[$1].connections
+        }),
+            targets[behind] > observations[behind].connections
+        {
             return behind
         }
         return open.max { gain(at: $0, observations[$0].connections) < gain(at: $1, observations[$1].connections) }
@@ -97,8 +100,10 @@ struct MirrorPlacement: Sendable {
         targets[mirror] = 0
         dropped.insert(mirror)
         trial = nil
-        guard let best = targets.indices.filter({ !dropped.contains($0) && curves[$0].perConnection != 0 })
-            .max(by: { gain(at: $0, targets[$0]) < gain(at: $1, targets[$1]) }) else { return }
+        guard
+            let best = targets.indices.filter({ !dropped.contains($0) && curves[$0].perConnection != 0 })
+                .max(by: { gain(at: $0, targets[$0]) < gain(at: $1, targets[$1]) })
+        else { return }
         targets[best] += freed
     }
 
@@ -113,7 +118,8 @@ struct MirrorPlacement: Sendable {
         // Totals count only where the connections are where they should be:
         // a connection between pieces is not a smaller count.
         func measured(_ index: Int) -> Bool {
-            observations[index].connections == targets[index] && (targets[index] == 0 || observations[index].rate != nil)
+            observations[index].connections == targets[index]
+                && (targets[index] == 0 || observations[index].rate != nil)
         }
         if let trial {
             guard trial.before.keys.allSatisfy(measured) else { return [] }
@@ -153,16 +159,22 @@ struct MirrorPlacement: Sendable {
         guard connections > 0, total > 0 else { return nil }
         // Differences below a tenth of the average connection's rate are noise.
         let noise = 0.1 * total / Double(connections)
-        let recipients = observations.indices.filter { observations[$0].room > 0 && gain(at: $0, observations[$0].connections) > noise }
-            .sorted { gain(at: $0, observations[$0].connections) > gain(at: $1, observations[$1].connections) }
+        let recipients = observations.indices.filter {
+            observations[$0].room > 0 && gain(at: $0, observations[$0].connections) > noise
+        }
+        .sorted { gain(at: $0, observations[$0].connections) > gain(at: $1, observations[$1].connections) }
         for recipient in recipients {
             let limit = min(observations[recipient].room, max(step, observations[recipient].connections, 1))
-            if let moves = takeConnections(for: recipient, limit: limit, margin: Self.margin, observations), !moves.isEmpty {
+            if let moves = takeConnections(for: recipient, limit: limit, margin: Self.margin, observations),
+                !moves.isEmpty
+            {
                 return moves
             }
         }
         for recipient in recipients where !curves[recipient].isMeasured(above: observations[recipient].connections) {
-            if let moves = takeConnections(for: recipient, limit: 1, margin: Self.probeMargin, observations), !moves.isEmpty {
+            if let moves = takeConnections(for: recipient, limit: 1, margin: Self.probeMargin, observations),
+                !moves.isEmpty
+            {
                 return moves
             }
         }
@@ -172,11 +184,14 @@ struct MirrorPlacement: Sendable {
     /// Up to `limit` connections for `recipient`, one at a time from the
     /// donor that loses least by it, while the recipient gains `margin`
     /// times what the donor loses.
-    private func takeConnections(for recipient: Int, limit: Int, margin: Double, _ observations: [Observation]) -> [Move]? {
+    private func takeConnections(for recipient: Int, limit: Int, margin: Double, _ observations: [Observation])
+        -> [Move]?
+    {
         var counts = observations.map(\.connections)
         var taken: [Int: Int] = [:]
         for _ in 0..<limit {
-            let added = curves[recipient].total(at: counts[recipient] + 1, optimistic: true)
+            let added =
+                curves[recipient].total(at: counts[recipient] + 1, optimistic: true)
                 - curves[recipient].total(at: counts[recipient], optimistic: true)
             let donors = counts.indices.filter { donor in
                 // A donor not yet seen to scale keeps one connection: an
@@ -184,7 +199,8 @@ struct MirrorPlacement: Sendable {
                 donor != recipient && counts[donor] > (curves[donor].scales ? 0 : 1)
             }
             func loss(_ donor: Int) -> Double {
-                curves[donor].total(at: counts[donor], optimistic: true) - curves[donor].total(at: counts[donor] - 1, optimistic: true)
+                curves[donor].total(at: counts[donor], optimistic: true)
+                    - curves[donor].total(at: counts[donor] - 1, optimistic: true)
             }
             guard let donor = donors.min(by: { loss($0) < loss($1) }), added > margin * loss(donor) else { break }
             counts[donor] -= 1
@@ -206,7 +222,8 @@ struct MirrorPlacement: Sendable {
             return undo
         }
         // A move that paid at least half of what one connection adds doubles the next.
-        let perConnection = before / Double(max(1, trial.moves.map { observations[$0.from].connections + $0.count }.reduce(0, +)))
+        let perConnection =
+            before / Double(max(1, trial.moves.map { observations[$0.from].connections + $0.count }.reduce(0, +)))
         step = after - before >= 0.5 * perConnection ? 2 * moved : 0
         return []
     }

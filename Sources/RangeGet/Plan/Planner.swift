@@ -28,8 +28,9 @@ struct Planner: Sendable {
     func plan(_ missing: RangeSet) -> [ByteRange] {
         var pieces = missing.ranges
         while pieces.count < connections,
-              let index = pieces.indices.max(by: { pieces[$0].count < pieces[$1].count }),
-              pieces[index].count / 2 >= split {
+            let index = pieces.indices.max(by: { pieces[$0].count < pieces[$1].count }),
+            pieces[index].count / 2 >= split
+        {
             let piece = pieces[index]
             let middle = piece.start + piece.count / 2
             pieces[index] = ByteRange(piece.start, middle)
@@ -87,8 +88,10 @@ struct Planner: Sendable {
     /// thief's share would be below the minimum split, or when the victim
     /// finishes sooner than a new request could help (its bytes are already
     /// on the wire and would be fetched twice).
-    func steal(from remaining: ByteRange, victimRate: Double?, thiefRate: Double?,
-                      setupDelay: Double) -> ByteRange? {
+    func steal(
+        from remaining: ByteRange, victimRate: Double?, thiefRate: Double?,
+        setupDelay: Double
+    ) -> ByteRange? {
         guard remaining.count >= split else { return nil }
         guard let victim = victimRate ?? thiefRate, let thief = thiefRate ?? victimRate else {
             guard remaining.count / 2 >= split else { return nil }

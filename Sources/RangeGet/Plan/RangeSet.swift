@@ -31,7 +31,10 @@ public struct RangeSet: Equatable, Sendable, Codable, CustomStringConvertible {
             if existing.end < merged.start {
                 kept.append(existing)
             } else if merged.end < existing.start {
-                if !placed { kept.append(merged); placed = true }
+                if !placed {
+                    kept.append(merged)
+                    placed = true
+                }
                 kept.append(existing)
             } else {
                 merged = ByteRange(min(existing.start, merged.start), max(existing.end, merged.end))

@@ -42,14 +42,16 @@ struct ContentRange: Equatable, Sendable {
             return ContentRange(range: nil, total: total)
         }
         guard let bounds = halves(range, at: UInt8(ascii: "-")), let first = number(bounds.0),
-              let last = number(bounds.1), first <= last, last < Int64.max else { return nil }
+            let last = number(bounds.1), first <= last, last < Int64.max
+        else { return nil }
         if let total, last >= total { return nil }
         return ContentRange(range: ByteRange(first, last + 1), total: total)
     }
 
     /// What comes before and after the one `separator` in `text`; nil unless there is exactly one.
     private static func halves(_ text: Slice<UnsafeBufferPointer<UInt8>>, at separator: UInt8)
-        -> (Slice<UnsafeBufferPointer<UInt8>>, Slice<UnsafeBufferPointer<UInt8>>)? {
+        -> (Slice<UnsafeBufferPointer<UInt8>>, Slice<UnsafeBufferPointer<UInt8>>)?
+    {
         guard let index = text.firstIndex(of: separator) else { return nil }
         let after = text[(index + 1)...]
         return after.contains(separator) ? nil : (text[..<index], after)

@@ -49,19 +49,23 @@ package enum FileName {
     package static func fromURL(_ url: String) -> String? {
         let bytes = url.utf8
         let (slash, question, hash) = (UInt8(ascii: "/"), UInt8(ascii: "?"), UInt8(ascii: "#"))
-        guard let colon = bytes.indices.first(where: { index in
-            bytes[index...].starts(with: "://".utf8)
-        }) else { return nil }
+        guard
+            let colon = bytes.indices.first(where: { index in
+                bytes[index...].starts(with: "://".utf8)
+            })
+        else { return nil }
         let afterScheme = bytes[bytes.index(colon, offsetBy: 3)...]
         guard let start = afterScheme.firstIndex(where: { $0 == slash || $0 == question || $0 == hash }),
-              afterScheme[start] == slash else { return nil }
+            afterScheme[start] == slash
+        else { return nil }
         let path = afterScheme[start...].prefix { $0 != question && $0 != hash }
         // The last non-empty segment: trailing slashes dropped, then what follows the last one.
         var end = path.endIndex
         while end > path.startIndex, path[path.index(before: end)] == slash { end = path.index(before: end) }
         let trimmed = path[..<end]
         guard !trimmed.isEmpty else { return nil }
-        let segment = Substring(trimmed[(trimmed.lastIndex(of: slash).map(trimmed.index(after:)) ?? trimmed.startIndex)...])
+        let segment = Substring(
+            trimmed[(trimmed.lastIndex(of: slash).map(trimmed.index(after:)) ?? trimmed.startIndex)...])
         return percentDecoded(segment) ?? String(segment)
     }
 
@@ -71,8 +75,9 @@ package enum FileName {
         // Most names are printable ASCII with nothing to remove: kept as they are.
         let bytes = name.utf8
         if let first = bytes.first, let last = bytes.last, bytes.count <= 200,
-           first != UInt8(ascii: "."), first != UInt8(ascii: " "), last != UInt8(ascii: " "),
-           bytes.allSatisfy({ $0.isPrintableASCII && $0 != UInt8(ascii: "/") && $0 != UInt8(ascii: "\\") }) {
+            first != UInt8(ascii: "."), first != UInt8(ascii: " "), last != UInt8(ascii: " "),
+            bytes.allSatisfy({ $0.isPrintableASCII && $0 != UInt8(ascii: "/") && $0 != UInt8(ascii: "\\") })
+        {
             return name
         }
         // Work on scalars, not Characters: a combining or prepended mark glues
@@ -93,7 +98,8 @@ package enum FileName {
         // No leading dot (hidden files, "." and ".."), no leading space or
         // stray combining mark (which would glue onto a dot), no trailing space.
         while let first = scalars.first,
-              first == "." || first.properties.isWhitespace || first.properties.generalCategory.isMark {
+            first == "." || first.properties.isWhitespace || first.properties.generalCategory.isMark
+        {
             scalars.removeFirst()
         }
         // At most 200 bytes of UTF-8, cut on a scalar boundary.
@@ -117,8 +123,16 @@ package enum FileName {
         var quoted = false
         var escaped = false
         for character in header {
-            if escaped { current.append(character); escaped = false; continue }
-            if character == "\\" && quoted { current.append(character); escaped = true; continue }
+            if escaped {
+                current.append(character)
+                escaped = false
+                continue
+            }
+            if character == "\\" && quoted {
+                current.append(character)
+                escaped = true
+                continue
+            }
             if character == "\"" { quoted.toggle() }
             if character == ";" && !quoted {
                 parts.append(current)
@@ -132,6 +146,6 @@ package enum FileName {
     }
 }
 
-private extension Unicode.GeneralCategory {
-    var isMark: Bool { self == .nonspacingMark || self == .spacingMark || self == .enclosingMark }
+extension Unicode.GeneralCategory {
+    fileprivate var isMark: Bool { self == .nonspacingMark || self == .spacingMark || self == .enclosingMark }
 }

@@ -16,7 +16,9 @@ final class HeaderCollector {
     private var reading = Reading()
 
     /// The head of the last response received so far (complete once its blank line arrived).
-    var head: ResponseHead { ResponseHead(status: reading.status, fields: reading.fields, isComplete: reading.isComplete) }
+    var head: ResponseHead {
+        ResponseHead(status: reading.status, fields: reading.fields, isComplete: reading.isComplete)
+    }
 
     /// Forgets what the previous request received, before the next one is sent.
     func reset() {
@@ -52,7 +54,8 @@ private struct Reading {
         while end > start, bytes[end - 1].isASCIIWhitespace { end -= 1 }
         let line = UnsafeBufferPointer(rebasing: bytes[start..<end])
         if line.count >= 5, line[0] == UInt8(ascii: "H"), line[1] == UInt8(ascii: "T"), line[2] == UInt8(ascii: "T"),
-           line[3] == UInt8(ascii: "P"), line[4] == UInt8(ascii: "/") {
+            line[3] == UInt8(ascii: "P"), line[4] == UInt8(ascii: "/")
+        {
             self = Reading()
             // "HTTP/1.1 206 Partial Content": a status is the second word, three digits (RFC 9110 15).
             guard let space = line.firstIndex(of: UInt8(ascii: " ")) else { return }

@@ -50,7 +50,8 @@ enum HeaderPolicy {
     /// taken by hand); any other target as it is.
     static func carryingUserinfo(of origin: String, to target: String) -> String {
         guard sameOrigin(origin, target), let given = URLComponents(string: origin), given.user != nil,
-              var next = URLComponents(string: target), next.user == nil else { return target }
+            var next = URLComponents(string: target), next.user == nil
+        else { return target }
         next.percentEncodedUser = given.percentEncodedUser
         next.percentEncodedPassword = given.percentEncodedPassword
         return next.string ?? target

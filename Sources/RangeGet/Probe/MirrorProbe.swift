@@ -53,8 +53,11 @@ extension Download {
             loop = nil
             failures += 1
             let delay = try ProbeRetry.delay(after: failure, failures: failures, options: options)
-            onEvent(.retry(connection: 0, cause: RetryCause(failure.error), reason: ProbeRetry.reason(failure.error), delay: delay,
-                           attempt: failures + 1, attempts: options.retries + 1))
+            onEvent(
+                .retry(
+                    connection: 0, cause: RetryCause(failure.error), reason: ProbeRetry.reason(failure.error),
+                    delay: delay,
+                    attempt: failures + 1, attempts: options.retries + 1))
             // Waited without a thread: the task sleeps, and looks at the stop every 50 ms.
             let until = MonotonicClock.now() + delay
             while !stop.isRequested, MonotonicClock.now() < until {
@@ -119,8 +122,11 @@ extension Download {
             let samples = SpotCheck.spread(size: size, using: &random)
             let outvoted = MirrorVote.outvoted(usable, samples: samples, options: options.transfer)
             if outvoted.count == usable.count {
-                throw ProbeFailure(.server(url: usable[0].url, message: "no mirror could serve bytes to compare: "
-                                           + (outvoted[0] ?? "")))
+                throw ProbeFailure(
+                    .server(
+                        url: usable[0].url,
+                        message: "no mirror could serve bytes to compare: "
+                            + (outvoted[0] ?? "")))
             }
             for (index, reason) in outvoted.sorted(by: { $0.key < $1.key }) {
                 let report = reports.firstIndex { $0.url == usable[index].url }!
@@ -139,8 +145,10 @@ extension Download {
 
     /// Every mirror probed at once, each in a task of its own; the first
     /// through the opening request on `loop` when given.
-    private func probeEach(_ prober: Prober, skipHead: Bool, opening loop: TransferLoop?, stop: StopSignal,
-                           into outcomes: inout [Int: Result<RemoteFile, ProbeFailure>], opened: inout Opening?) async {
+    private func probeEach(
+        _ prober: Prober, skipHead: Bool, opening loop: TransferLoop?, stop: StopSignal,
+        into outcomes: inout [Int: Result<RemoteFile, ProbeFailure>], opened: inout Opening?
+    ) async {
         await withTaskGroup(of: (Int, Result<RemoteFile, ProbeFailure>).self) { group in
             for (index, url) in mirrors.enumerated() where !(loop != nil && index == 0) {
                 group.addTask { (index, await Self.probe(url, with: prober, skipHead: skipHead)) }
@@ -153,8 +161,10 @@ extension Download {
     }
 
     /// One mirror's probe, its failure kept.
-    private static func probe(_ url: String, with prober: Prober, skipHead: Bool = false,
-                              rangedUnanswered: Bool = false) async -> Result<RemoteFile, ProbeFailure> {
+    private static func probe(
+        _ url: String, with prober: Prober, skipHead: Bool = false,
+        rangedUnanswered: Bool = false
+    ) async -> Result<RemoteFile, ProbeFailure> {
         do throws(ProbeFailure) {
             return .success(try await prober.attempt(url, skipHead: skipHead, rangedUnanswered: rangedUnanswered))
         } catch {
@@ -165,14 +175,17 @@ extension Download {
     /// The first mirror probed by the opening request of the zero-round-trip
     /// start on `loop`: the request, running, when its answer was usable;
     /// else the classic probe's answer.
-    private func openingProbe(_ prober: Prober, on loop: TransferLoop,
-                              stop: StopSignal) async -> (Opening?, Result<RemoteFile, ProbeFailure>) {
+    private func openingProbe(
+        _ prober: Prober, on loop: TransferLoop,
+        stop: StopSignal
+    ) async -> (Opening?, Result<RemoteFile, ProbeFailure>) {
         let transfer = options.transfer
         let length = min(options.minimumSplit, options.openingLimit)
         // Mirrors share a file's bytes out: their opening is never widened (it is still asked).
         let wholeLength = mirrors.count == 1 ? options.openingLimit : length
-        let request = try? Opening(url: url, length: length, options: transfer, holding: window == nil,
-                                   loop: loop, stop: stop, whole: options.filesTakeFreeSlots.map { (wholeLength, $0) })
+        let request = try? Opening(
+            url: url, length: length, options: transfer, holding: window == nil,
+            loop: loop, stop: stop, whole: options.filesTakeFreeSlots.map { (wholeLength, $0) })
         // With other mirrors, one that ignores ranges is dropped rather than
         // making the whole download one stream (the classic probe and the
         // engine see to that).
@@ -191,7 +204,8 @@ extension Download {
     /// Why `remote` cannot be a mirror of `reference`, or nil.
     static func disagreement(_ remote: RemoteFile, with reference: RemoteFile) -> String? {
         if remote.size != reference.size {
-            return "its size (\(remote.size.map(String.init) ?? "unknown")) differs from \(reference.url) (\(reference.size.map(String.init) ?? "unknown"))"
+            return
+                "its size (\(remote.size.map(String.init) ?? "unknown")) differs from \(reference.url) (\(reference.size.map(String.init) ?? "unknown"))"
         }
         return nil
     }

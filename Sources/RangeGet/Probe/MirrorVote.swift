@@ -34,8 +34,10 @@ enum MirrorVote {
     /// them serve at `samples`; a tie goes to the group of the first. The
     /// others, each with why it is left out (the samples that differ, or the
     /// sample it could not serve), by index.
-    static func outvoted(_ mirrors: [RemoteFile], samples: [ByteRange],
-                         options: TransferOptions) -> [Int: String] {
+    static func outvoted(
+        _ mirrors: [RemoteFile], samples: [ByteRange],
+        options: TransferOptions
+    ) -> [Int: String] {
         let answers = concurrently(Array(mirrors.indices), named: "rangeget sample") { index in
             Result { () throws(DownloadError) in try bytes(of: mirrors[index], at: samples, options: options) }
         }
@@ -53,7 +55,8 @@ enum MirrorVote {
         guard let reference = agreeing.first, let expected = served[reference] else { return dropped }
         for index in mirrors.indices where dropped[index] == nil && !agreeing.contains(index) {
             let differing = samples.indices.filter { served[index]![$0] != expected[$0] }.map { samples[$0] }
-            dropped[index] = "its bytes \(differing.map(String.init(describing:)).joined(separator: ", ")) differ "
+            dropped[index] =
+                "its bytes \(differing.map(String.init(describing:)).joined(separator: ", ")) differ "
                 + "from those \(mirrors[reference].url) and the mirrors that agree with it serve"
         }
         return dropped
@@ -70,8 +73,10 @@ enum MirrorVote {
 
     /// The bytes `mirror` serves at each of `samples`, each answer checked
     /// against the mirror's own size and validators.
-    private static func bytes(of mirror: RemoteFile, at samples: [ByteRange],
-                              options: TransferOptions) throws(DownloadError) -> [[UInt8]] {
+    private static func bytes(
+        of mirror: RemoteFile, at samples: [ByteRange],
+        options: TransferOptions
+    ) throws(DownloadError) -> [[UInt8]] {
         var bytes: [[UInt8]] = []
         for sample in samples {
             let fetched: RangeFetch

@@ -8,8 +8,10 @@ enum ProbeRetry {
     /// The seconds to wait before probing again after the `failures`th round
     /// that failed with `failure`; the error the download ends with when
     /// there is to be no other round.
-    static func delay(after failure: ProbeFailure, failures: Int,
-                      options: DownloadOptions) throws(DownloadError) -> Double {
+    static func delay(
+        after failure: ProbeFailure, failures: Int,
+        options: DownloadOptions
+    ) throws(DownloadError) -> Double {
         guard failure.isTransient else { throw failure.error }
         guard failures <= options.retries else {
             throw failure.error.prefixed("giving up after \(failures) attempts: ")
@@ -18,8 +20,11 @@ enum ProbeRetry {
         if let retryAfter = failure.retryAfter {
             guard retryAfter <= options.longestRetryAfter else {
                 let status = failure.error.httpStatus ?? 503
-                throw .server(url: failure.error.url ?? "", message: "the server " + Rejection.overlongWait(
-                    retryAfter, status: status, longest: options.longestRetryAfter), status: status)
+                throw .server(
+                    url: failure.error.url ?? "",
+                    message: "the server "
+                        + Rejection.overlongWait(
+                            retryAfter, status: status, longest: options.longestRetryAfter), status: status)
             }
             delay = max(delay, retryAfter)
         }

@@ -47,7 +47,9 @@ struct Prober {
     /// One probe of `url`; a failure says whether another attempt may succeed.
     /// `rangedUnanswered`: a ranged GET from byte 0 (the opening request)
     /// got no answer in its time already; it is not sent again.
-    func attempt(_ url: String, skipHead: Bool = false, rangedUnanswered: Bool = false) async throws(ProbeFailure) -> RemoteFile {
+    func attempt(_ url: String, skipHead: Bool = false, rangedUnanswered: Bool = false) async throws(ProbeFailure)
+        -> RemoteFile
+    {
         let remote = try await find(url, skipHead: skipHead, rangedUnanswered: rangedUnanswered)
         if let size = remote.size, size > RemoteFile.largestSize {
             throw ProbeFailure(.server(url: url, message: Rejection.implausibleTotal(size).description))
@@ -98,8 +100,9 @@ struct Prober {
         guard (200..<300).contains(head.status) else {
             throw DownloadError.server(url: url, message: "HEAD answered \(head.status)", status: head.status)
         }
-        return RemoteFile(url: url, effectiveURL: easy.effectiveURL, head: head, size: head.contentLength,
-                          acceptsRanges: head["accept-ranges"]?.lowercased() != "none")
+        return RemoteFile(
+            url: url, effectiveURL: easy.effectiveURL, head: head, size: head.contentLength,
+            acceptsRanges: head["accept-ranges"]?.lowercased() != "none")
     }
 
     /// `GET Range: bytes=0-0`, reading only the response head.
@@ -137,8 +140,9 @@ struct Prober {
                 if headUnanswered { throw .unanswered(url, within: options.stallTimeout) }
                 // A ranged GET that never answers a server whose HEAD did (or
                 // was refused): a plain stream is the last thing left to try.
-                return RemoteFile(url: url, effectiveURL: url, size: nil, etag: nil, lastModified: nil,
-                                  acceptsRanges: false, contentDisposition: nil)
+                return RemoteFile(
+                    url: url, effectiveURL: url, size: nil, etag: nil, lastModified: nil,
+                    acceptsRanges: false, contentDisposition: nil)
             }
             throw ProbeFailure(network: url, failure)
         }
@@ -212,8 +216,11 @@ struct ProbeFailure: Error {
 
     /// A server that answered neither HEAD nor a ranged GET within `stallTimeout` each.
     static func unanswered(_ url: String, within stallTimeout: Double) -> ProbeFailure {
-        ProbeFailure(.network(url: url, message: "the server did not answer (no response to HEAD or a ranged GET in "
-            + "\(Rejection.duration(stallTimeout)) each)", failure: .timeout))
+        ProbeFailure(
+            .network(
+                url: url,
+                message: "the server did not answer (no response to HEAD or a ranged GET in "
+                    + "\(Rejection.duration(stallTimeout)) each)", failure: .timeout))
     }
 
     var isNetwork: Bool { error.transportFailure != nil }

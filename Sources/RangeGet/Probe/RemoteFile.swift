@@ -56,7 +56,9 @@ public struct RemoteFile: Sendable, Equatable {
     /// How `other` (the same URL probed again) differs in size or
     /// validators, as the end of a sentence; nil when it is the same file.
     func differs(from other: RemoteFile) -> String? {
-        if size != other.size { return "has \(other.size.map(String.init) ?? "an unknown number of") bytes, not \(size ?? 0)" }
+        if size != other.size {
+            return "has \(other.size.map(String.init) ?? "an unknown number of") bytes, not \(size ?? 0)"
+        }
         if let etag, let now = other.etag, etag != now { return "has ETag \(now), not \(etag)" }
         return nil
     }

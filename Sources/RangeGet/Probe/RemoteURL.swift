@@ -13,7 +13,8 @@ package enum RemoteURL {
         if isHTTP(url) { return nil }
         // A host name with a dot, a port or a path is worth a suggestion; `notaurl` is not.
         if !url.contains("://"), let host = URLComponents(string: "https://" + url)?.host, isHTTP("https://" + url),
-           host.contains(".") || host.contains(":") || host == "localhost" || url.contains("/") || url.contains(":") {
+            host.contains(".") || host.contains(":") || host == "localhost" || url.contains("/") || url.contains(":")
+        {
             return "not an http or https URL: '\(url)'; did you mean '\(suggestedScheme(for: host))://\(url)'?"
         }
         return "not an http or https URL: '\(url)'"
@@ -54,7 +55,8 @@ package enum RemoteURL {
     /// The whole rule, by URLComponents: an http or https scheme and a host.
     static func isHTTPByComponents(_ url: String) -> Bool {
         guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),
-              scheme == "http" || scheme == "https", let host = components.host else { return false }
+            scheme == "http" || scheme == "https", let host = components.host
+        else { return false }
         return !host.isEmpty
     }
 
@@ -77,15 +79,18 @@ package enum RemoteURL {
                 return false
             }
             let hostStart = index
-            while index < bytes.count, bytes[index].isASCIIAlphanumeric || bytes[index] == UInt8(ascii: ".")
-                || bytes[index] == UInt8(ascii: "-") { index += 1 }
+            while index < bytes.count,
+                bytes[index].isASCIIAlphanumeric || bytes[index] == UInt8(ascii: ".")
+                    || bytes[index] == UInt8(ascii: "-")
+            { index += 1 }
             guard index > hostStart else { return false }
             // A punycode label (`xn--`) is left to URLComponents: with ICU
             // loaded (a program linking all of Foundation) it decodes it,
             // and finds no host in one it cannot decode.
             let host = UnsafeBufferPointer(rebasing: bytes[hostStart..<index])
             if host.indices.contains(where: { start in
-                (start == 0 || host[start - 1] == UInt8(ascii: ".")) && host[start...].startsIgnoringASCIICase("xn--".utf8)
+                (start == 0 || host[start - 1] == UInt8(ascii: "."))
+                    && host[start...].startsIgnoringASCIICase("xn--".utf8)
             }) {
                 return false
             }

@@ -72,7 +72,8 @@ extension StringProtocol {
     /// The string without leading and trailing white space (CRLF is one Character).
     func trimmingWhitespace() -> String {
         guard let first = firstIndex(where: { !$0.isWhitespace }),
-              let last = lastIndex(where: { !$0.isWhitespace }) else { return "" }
+            let last = lastIndex(where: { !$0.isWhitespace })
+        else { return "" }
         return String(self[first...last])
     }
 }
@@ -87,10 +88,13 @@ enum HTTPDate {
     static func seconds(_ text: String) -> Double? {
         let parts = text.split(separator: " ")
         guard parts.count == 6, parts[5] == "GMT", let day = digits(parts[1], count: 2),
-              let month = months.firstIndex(of: String(parts[2])), let year = digits(parts[3], count: 4) else { return nil }
+            let month = months.firstIndex(of: String(parts[2])), let year = digits(parts[3], count: 4)
+        else { return nil }
         let clock = parts[4].split(separator: ":", omittingEmptySubsequences: false).map { digits($0, count: 2) }
-        guard clock.count == 3, let hour = clock[0], let minute = clock[1], let second = clock[2], (1...31).contains(day),
-              (0...23).contains(hour), (0...59).contains(minute), (0...60).contains(second) else { return nil }
+        guard clock.count == 3, let hour = clock[0], let minute = clock[1], let second = clock[2],
+            (1...31).contains(day),
+            (0...23).contains(hour), (0...59).contains(minute), (0...60).contains(second)
+        else { return nil }
         var fields = tm()
         fields.tm_year = Int32(year - 1900)
         fields.tm_mon = Int32(month)

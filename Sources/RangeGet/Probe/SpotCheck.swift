@@ -27,8 +27,10 @@ enum SpotCheck {
     /// `count` ranges of at most `length` bytes spread over a `size`-byte
     /// file: one at a place `random` picks in each of `count` equal stripes;
     /// the whole file, once, when it is no longer than `count` ranges.
-    static func samples(size: Int64, count: Int, length: Int64,
-                        using random: inout some RandomNumberGenerator) -> [ByteRange] {
+    static func samples(
+        size: Int64, count: Int, length: Int64,
+        using random: inout some RandomNumberGenerator
+    ) -> [ByteRange] {
         guard size > 0, count > 0, length > 0 else { return [] }
         guard size > Int64(count) * length else { return [ByteRange(0, size)] }
         let stripe = size / Int64(count)
@@ -43,8 +45,10 @@ enum SpotCheck {
     /// Up to `count` ranges of at most `length` bytes inside `done`, each
     /// from a byte picked uniformly from `done` by `random` (one that would
     /// overlap or touch an earlier sample is left out); sorted.
-    static func samples(of done: RangeSet, count: Int, length: Int64,
-                        using random: inout some RandomNumberGenerator) -> [ByteRange] {
+    static func samples(
+        of done: RangeSet, count: Int, length: Int64,
+        using random: inout some RandomNumberGenerator
+    ) -> [ByteRange] {
         let total = done.byteCount
         guard total > 0, length > 0 else { return [] }
         var picked: [ByteRange] = []
@@ -54,7 +58,9 @@ enum SpotCheck {
                 guard skip >= range.count else {
                     let start = max(range.start, min(range.start + skip, range.end - length))
                     let sample = ByteRange(start, min(start + length, range.end))
-                    if !picked.contains(where: { $0.start <= sample.end && sample.start <= $0.end }) { picked.append(sample) }
+                    if !picked.contains(where: { $0.start <= sample.end && sample.start <= $0.end }) {
+                        picked.append(sample)
+                    }
                     break
                 }
                 skip -= range.count
@@ -69,8 +75,10 @@ enum SpotCheck {
     /// answer `ResponseCheck.partialContent` refuses (an error status,
     /// another range, a coded or multipart body) fails the check, which
     /// leaves the partial download as it is.
-    static func firstDifference(in file: OutputFile, url: String, size: Int64, samples: [ByteRange],
-                                options: TransferOptions) throws(DownloadError) -> ByteRange? {
+    static func firstDifference(
+        in file: OutputFile, url: String, size: Int64, samples: [ByteRange],
+        options: TransferOptions
+    ) throws(DownloadError) -> ByteRange? {
         let fetched = concurrently(samples, named: "rangeget check") { sample in
             Result { () throws(CurlError) in try RangeFetch(url: url, range: sample, options: options) }
         }
@@ -78,7 +86,8 @@ enum SpotCheck {
             let response: RangeFetch
             switch fetched[sample]! {
             case let .failure(error):
-                throw .network(url: url, message: "checking the partial download: \(error.message)", failure: error.failure)
+                throw .network(
+                    url: url, message: "checking the partial download: \(error.message)", failure: error.failure)
             case let .success(answer): response = answer
             }
             let remote: [UInt8]
@@ -89,8 +98,10 @@ enum SpotCheck {
                 // Another complete length, in a 206 or a 416 (RELIABILITY.md 3): the file changed.
                 return sample
             case let .failure(rejection):
-                throw .server(url: url, message: "checking the partial download, bytes \(sample) were not served as asked "
-                              + "(\(rejection)); the partial download is kept for a later attempt")
+                throw .server(
+                    url: url,
+                    message: "checking the partial download, bytes \(sample) were not served as asked "
+                        + "(\(rejection)); the partial download is kept for a later attempt")
             }
             let local: [UInt8]
             do { local = try file.read(count: Int(sample.count), at: sample.start) } catch { throw .io(error) }

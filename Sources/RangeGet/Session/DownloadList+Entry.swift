@@ -44,7 +44,9 @@ extension DownloadList {
 
         /// Equal entries name the same URLs, output, line and notice.
         public static func == (left: Entry, right: Entry) -> Bool {
-            (left.urls, left.output, left.line, left.outputNotice) == (right.urls, right.output, right.line, right.outputNotice)
+            (left.urls, left.output, left.line, left.outputNotice) == (
+                right.urls, right.output, right.line, right.outputNotice
+            )
         }
     }
 

@@ -159,8 +159,10 @@ public final class DownloadList: Sendable {
         let end: @Sendable (Int, Result<DownloadResult, DownloadError>) -> Void
     }
 
-    init(entries: [Entry], directory: String, options: DownloadOptions, jobs: Int?, session: DownloadSession,
-         ownsSession: Bool) {
+    init(
+        entries: [Entry], directory: String, options: DownloadOptions, jobs: Int?, session: DownloadSession,
+        ownsSession: Bool
+    ) {
         self.entries = entries
         self.directory = directory
         self.options = options
@@ -181,9 +183,12 @@ public final class DownloadList: Sendable {
     /// second `run` returns at once with nothing started.
     @available(*, noasync, message: "blocks the calling thread; use 'await run(onEvent:onEnd:)'")
     @discardableResult
-    public func runBlocking(onEvent: @escaping @Sendable (_ entry: Int, DownloadEvent) -> Void = { _, _ in },
-                    onEnd: @escaping @Sendable (_ entry: Int, Result<DownloadResult, DownloadError>) -> Void = { _, _ in })
-        -> Summary {
+    public func runBlocking(
+        onEvent: @escaping @Sendable (_ entry: Int, DownloadEvent) -> Void = { _, _ in },
+        onEnd: @escaping @Sendable (_ entry: Int, Result<DownloadResult, DownloadError>) -> Void = { _, _ in }
+    )
+        -> Summary
+    {
         run(Observers(event: onEvent, end: onEnd))
     }
 
@@ -191,9 +196,12 @@ public final class DownloadList: Sendable {
     /// ``runBlocking(onEvent:onEnd:)``). The files run on the list's own
     /// threads; cancelling the task stops the list (``stop()``).
     @discardableResult
-    public func run(onEvent: @escaping @Sendable (_ entry: Int, DownloadEvent) -> Void = { _, _ in },
-                    onEnd: @escaping @Sendable (_ entry: Int, Result<DownloadResult, DownloadError>) -> Void = { _, _ in })
-        async -> Summary {
+    public func run(
+        onEvent: @escaping @Sendable (_ entry: Int, DownloadEvent) -> Void = { _, _ in },
+        onEnd: @escaping @Sendable (_ entry: Int, Result<DownloadResult, DownloadError>) -> Void = { _, _ in }
+    )
+        async -> Summary
+    {
         let observers = Observers(event: onEvent, end: onEnd)
         return await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Summary, Never>) in
@@ -211,7 +219,7 @@ public final class DownloadList: Sendable {
             state.stopping = true
             return Array(state.running.values)
         }
-        downloads.forEach { $0.stop() }
+        for download in downloads { download.stop() }
     }
 
     private func run(_ observers: Observers) -> Summary {
@@ -248,8 +256,9 @@ public final class DownloadList: Sendable {
 
     private func summary() -> Summary {
         state.withLock { state in
-            Summary(entries: entries.count, started: state.next, complete: state.complete,
-                    alreadyComplete: state.alreadyComplete, failed: state.failed.sorted(), stopped: state.stopping)
+            Summary(
+                entries: entries.count, started: state.next, complete: state.complete,
+                alreadyComplete: state.alreadyComplete, failed: state.failed.sorted(), stopped: state.stopping)
         }
     }
 
@@ -323,23 +332,25 @@ public final class DownloadList: Sendable {
             waitingTurns.subtract(1, ordering: .relaxed)
             let lane = Lane()
             files.enter()
-            download.runHandingOffCommit(onEvent: { [self] event in
-                // A checksum to compute: the turn goes on meanwhile, to another lane if none is free.
-                if case .fetched = event, verifiesChecksums {
-                    handTurnOn(from: lane)
-                    if freeLanes.load(ordering: .relaxed) < waitingTurns.load(ordering: .relaxed) {
-                        addLane(limit: limit, observers: observers)
+            download.runHandingOffCommit(
+                onEvent: { [self] event in
+                    // A checksum to compute: the turn goes on meanwhile, to another lane if none is free.
+                    if case .fetched = event, verifiesChecksums {
+                        handTurnOn(from: lane)
+                        if freeLanes.load(ordering: .relaxed) < waitingTurns.load(ordering: .relaxed) {
+                            addLane(limit: limit, observers: observers)
+                        }
                     }
-                }
-                if case .transfer(.pieceStarted) = event { due.settle() }
-                observers.event(index, event)
-            }, ended: { [self] result in
-                due.settle()
-                end(index, with: result)
-                observers.end(index, result)
-                unended.signal()
-                files.leave()
-            })
+                    if case .transfer(.pieceStarted) = event { due.settle() }
+                    observers.event(index, event)
+                },
+                ended: { [self] result in
+                    due.settle()
+                    end(index, with: result)
+                    observers.end(index, result)
+                    unended.signal()
+                    files.leave()
+                })
             handTurnOn(from: lane)
             freeLanes.add(1, ordering: .relaxed)
         }

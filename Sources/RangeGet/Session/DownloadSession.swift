@@ -76,8 +76,9 @@ public final class DownloadSession: Sendable {
         let made = madeLoop.withLock { made -> Result<TransferLoop, CurlError> in
             if let made { return .success(made) }
             do throws(CurlError) {
-                let loop = try TransferLoop(threaded: true, multiplex: configuration.multiplex,
-                                            connections: configuration.connections, limit: configuration.connections)
+                let loop = try TransferLoop(
+                    threaded: true, multiplex: configuration.multiplex,
+                    connections: configuration.connections, limit: configuration.connections)
                 made = loop
                 return .success(loop)
             } catch {
@@ -101,28 +102,36 @@ public final class DownloadSession: Sendable {
     public var peakConnectionsInUse: Int { loopIfMade?.peakConnectionsInUse ?? 0 }
 
     /// A download of `url` to `destination` that shares this session's connections.
-    public func download(from url: String, to destination: Destination,
-                         options: DownloadOptions = DownloadOptions()) -> Download {
+    public func download(
+        from url: String, to destination: Destination,
+        options: DownloadOptions = DownloadOptions()
+    ) -> Download {
         download(mirrors: [url], to: destination, options: options)
     }
 
     /// A download of `url` to `destination` that shares this session's connections.
-    public func download(from url: URL, to destination: Destination,
-                         options: DownloadOptions = DownloadOptions()) -> Download {
+    public func download(
+        from url: URL, to destination: Destination,
+        options: DownloadOptions = DownloadOptions()
+    ) -> Download {
         download(mirrors: [url.absoluteString], to: destination, options: options)
     }
 
     /// A download of the file behind `mirrors` (at least one URL; the first
     /// names the download) that shares this session's connections.
-    public func download(mirrors: [String], to destination: Destination,
-                         options: DownloadOptions = DownloadOptions()) -> Download {
+    public func download(
+        mirrors: [String], to destination: Destination,
+        options: DownloadOptions = DownloadOptions()
+    ) -> Download {
         Download(mirrors: mirrors, destination: destination, window: nil, options: options, session: self)
     }
 
     /// A download of the file behind `mirrors` (at least one URL; the first
     /// names the download) that shares this session's connections.
-    public func download(mirrors: [URL], to destination: Destination,
-                         options: DownloadOptions = DownloadOptions()) -> Download {
+    public func download(
+        mirrors: [URL], to destination: Destination,
+        options: DownloadOptions = DownloadOptions()
+    ) -> Download {
         download(mirrors: mirrors.map(\.absoluteString), to: destination, options: options)
     }
 }
@@ -130,14 +139,18 @@ public final class DownloadSession: Sendable {
 extension DownloadSession {
     /// Downloads a small resource into memory on this session's connections
     /// (see ``Download/data(from:limit:options:)-(String,_,_)``).
-    public func data(from url: String, limit: Int64 = Download.defaultDataLimit,
-                     options: DownloadOptions = DownloadOptions()) async throws(DownloadError) -> Data {
+    public func data(
+        from url: String, limit: Int64 = Download.defaultDataLimit,
+        options: DownloadOptions = DownloadOptions()
+    ) async throws(DownloadError) -> Data {
         try await Download.data(from: url, limit: limit, options: options, session: self)
     }
 
     /// Downloads a small resource into memory on this session's connections.
-    public func data(from url: URL, limit: Int64 = Download.defaultDataLimit,
-                     options: DownloadOptions = DownloadOptions()) async throws(DownloadError) -> Data {
+    public func data(
+        from url: URL, limit: Int64 = Download.defaultDataLimit,
+        options: DownloadOptions = DownloadOptions()
+    ) async throws(DownloadError) -> Data {
         try await Download.data(from: url.absoluteString, limit: limit, options: options, session: self)
     }
 }
@@ -149,18 +162,24 @@ extension DownloadSession {
     /// `directory`; otherwise the server or the URL does. A checksum list
     /// (``DownloadOptions/checksumList``, read with
     /// ``Checksum/list(parsing:)``) is looked up by each file's saved name.
-    public func list(_ entries: [DownloadList.Entry], into directory: String = ".",
-                     options: DownloadOptions = DownloadOptions(), jobs: Int? = nil) -> DownloadList {
-        DownloadList(entries: entries, directory: directory, options: options, jobs: jobs, session: self,
-                     ownsSession: false)
+    public func list(
+        _ entries: [DownloadList.Entry], into directory: String = ".",
+        options: DownloadOptions = DownloadOptions(), jobs: Int? = nil
+    ) -> DownloadList {
+        DownloadList(
+            entries: entries, directory: directory, options: options, jobs: jobs, session: self,
+            ownsSession: false)
     }
 
     /// A list on a session of its own whose every connection is the
     /// list's, so a finished opening's connection serves the next file
     /// (the command line's `-i`).
-    package func exclusiveList(_ entries: [DownloadList.Entry], into directory: String, options: DownloadOptions,
-                               jobs: Int?) -> DownloadList {
-        DownloadList(entries: entries, directory: directory, options: options, jobs: jobs, session: self,
-                     ownsSession: true)
+    package func exclusiveList(
+        _ entries: [DownloadList.Entry], into directory: String, options: DownloadOptions,
+        jobs: Int?
+    ) -> DownloadList {
+        DownloadList(
+            entries: entries, directory: directory, options: options, jobs: jobs, session: self,
+            ownsSession: true)
     }
 }

@@ -62,8 +62,9 @@ package enum ListFileReader {
         for (index, line) in textLineRanges(bytes).enumerated() {
             let number = index + 1
             do {
-                try read(UnsafeBufferPointer(rebasing: bytes[line]), number: number, into: &reading.entries,
-                         afterSkipped: &skipping)
+                try read(
+                    UnsafeBufferPointer(rebasing: bytes[line]), number: number, into: &reading.entries,
+                    afterSkipped: &skipping)
             } catch {
                 reading.problems.append(DownloadList.Problem(line: number, message: error.message))
                 skipping = true
@@ -76,8 +77,10 @@ package enum ListFileReader {
     /// an `out=` for the entry above it, or nothing. `skipping`: the entry
     /// above was left out, so an option line is read for its problems only;
     /// a new entry ends it.
-    private static func read(_ line: UnsafeBufferPointer<UInt8>, number: Int,
-                             into entries: inout [DownloadList.Entry], afterSkipped skipping: inout Bool) throws(ListLineError) {
+    private static func read(
+        _ line: UnsafeBufferPointer<UInt8>, number: Int,
+        into entries: inout [DownloadList.Entry], afterSkipped skipping: inout Bool
+    ) throws(ListLineError) {
         let isBlank = { (byte: UInt8) in byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
         // An ASCII line is split as bytes; any other by Characters, where a
         // '#' or a space joined to a mark after it (`#️⃣`, a keycap emoji)
@@ -117,7 +120,8 @@ package enum ListFileReader {
             throw ListLineError(error.message + "; the file of input line \(owner.line) is left out")
         }
         guard urls.isEmpty else {
-            entries.append(DownloadList.Entry(urls: urls, output: output, line: number, outputNotice: notice, urlsChecked: true))
+            entries.append(
+                DownloadList.Entry(urls: urls, output: output, line: number, outputNotice: notice, urlsChecked: true))
             return
         }
         if skipping { return }
@@ -139,9 +143,11 @@ package enum ListFileReader {
         guard ascii else { return token.contains("=") && !token.contains("://") }
         return token.withUTF8Bytes { bytes in
             let scheme = (UInt8(ascii: ":"), UInt8(ascii: "/"))
-            let hasSchemeSeparator = bytes.count >= 3 && (0...(bytes.count - 3)).contains { at in
-                bytes[at] == scheme.0 && bytes[at + 1] == scheme.1 && bytes[at + 2] == scheme.1
-            }
+            let hasSchemeSeparator =
+                bytes.count >= 3
+                && (0...(bytes.count - 3)).contains { at in
+                    bytes[at] == scheme.0 && bytes[at + 1] == scheme.1 && bytes[at + 2] == scheme.1
+                }
             return bytes.contains(UInt8(ascii: "=")) && !hasSchemeSeparator
         }
     }
@@ -153,7 +159,8 @@ package enum ListFileReader {
         guard let safe = FileName.sanitize(name) else {
             throw ListLineError("input line \(line): out=\(name) is not a usable file name")
         }
-        let notice = safe == name ? nil : "input line \(line): out=\(name) is not a plain file name; saving it as \(safe)"
+        let notice =
+            safe == name ? nil : "input line \(line): out=\(name) is not a plain file name; saving it as \(safe)"
         return (safe, notice)
     }
 
@@ -173,7 +180,9 @@ extension String {
         text.makeContiguousUTF8()
         let ranges = text.utf8.withContiguousStorageIfAvailable(textLineRanges)!
         let start = text.utf8.startIndex
-        return ranges.map { text[text.utf8.index(start, offsetBy: $0.lowerBound)..<text.utf8.index(start, offsetBy: $0.upperBound)] }
+        return ranges.map {
+            text[text.utf8.index(start, offsetBy: $0.lowerBound)..<text.utf8.index(start, offsetBy: $0.upperBound)]
+        }
     }
 }
 

@@ -2,6 +2,7 @@
 // also sha1 and md5 for old mirrors), checked before the file is renamed into
 // place.
 internal import Digests
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -71,7 +72,9 @@ public struct Checksum: Sendable, Equatable, CustomStringConvertible {
 
     /// The digest of the open `file` (read with pread: named or not), lowercase hex.
     static func digest(of file: OutputFile, algorithm: Algorithm) throws(IOError) -> String {
-        guard let hex = algorithm.digest.hex(ofFileDescriptor: file.descriptor) else { throw IOError("read", file.path) }
+        guard let hex = algorithm.digest.hex(ofFileDescriptor: file.descriptor) else {
+            throw IOError("read", file.path)
+        }
         return hex
     }
 }
@@ -93,7 +96,8 @@ extension Checksum {
             let parts = trimmed.split(separator: " ", maxSplits: 1).map(String.init)
             let algorithms: [Algorithm] = [.sha256, .sha512, .sha1, .md5]
             guard parts.count == 2, let algorithm = algorithms.first(where: { $0.hexLength == parts[0].count }),
-                  let checksum = Checksum(algorithm: algorithm, hex: parts[0]) else {
+                let checksum = Checksum(algorithm: algorithm, hex: parts[0])
+            else {
                 throw .usage("checksum file line \(index + 1): expected 'HEX  NAME'")
             }
             var name = parts[1].drop { $0 == " " }

@@ -35,12 +35,13 @@
 // `user.rangeget.last_modified`) have no stamp, so they are never proven by
 // their record alone.
 import CCurlShim
+import SystemSupport
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import SystemSupport
 
 /// The URL and validators a finished file was downloaded with.
 struct FileOrigin: Equatable, Sendable {
@@ -93,11 +94,15 @@ struct FileOrigin: Equatable, Sendable {
 
     /// The stamp of a file whose `stat` is `info`, recorded at second `now`.
     private static func stamp(of info: stat, recordedAt now: Int64) -> String {
-        let fields = [Int64(info.st_size), Int64(info.st_mtim.tv_sec), Int64(info.st_mtim.tv_nsec),
-                      Int64(bitPattern: UInt64(info.st_ino)), Int64(bitPattern: UInt64(info.st_dev))]
+        let fields = [
+            Int64(info.st_size), Int64(info.st_mtim.tv_sec), Int64(info.st_mtim.tv_nsec),
+            Int64(bitPattern: UInt64(info.st_ino)), Int64(bitPattern: UInt64(info.st_dev))
+        ]
         var hash = UInt32(2_166_136_261)
         for field in fields {
-            for shift in stride(from: 0, to: 64, by: 8) { hash = (hash ^ UInt32(truncatingIfNeeded: field >> shift)) &* 16_777_619 }
+            for shift in stride(from: 0, to: 64, by: 8) {
+                hash = (hash ^ UInt32(truncatingIfNeeded: field >> shift)) &* 16_777_619
+            }
         }
         return hex(hash) + hex(UInt32(truncatingIfNeeded: now))
     }
@@ -139,9 +144,11 @@ struct FileOrigin: Equatable, Sendable {
             let text = lines.map { $0.isEmpty ? nil : String(decoding: $0, as: UTF8.self) }
             etag = text[0]
             lastModified = text.count > 1 ? text[1] : nil
-            stamp = text.count > 2 ? text[2].flatMap { line in
-                line.count == 16 && line.allSatisfy(\.isHexDigit) ? line : nil
-            } : nil
+            stamp =
+                text.count > 2
+                ? text[2].flatMap { line in
+                    line.count == 16 && line.allSatisfy(\.isHexDigit) ? line : nil
+                } : nil
         } else {
             etag = Self.bytes(of: Self.legacyETagAttribute, on: descriptor).map { String(decoding: $0, as: UTF8.self) }
             lastModified = Self.bytes(of: Self.legacyLastModifiedAttribute, on: descriptor)
@@ -192,11 +199,14 @@ struct FileOrigin: Equatable, Sendable {
     /// validator (its ETag, else its Last-Modified).
     static func verdict(path: String, remote: RemoteFile) -> Verdict {
         var info = stat()
-        guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return .unproven("it is not a regular file") }
+        guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
+            return .unproven("it is not a regular file")
+        }
         let size = Int64(info.st_size)
         guard let remoteSize = remote.size else { return .unproven("the server does not say how long its file is") }
         if remoteSize != size { return .serverChanged("it has \(size) bytes and the server's file \(remoteSize)") }
-        guard let origin = FileOrigin(path: path), origin.etag != nil || origin.lastModified != nil || origin.stamp != nil
+        guard let origin = FileOrigin(path: path),
+            origin.etag != nil || origin.lastModified != nil || origin.stamp != nil
         else { return .unproven("rangeget has no record of saving it") }
         guard let stamp = origin.stamp else {
             return .unproven("its record, from an earlier version of rangeget, cannot show it is unchanged since")
@@ -210,12 +220,14 @@ struct FileOrigin: Equatable, Sendable {
         }
         if let now = remote.etag {
             guard origin.etag == now else {
-                return .serverChanged("it was downloaded with ETag \(origin.etag ?? "none") and the server's is now \(now)")
+                return .serverChanged(
+                    "it was downloaded with ETag \(origin.etag ?? "none") and the server's is now \(now)")
             }
         } else if let now = remote.lastModified {
             guard origin.lastModified == now else {
-                return .serverChanged("it was downloaded as of \(origin.lastModified ?? "an unknown date") and the server's "
-                                      + "file is of \(now)")
+                return .serverChanged(
+                    "it was downloaded as of \(origin.lastModified ?? "an unknown date") and the server's "
+                        + "file is of \(now)")
             }
         } else {
             return .needsSample

@@ -14,14 +14,18 @@ enum JournalFile {
     /// is damaged, or when it was written in another boot or for another file.
     static func written(at path: String, dataPath: String, size: Int64) -> RangeSet {
         guard let data = try? StateFile.read(path), data.count % 8 == 0, data.count >= headerWords * 8,
-              let boot = currentBoot(), let identity = FileIdentity(path: dataPath) else { return RangeSet() }
+            let boot = currentBoot(), let identity = FileIdentity(path: dataPath)
+        else { return RangeSet() }
         let words = data.withUnsafeBytes { Array($0.bindMemory(to: Int64.self)) }
-        let slots = Int(clamping: words[6]), capacity = Int(clamping: words[7]), active = words[8]
+        let slots = Int(clamping: words[6])
+        let capacity = Int(clamping: words[7])
+        let active = words[8]
         guard words[0] == magic, words[1] == boot.0, words[2] == boot.1,
-              UInt64(bitPattern: words[3]) == identity.device, UInt64(bitPattern: words[4]) == identity.inode,
-              words[5] == size, slots > 0, slots <= 4096, capacity > 0, capacity <= 1 << 20,
-              active == 0 || active == 1,
-              words.count == headerWords + 2 * slots + 2 * (1 + capacity) else { return RangeSet() }
+            UInt64(bitPattern: words[3]) == identity.device, UInt64(bitPattern: words[4]) == identity.inode,
+            words[5] == size, slots > 0, slots <= 4096, capacity > 0, capacity <= 1 << 20,
+            active == 0 || active == 1,
+            words.count == headerWords + 2 * slots + 2 * (1 + capacity)
+        else { return RangeSet() }
         var written = RangeSet()
         func add(_ start: Int64, _ end: Int64) {
             if start >= 0, start < end, end <= size { written.insert(ByteRange(start, end)) }

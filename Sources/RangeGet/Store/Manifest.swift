@@ -4,6 +4,7 @@
 // Bytes written since, in this boot, are in the write journal (WriteJournal),
 // which `load` adds.
 import FoundationEssentials
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -92,7 +93,8 @@ package struct Manifest: Codable, Equatable, Sendable {
             throw ManifestError(path: path, problem: "is not a valid manifest (damaged or truncated JSON)")
         }
         guard header.version == currentVersion else {
-            throw ManifestError(path: path, problem: "has format version \(header.version), this rangeget reads \(currentVersion)")
+            throw ManifestError(
+                path: path, problem: "has format version \(header.version), this rangeget reads \(currentVersion)")
         }
         let manifest: Manifest
         do {

@@ -5,12 +5,13 @@
 // (a browser's) is never taken over.
 import CCurlShim
 import FoundationEssentials
+import SystemSupport
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import SystemSupport
 
 extension OutputFile {
     /// A new file with no name yet in `directory` (`O_TMPFILE`): it gets one
@@ -24,8 +25,10 @@ extension OutputFile {
     /// run fetching the same file finds the final name taken at its commit.
     /// `learned` remembers the directories whose file system refused one,
     /// so a list into NFS tries once, not once per file.
-    static func unnamed(in directory: String, naming path: String, calls: SystemCalls,
-                        learned: Refusals? = nil) -> OutputFile? {
+    static func unnamed(
+        in directory: String, naming path: String, calls: SystemCalls,
+        learned: Refusals? = nil
+    ) -> OutputFile? {
         guard canLinkOpenFiles, learned?.refuses(.unnamedFile, in: directory) != true else { return nil }
         let descriptor = retryingOnInterrupt { calls.openUnnamed(directory) }
         guard descriptor >= 0 else {
@@ -128,8 +131,10 @@ extension OutputFile {
     /// browser's `name.part`, a link someone planted) is never truncated or
     /// written through: it is refused, or with `replacingOthers` (--restart)
     /// its name is removed and a new file created.
-    static func claim(_ files: PartialFiles, replacingOthers: Bool, mark: [UInt8],
-                      calls: SystemCalls) throws(ClaimError) -> OutputFile {
+    static func claim(
+        _ files: PartialFiles, replacingOthers: Bool, mark: [UInt8],
+        calls: SystemCalls
+    ) throws(ClaimError) -> OutputFile {
         // A few rounds: each removal of a name, or a file gone between two
         // calls, may meet another process doing the same.
         for _ in 0..<4 {
@@ -268,7 +273,8 @@ extension OutputFile {
     func markBeside(dataPath: String? = nil) throws(IOError) {
         let markPath = PartialFiles(data: dataPath ?? path).mark
         guard let identity = FileIdentity(descriptor: descriptor),
-              let data = try? JSONEncoder().encode(identity) else { throw IOError("mark", path) }
+            let data = try? JSONEncoder().encode(identity)
+        else { throw IOError("mark", path) }
         // Created in place: a temporary file renamed over it would cost a
         // rename per file and protect nothing (see `StateFile.create`).
         try StateFile.create(markPath, with: data, durable: false, calls: calls)
@@ -285,8 +291,9 @@ extension OutputFile {
             place = .legacyAttribute
         } else {
             guard let data = try? StateFile.read(PartialFiles(data: path).mark),
-                  let identity = try? JSONDecoder().decode(FileIdentity.self, from: data),
-                  identity == FileIdentity(descriptor: descriptor) else { return false }
+                let identity = try? JSONDecoder().decode(FileIdentity.self, from: data),
+                identity == FileIdentity(descriptor: descriptor)
+            else { return false }
             place = .besideFile
         }
         markPlace.withLock { $0 = place }
@@ -322,14 +329,18 @@ extension OutputFile {
     /// False where the file's file system keeps no user extended attributes:
     /// a read that finds none (ENODATA) costs no write.
     var keepsAttributes: Bool {
-        rg_get_attribute(descriptor, FileOrigin.validatorsAttribute, nil, 0) >= 0 || (errno != ENOTSUP && errno != EPERM)
+        rg_get_attribute(descriptor, FileOrigin.validatorsAttribute, nil, 0) >= 0
+            || (errno != ENOTSUP && errno != EPERM)
     }
 
     /// Sets `FileOrigin.validatorsAttribute` to `value` (as `mark` does, on
     /// an unnamed file with no mark to keep); false where the file system
     /// keeps no extended attributes. Other failures are `operation`'s.
-    func recordValidators(_ value: [UInt8], failing operation: String = "record the origin of") throws(IOError) -> Bool {
-        if retryingOnInterrupt({ calls.fsetxattr(descriptor, FileOrigin.validatorsAttribute, value) }) == 0 { return true }
+    func recordValidators(_ value: [UInt8], failing operation: String = "record the origin of") throws(IOError) -> Bool
+    {
+        if retryingOnInterrupt({ calls.fsetxattr(descriptor, FileOrigin.validatorsAttribute, value) }) == 0 {
+            return true
+        }
         if errno == ENOTSUP || errno == EPERM { return false }
         throw IOError(operation, path)
     }

@@ -1,3 +1,6 @@
+import Synchronization
+import SystemSupport
+
 // OutputFile+Publish: how a finished file gets its final name: a link for
 // an unnamed file, a rename that never replaces another file (or a link and
 // an unlink), the descriptor then retired; whether a name another run gave
@@ -7,8 +10,6 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Synchronization
-import SystemSupport
 
 extension OutputFile {
     /// Gives an unnamed file the name `destination`, never over anything
@@ -35,12 +36,14 @@ extension OutputFile {
         // The file opened is the one examined (the name may have changed hands between).
         var info = stat()
         guard fstat(other, &info) == 0, info.st_dev == named.st_dev, info.st_ino == named.st_ino,
-              Int64(info.st_size) == size else { return false }
+            Int64(info.st_size) == size
+        else { return false }
         var offset: Int64 = 0
         while offset < size {
             let count = Int(min(1 << 16, size - offset))
             guard let mine = Self.read(descriptor, count: count, at: offset), mine.count == count,
-                  Self.read(other, count: count, at: offset) == mine else { return false }
+                Self.read(other, count: count, at: offset) == mine
+            else { return false }
             offset += Int64(count)
         }
         return retryingOnInterrupt { fsync(other) } == 0
@@ -54,8 +57,10 @@ extension OutputFile {
     /// has its new name, while it is still open and locked: the mark
     /// attribute becoming its validators is set through the descriptor, and
     /// the state files beside it go before another run can take its old name.
-    func move(to destination: String, replacing: Bool, learned: Refusals? = nil,
-              published: () throws(IOError) -> Void = {}) throws(IOError) {
+    func move(
+        to destination: String, replacing: Bool, learned: Refusals? = nil,
+        published: () throws(IOError) -> Void = {}
+    ) throws(IOError) {
         if replacing {
             guard retryingOnInterrupt({ calls.rename(path, destination) }) == 0 else { throw IOError("rename", path) }
             try published()
@@ -73,7 +78,10 @@ extension OutputFile {
         guard retryingOnInterrupt({ calls.link(path, destination) }) == 0 else { throw IOError("rename", path) }
         // The old name goes even when `published` fails: the file is in place.
         let failure: IOError?
-        do { try published(); failure = nil } catch { failure = error }
+        do {
+            try published()
+            failure = nil
+        } catch { failure = error }
         // Closed before its old name goes: NFS renames a file unlinked while
         // open to `.nfsXXXX` and removes it at the close (FUSE's library to
         // `.fuse_hidden`), two more round trips where the directory's

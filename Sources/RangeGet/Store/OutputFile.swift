@@ -1,3 +1,6 @@
+import Synchronization
+import SystemSupport
+
 // OutputFile: the `.part` file bytes are written into, at their offsets,
 // straight from libcurl's buffer. The descriptor never changes after open (a
 // file published by a link is closed through it, `retire`), and
@@ -10,8 +13,6 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Synchronization
-import SystemSupport
 
 /// An open data file: positioned writes, sync, size, an exclusive lock.
 final class OutputFile: Sendable {
@@ -40,8 +41,9 @@ final class OutputFile: Sendable {
     private convenience init(path: String, flags: Int32, calls: SystemCalls, temporary: Bool = false) throws(IOError) {
         let descriptor = retryingOnInterrupt { calls.open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | flags, 0o644) }
         guard descriptor >= 0 else { throw IOError("open", path) }
-        self.init(path: path, descriptor: descriptor, isNew: flags & O_CREAT != 0, unnamed: false, temporary: temporary,
-                  calls: calls)
+        self.init(
+            path: path, descriptor: descriptor, isNew: flags & O_CREAT != 0, unnamed: false, temporary: temporary,
+            calls: calls)
     }
 
     /// The one initializer every open ends in (also `unnamed`'s, in OutputFile+Claim.swift).
@@ -190,7 +192,9 @@ final class OutputFile: Sendable {
         var done = 0
         while done < count {
             let got = bytes.withUnsafeMutableBytes { buffer in
-                retryingOnInterrupt { pread(descriptor, buffer.baseAddress! + done, count - done, off_t(offset) + off_t(done)) }
+                retryingOnInterrupt {
+                    pread(descriptor, buffer.baseAddress! + done, count - done, off_t(offset) + off_t(done))
+                }
             }
             guard got >= 0 else { return nil }
             if got == 0 { break }

@@ -1,3 +1,5 @@
+import SystemSupport
+
 // PartialFile+Commit: after the transfers, the data verified (length,
 // checksum), the validators recorded, and the commit that makes it durable
 // and gives it its final name; or, where it cannot have that name, the data
@@ -7,7 +9,6 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import SystemSupport
 
 extension PartialFile {
     /// Verifies the length (and checksum), makes the data durable and moves
@@ -30,8 +31,10 @@ extension PartialFile {
     /// `commit`, handed to `group`: verifies here, then returns at once;
     /// `then` gets nil once the file is in place and durable, else why not,
     /// on the thread that commits it.
-    func commit(size: Int64, remote: RemoteFile, in group: SyncGroup, onEvent: @Sendable (DownloadEvent) -> Void,
-                then: @escaping @Sendable (DownloadError?) -> Void) throws(DownloadError) {
+    func commit(
+        size: Int64, remote: RemoteFile, in group: SyncGroup, onEvent: @Sendable (DownloadEvent) -> Void,
+        then: @escaping @Sendable (DownloadError?) -> Void
+    ) throws(DownloadError) {
         let commit = try verify(size: size, remote: remote, onEvent: onEvent)
         group.submit(commit, calls: options.systemCalls) { failure in then(failure.map(Self.downloadError)) }
     }
@@ -54,8 +57,10 @@ extension PartialFile {
 
     /// The steps before the commit: the length, the checksum, the validators
     /// recorded on the file; returns the commit that publishes it.
-    private func verify(size: Int64, remote: RemoteFile,
-                        onEvent: @Sendable (DownloadEvent) -> Void) throws(DownloadError) -> SyncGroup.Commit {
+    private func verify(
+        size: Int64, remote: RemoteFile,
+        onEvent: @Sendable (DownloadEvent) -> Void
+    ) throws(DownloadError) -> SyncGroup.Commit {
         do {
             var actual = file.currentSize()
             if actual > size {
@@ -65,8 +70,9 @@ extension PartialFile {
             guard actual == size else {
                 throw DownloadError.verification("\(files.data) has \(actual) bytes, expected \(size)")
             }
-            let origin = FileOrigin(url: options.recordOriginURL ? OutgoingText.withoutUserinfo(remote.url) : nil, etag: remote.etag,
-                                    lastModified: remote.lastModified)
+            let origin = FileOrigin(
+                url: options.recordOriginURL ? OutgoingText.withoutUserinfo(remote.url) : nil, etag: remote.etag,
+                lastModified: remote.lastModified)
             let expected: Checksum?
             do {
                 expected = try options.expectedChecksum(savingAs: output, data: files.data)
@@ -96,60 +102,71 @@ extension PartialFile {
             let unmarked = unnamed || file.isTemporary
             let attributes = try origin.record(on: file) && (!unmarked || file.keepsAttributes)
             if !attributes || file.isMarkedBeside {
-                onEvent(.notice("the file system of \(output) keeps no extended attributes: a later run cannot tell "
-                                + "the file is unchanged, and needs a checksum to take it as complete"))
+                onEvent(
+                    .notice(
+                        "the file system of \(output) keeps no extended attributes: a later run cannot tell "
+                            + "the file is unchanged, and needs a checksum to take it as complete"))
             }
             // Once the data is durable: the final name, then the directory
             // made durable. A sync that fails takes the journal with it, as a
             // checkpoint's does: else a rerun in this boot would trust it,
             // fetch nothing, and (its own fdatasync finding no error to
             // report) publish pages the kernel may have dropped.
-            return SyncGroup.Commit(file: file, directory: StateFile.directory(of: output),
-                                    unsynced: { [files, options] in
-                                        WriteJournal.discard(at: files.journal, calls: options.systemCalls)
-                                    }) { [self] in
-                // Without a manifest there is no journal either (the engine keeps one only beside a manifest).
-                let stateFiles = manifest == nil ? [] : [files.journal, files.manifest]
-                do {
-                    // The record is written once the file has its name: its
-                    // stamp holds the change time that the link or rename set.
-                    let record = { [file] () throws(IOError) in
-                        _ = try file.recordValidators(origin.validators(stamping: file.descriptor))
-                    }
-                    if unnamed {
-                        try file.link(to: output)
-                        do {
-                            try record()
-                        } catch {
-                            // The name is this run's own (a link never replaces a file): it goes with the failure.
-                            _ = retryingOnInterrupt { options.systemCalls.unlink(output) }
-                            throw error
+            return SyncGroup.Commit(
+                file: file, directory: StateFile.directory(of: output),
+                unsynced: { [files, options] in
+                    WriteJournal.discard(at: files.journal, calls: options.systemCalls)
+                },
+                publish: { [self] in
+                    // Without a manifest there is no journal either (the engine keeps one only beside a manifest).
+                    let stateFiles = manifest == nil ? [] : [files.journal, files.manifest]
+                    do {
+                        // The record is written once the file has its name: its
+                        // stamp holds the change time that the link or rename set.
+                        let record = { [file] () throws(IOError) in
+                            _ = try file.recordValidators(origin.validators(stamping: file.descriptor))
                         }
-                        try Self.remove(stateFiles, calls: options.systemCalls)
-                    } else {
-                        // While the file is still open and locked: the mark
-                        // becomes the finished file's validators, and the
-                        // manifest and journal go.
-                        try file.move(to: output, replacing: options.overwrite,
-                                      learned: options.syncGroup?.refusals) { () throws(IOError) in
-                            // (Best effort, the file being in place: without it a rerun asks for a checksum.)
-                            if unmarked { try? record() } else { file.unmark(keeping: origin.validators(stamping: file.descriptor)) }
+                        if unnamed {
+                            try file.link(to: output)
+                            do {
+                                try record()
+                            } catch {
+                                // The name is this run's own (a link never replaces a file): it goes with the failure.
+                                _ = retryingOnInterrupt { options.systemCalls.unlink(output) }
+                                throw error
+                            }
                             try Self.remove(stateFiles, calls: options.systemCalls)
+                        } else {
+                            // While the file is still open and locked: the mark
+                            // becomes the finished file's validators, and the
+                            // manifest and journal go.
+                            try file.move(
+                                to: output, replacing: options.overwrite,
+                                learned: options.syncGroup?.refusals
+                            ) { () throws(IOError) in
+                                // (Best effort, the file being in place: without it a rerun asks for a checksum.)
+                                if unmarked {
+                                    try? record()
+                                } else {
+                                    file.unmark(keeping: origin.validators(stamping: file.descriptor))
+                                }
+                                try Self.remove(stateFiles, calls: options.systemCalls)
+                            }
                         }
+                    } catch let error as IOError where error.code == EEXIST {
+                        // A file fetched whole whose name another run (of the
+                        // same file) gave it meanwhile, with the same bytes: saved.
+                        if unmarked, file.isSaved(as: output, size: size) {
+                            if file.isTemporary { try StateFile.remove(files.new, calls: options.systemCalls) }
+                            return
+                        }
+                        try keepUnnamed(origin)
+                        try keepAsComplete(remote: remote, size: size)
+                        throw DownloadError.usage(
+                            "\(output) appeared during the download (the data stays in \(files.data))",
+                            remedy: .overwrite)
                     }
-                } catch let error as IOError where error.code == EEXIST {
-                    // A file fetched whole whose name another run (of the
-                    // same file) gave it meanwhile, with the same bytes: saved.
-                    if unmarked, file.isSaved(as: output, size: size) {
-                        if file.isTemporary { try StateFile.remove(files.new, calls: options.systemCalls) }
-                        return
-                    }
-                    try keepUnnamed(origin)
-                    try keepAsComplete(remote: remote, size: size)
-                    throw DownloadError.usage("\(output) appeared during the download (the data stays in \(files.data))",
-                                              remedy: .overwrite)
-                }
-            }
+                })
         } catch {
             throw Self.downloadError(error)
         }
@@ -172,7 +189,8 @@ extension PartialFile {
         // locked as a temporary file is (another run finds it busy rather
         // than a leftover to clear), where the name is free (else it is
         // linked as its `.part` alone).
-        let twinned = file.isTemporary
+        let twinned =
+            file.isTemporary
             || (!marked && (try? file.lockExclusively()) == true && (try? file.link(to: files.new)) != nil)
         if file.isTemporary {
             // By name: linking an open file by its descriptor wants /proc (or a capability).

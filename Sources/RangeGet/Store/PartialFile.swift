@@ -1,3 +1,6 @@
+import Synchronization
+import SystemSupport
+
 // PartialFile: a download's `.part` file and its manifest, from the claim to
 // the commit. It claims the data file (a new one created and marked as
 // rangeget's, or an earlier run's, locked), decides what an earlier run left
@@ -14,8 +17,6 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Synchronization
-import SystemSupport
 
 final class PartialFile {
     /// The final name.
@@ -44,21 +45,27 @@ final class PartialFile {
     /// renamed, and a kill meanwhile leaves nothing (those bytes are fetched
     /// again). Where the file system has no unnamed files (NFS), an
     /// `OUTPUT.part.new` (`OutputFile.temporary`), whose name marks it.
-    static func claim(output: String, remote: RemoteFile, replacingOthers: Bool, unnamed: Bool = false,
-                      options: DownloadOptions) throws(DownloadError) -> PartialFile {
+    static func claim(
+        output: String, remote: RemoteFile, replacingOthers: Bool, unnamed: Bool = false,
+        options: DownloadOptions
+    ) throws(DownloadError) -> PartialFile {
         let files = PartialFiles(output: output)
         do {
             if unnamed {
-                if let file = OutputFile.unnamed(in: StateFile.directory(of: output), naming: output,
-                                                 calls: options.systemCalls, learned: options.syncGroup?.refusals) {
+                if let file = OutputFile.unnamed(
+                    in: StateFile.directory(of: output), naming: output,
+                    calls: options.systemCalls, learned: options.syncGroup?.refusals)
+                {
                     return PartialFile(output: output, file: file, options: options)
                 }
-                return PartialFile(output: output, file: try OutputFile.temporary(files, calls: options.systemCalls),
-                                   options: options)
+                return PartialFile(
+                    output: output, file: try OutputFile.temporary(files, calls: options.systemCalls),
+                    options: options)
             }
             let file = try OutputFile.claim(
                 files, replacingOthers: replacingOthers,
-                mark: FileOrigin(url: nil, etag: remote.etag, lastModified: remote.lastModified).partMark(path: files.data),
+                mark: FileOrigin(url: nil, etag: remote.etag, lastModified: remote.lastModified).partMark(
+                    path: files.data),
                 calls: options.systemCalls)
             return PartialFile(output: output, file: file, options: options)
         } catch {
@@ -89,9 +96,11 @@ final class PartialFile {
     /// server answers 200, with the new validator).
     static func resumable(url: String, beside output: String) -> RemoteFile? {
         guard let stored = try? Manifest.load(from: PartialFiles(output: output).manifest),
-              stored.knownURLs.contains(OutgoingText.withoutUserinfo(url)) else { return nil }
-        let remote = RemoteFile(url: url, effectiveURL: url, size: stored.size, etag: stored.etag,
-                                lastModified: stored.lastModified, acceptsRanges: true, contentDisposition: nil)
+            stored.knownURLs.contains(OutgoingText.withoutUserinfo(url))
+        else { return nil }
+        let remote = RemoteFile(
+            url: url, effectiveURL: url, size: stored.size, etag: stored.etag,
+            lastModified: stored.lastModified, acceptsRanges: true, contentDisposition: nil)
         return remote.ifRange == nil ? nil : remote
     }
 
@@ -100,7 +109,8 @@ final class PartialFile {
     /// there already (and `overwrite` is off): the download then only checks
     /// that it is still the server's. `knownAbsent`: nothing is there (a
     /// list's SharedDirectory says so), only the directory is checked.
-    static func checkOutput(_ output: String, overwrite: Bool, knownAbsent: Bool = false) throws(DownloadError) -> Bool {
+    static func checkOutput(_ output: String, overwrite: Bool, knownAbsent: Bool = false) throws(DownloadError) -> Bool
+    {
         var info = stat()
         var exists = false
         if !knownAbsent, lstat(output, &info) == 0 {
@@ -146,8 +156,10 @@ final class PartialFile {
     /// (`SharedDirectory`), so none is removed either. `compare` fetches
     /// the samples of a spot check (a resume without validators, a URL the
     /// manifest does not record).
-    func resume(from sources: [RemoteFile], restart: Bool, nothingBeside: Bool = false, listedClear: Bool = false,
-                compare: SampleComparison, onEvent: @Sendable (DownloadEvent) -> Void) throws(DownloadError) {
+    func resume(
+        from sources: [RemoteFile], restart: Bool, nothingBeside: Bool = false, listedClear: Bool = false,
+        compare: SampleComparison, onEvent: @Sendable (DownloadEvent) -> Void
+    ) throws(DownloadError) {
         // An unnamed or temporary file is new, and nothing was beside its name.
         if file.hasNoName || file.isTemporary { return }
         if restart {
@@ -193,9 +205,11 @@ final class PartialFile {
             reason = "\(file.path) is shorter than its manifest says"
         }
         if reason == nil, stored.etag == nil, stored.lastModified == nil,
-           let differing = try spotCheck(stored, against: remote, compare: compare) {
+            let differing = try spotCheck(stored, against: remote, compare: compare)
+        {
             // Nothing to send as If-Range: a few stored bytes were compared with the server's.
-            reason = "the remote file changed since the last run: its bytes \(differing) differ from the partial "
+            reason =
+                "the remote file changed since the last run: its bytes \(differing) differ from the partial "
                 + "download (the server sends no ETag or Last-Modified to tell)"
         }
         if let reason {
@@ -221,15 +235,21 @@ final class PartialFile {
     /// no strong ETag on either side) the same bytes at a few random places
     /// of those on disk. Anything else is someone else's file: refused (exit
     /// 4), never spliced, and the partial download is kept for its own URLs.
-    private func checkSameFile(_ stored: Manifest, served remote: RemoteFile,
-                               compare: SampleComparison) throws(DownloadError) {
+    private func checkSameFile(
+        _ stored: Manifest, served remote: RemoteFile,
+        compare: SampleComparison
+    ) throws(DownloadError) {
         let known = stored.knownURLs.joined(separator: ", ")
         func refuse(_ why: String) -> DownloadError {
-            .manifest(ManifestError(path: files.manifest, problem: "was started from \(known), and "
-                + "\(OutgoingText.withoutUserinfo(remote.url)) \(why) (one of those URLs resumes it)"))
+            .manifest(
+                ManifestError(
+                    path: files.manifest,
+                    problem: "was started from \(known), and "
+                        + "\(OutgoingText.withoutUserinfo(remote.url)) \(why) (one of those URLs resumes it)"))
         }
         guard remote.size == stored.size else {
-            throw refuse("serves \(remote.size.map { "\($0) bytes" } ?? "a file of unknown length"), not \(stored.size)")
+            throw refuse(
+                "serves \(remote.size.map { "\($0) bytes" } ?? "a file of unknown length"), not \(stored.size)")
         }
         let storedTag = stored.etag.flatMap { $0.hasPrefix("W/") ? nil : $0 }
         if let storedTag, let theirs = remote.strongETag {
@@ -244,16 +264,21 @@ final class PartialFile {
     /// Compares the bytes of `file` at `samples` with those a `size`-byte
     /// file at `url` serves there: the first sample that differs, or nil.
     /// The caller's fetch (`SpotCheck.firstDifference`).
-    typealias SampleComparison = (_ file: OutputFile, _ url: String, _ size: Int64,
-                                  _ samples: [ByteRange]) throws(DownloadError) -> ByteRange?
+    typealias SampleComparison = (
+        _ file: OutputFile, _ url: String, _ size: Int64,
+        _ samples: [ByteRange]
+    ) throws(DownloadError) -> ByteRange?
 
     /// Compares a few random samples of the bytes `stored` lists as done with
     /// what `remote` serves there (by `compare`); the first range that differs, if any.
-    private func spotCheck(_ stored: Manifest, against remote: RemoteFile,
-                           compare: SampleComparison) throws(DownloadError) -> ByteRange? {
+    private func spotCheck(
+        _ stored: Manifest, against remote: RemoteFile,
+        compare: SampleComparison
+    ) throws(DownloadError) -> ByteRange? {
         var random = SystemRandomNumberGenerator()
-        let samples = SpotCheck.samples(of: stored.done, count: SpotCheck.sampleCount, length: SpotCheck.sampleLength,
-                                        using: &random)
+        let samples = SpotCheck.samples(
+            of: stored.done, count: SpotCheck.sampleCount, length: SpotCheck.sampleLength,
+            using: &random)
         return try compare(file, remote.effectiveURL, stored.size, samples)
     }
 

@@ -1,3 +1,5 @@
+import Synchronization
+
 // SharedDirectory: the directory the files of a list are saved into, read
 // once as the run begins. Before a file is fetched, its download looks for
 // its manifest, its `.part` and the output itself: three lookups of names
@@ -28,7 +30,6 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Synchronization
 
 package final class SharedDirectory: Sendable {
     /// The directory as the outputs' paths name it (no trailing '/').
@@ -52,9 +53,10 @@ package final class SharedDirectory: Sendable {
             errno = 0
             guard let entry = readdir(stream) else { break }
             guard names.count < limit else { return nil }
-            names.insert(withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                Self.hash(UnsafeRawBufferPointer(rebasing: raw[..<(raw.firstIndex(of: 0) ?? raw.count)]))
-            })
+            names.insert(
+                withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                    Self.hash(UnsafeRawBufferPointer(rebasing: raw[..<(raw.firstIndex(of: 0) ?? raw.count)]))
+                })
         }
         // A listing cut short by an error is no listing.
         guard errno == 0 else { return nil }

@@ -5,12 +5,13 @@
 // link planted at any of their names never makes rangeget read, truncate or
 // write some other file.
 import FoundationEssentials
+import SystemSupport
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import SystemSupport
 
 package enum StateFile {
     /// The largest state file read; a manifest of a fragmented 1 TiB download is far smaller.
@@ -75,7 +76,9 @@ package enum StateFile {
     /// the middle of its write does), it saves a rename; on a network file
     /// system each name looked up or changed is a round trip. `durable` fsyncs it.
     static func create(_ path: String, with data: Data, durable: Bool, calls: SystemCalls) throws(IOError) {
-        let create = { retryingOnInterrupt { calls.open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600) } }
+        let create = {
+            retryingOnInterrupt { calls.open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600) }
+        }
         // The name is removed only when it is there: looking for it first cost
         // each state file written a lookup that almost always found nothing.
         var descriptor = create()

@@ -266,7 +266,7 @@ final class StreamWindow: ByteSink {
             defer { (state.reader, state.drain) = (nil, nil) }
             return [state.reader, state.drain].compactMap { $0 }
         }
-        waiters.forEach { $0.resume() }
+        for waiter in waiters { waiter.resume() }
     }
 
     /// The reader stops reading: writes are dropped from now on, and whoever waits is woken.
@@ -277,7 +277,7 @@ final class StreamWindow: ByteSink {
             defer { (state.reader, state.drain) = (nil, nil) }
             return [state.reader, state.drain].compactMap { $0 }
         }
-        waiters.forEach { $0.resume() }
+        for waiter in waiters { waiter.resume() }
     }
 
     /// True once the reader stopped reading before the end.
@@ -324,7 +324,10 @@ final class StreamWindow: ByteSink {
                 await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                     let ready = state.withLock { state -> Bool in
                         if state.hasNext || state.abandoned || state.ending != nil
-                            || state.size.map({ state.taken >= $0 }) == true { return true }
+                            || state.size.map({ state.taken >= $0 }) == true
+                        {
+                            return true
+                        }
                         state.reader = .task(continuation)
                         return false
                     }

@@ -57,8 +57,10 @@ package final class SyncGroup: Sendable {
         var leads = false
         var failure: (any Error)?
 
-        init(file: OutputFile, directory: String, unsynced: @escaping () -> Void = {},
-             publish: @escaping () throws -> Void) {
+        init(
+            file: OutputFile, directory: String, unsynced: @escaping () -> Void = {},
+            publish: @escaping () throws -> Void
+        ) {
             self.file = file
             self.directory = directory
             self.unsynced = unsynced
@@ -202,7 +204,8 @@ package final class SyncGroup: Sendable {
         // system, each file's fdatasync reports its own errors, finding it clean.
         var vouched: Set<ObjectIdentifier> = []
         if batch.count > 1, let first = batch.min(by: { $0.file.openOrder < $1.file.openOrder }),
-           first.file.synchronizeFileSystem(), let device = first.file.device {
+            first.file.synchronizeFileSystem(), let device = first.file.device
+        {
             for commit in batch where commit.file.device == device { vouched.insert(ObjectIdentifier(commit)) }
         }
         for commit in batch where !vouched.contains(ObjectIdentifier(commit)) {
@@ -227,7 +230,8 @@ package final class SyncGroup: Sendable {
         let linked = batch.filter { $0.failure == nil && unnamed.contains(ObjectIdentifier($0)) }
         var durableNames: Set<ObjectIdentifier> = []
         if batch.count > 1, let first = linked.min(by: { $0.file.openOrder < $1.file.openOrder }),
-           first.file.synchronizeFileSystem(), let device = first.file.device {
+            first.file.synchronizeFileSystem(), let device = first.file.device
+        {
             for commit in batch where commit.failure == nil && commit.file.device == device {
                 durableNames.insert(ObjectIdentifier(commit))
             }

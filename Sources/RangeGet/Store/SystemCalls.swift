@@ -6,12 +6,13 @@
 // `fgetxattr`) and `close` stay outside: they cannot run out of space, and
 // what is durable never depends on them.
 import CCurlShim
+import SystemSupport
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import SystemSupport
 
 /// The calls the store makes to change files and names on disk; `live` is
 /// the real thing. Each returns -1 with `errno` set on failure.
@@ -111,11 +112,15 @@ package struct SystemCalls: Sendable {
 
     /// Writes all of `count` bytes at `offset` of the file `path` open as
     /// `descriptor`, looping over short writes (`pwrite`).
-    func writeAll(_ descriptor: Int32, path: String, _ bytes: UnsafeRawPointer, count: Int,
-                  at offset: Int64) throws(IOError) {
+    func writeAll(
+        _ descriptor: Int32, path: String, _ bytes: UnsafeRawPointer, count: Int,
+        at offset: Int64
+    ) throws(IOError) {
         var done = 0
         while done < count {
-            let written = retryingOnInterrupt { self.pwrite(descriptor, bytes + done, count - done, offset + Int64(done)) }
+            let written = retryingOnInterrupt {
+                self.pwrite(descriptor, bytes + done, count - done, offset + Int64(done))
+            }
             guard written > 0 else { throw IOError("write", path, code: written == 0 ? EIO : errno) }
             done += written
         }

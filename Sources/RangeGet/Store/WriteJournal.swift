@@ -31,12 +31,13 @@
 // since the last durable save. The journal is never renamed over the
 // manifest.
 import CCurlShim
+import SystemSupport
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import SystemSupport
 
 /// Bytes written but not yet durable, one store per write, for the next run in this boot.
 final class WriteJournal {
@@ -70,7 +71,9 @@ final class WriteJournal {
         let bytes = words * 8
         let temporary = path + ".tmp"
         let calls = file.calls
-        if retryingOnInterrupt({ calls.unlink(temporary) }) != 0 && errno != ENOENT { throw IOError("remove", temporary) }
+        if retryingOnInterrupt({ calls.unlink(temporary) }) != 0 && errno != ENOENT {
+            throw IOError("remove", temporary)
+        }
         let descriptor = retryingOnInterrupt {
             calls.open(temporary, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
         }
@@ -85,7 +88,8 @@ final class WriteJournal {
             throw abandon("allocate space for")
         }
         guard let mapped = mmap(nil, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, descriptor, 0),
-              mapped != MAP_FAILED else { throw abandon("map") }
+            mapped != MAP_FAILED
+        else { throw abandon("map") }
         self.descriptor = descriptor
         base = mapped.bindMemory(to: Int64.self, capacity: words)
         active = 0

@@ -29,7 +29,7 @@ func requestedRange(_ header: String?, size: Int64? = nil) -> Range<Int64>? {
 /// reserve lies, `Planner.endReserve`): as one range, and split by split.
 func lastSplits(_ count: Int64, of size: Int64, split: Int64) -> (all: Range<Int64>, pieces: [Range<Int64>]) {
     let start = size - count * split
-    return (start..<size, (0..<count).map { start + $0 * split ..< start + ($0 + 1) * split })
+    return (start..<size, (0..<count).map { start + $0 * split..<start + ($0 + 1) * split })
 }
 
 extension RangeServer {
@@ -39,11 +39,14 @@ extension RangeServer {
 
 /// Asserts that no range of `requested` asks again for a byte of `done`, the
 /// ranges an earlier run saved (`saved` says when or how, for the message).
-func assertNotAskedAgain(_ done: [Range<Int64>], in requested: [Range<Int64>], saved: String,
-                         file: StaticString = #filePath, line: UInt = #line) {
+func assertNotAskedAgain(
+    _ done: [Range<Int64>], in requested: [Range<Int64>], saved: String,
+    file: StaticString = #filePath, line: UInt = #line
+) {
     for range in requested {
-        XCTAssertFalse(done.contains { $0.overlaps(range) }, "\(range) asks again for bytes saved \(saved)",
-                       file: file, line: line)
+        XCTAssertFalse(
+            done.contains { $0.overlaps(range) }, "\(range) asks again for bytes saved \(saved)",
+            file: file, line: line)
     }
 }
 

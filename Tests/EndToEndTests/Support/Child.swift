@@ -48,10 +48,12 @@ final class Child {
             try? FileManager.default.removeItem(at: stdoutURL)
             try? FileManager.default.removeItem(at: stderrURL)
         }
-        let status = process.terminationReason == .uncaughtSignal ? 128 + process.terminationStatus : process.terminationStatus
-        return Run(status: status,
-                   stdout: (try? String(contentsOf: stdoutURL, encoding: .utf8)) ?? "",
-                   stderr: (try? String(contentsOf: stderrURL, encoding: .utf8)) ?? "")
+        let status =
+            process.terminationReason == .uncaughtSignal ? 128 + process.terminationStatus : process.terminationStatus
+        return Run(
+            status: status,
+            stdout: (try? String(contentsOf: stdoutURL, encoding: .utf8)) ?? "",
+            stderr: (try? String(contentsOf: stderrURL, encoding: .utf8)) ?? "")
     }
 }
 
@@ -67,8 +69,10 @@ extension EndToEndTestCase {
     /// Starts rangeget with `arguments`, sends it `signal` once `ready` holds
     /// (the test fails if that takes over 20 s; `what` says what it waited
     /// for), and returns how it ended.
-    func interrupted(_ arguments: [String], by signal: Int32 = SIGINT, once what: String = "the download is under way",
-                     when ready: () -> Bool) throws -> Run {
+    func interrupted(
+        _ arguments: [String], by signal: Int32 = SIGINT, once what: String = "the download is under way",
+        when ready: () -> Bool
+    ) throws -> Run {
         let child = try launch(arguments)
         XCTAssertTrue(wait(timeout: 20, until: ready), "\(what): \(arguments)")
         kill(child.pid, signal)
@@ -78,8 +82,9 @@ extension EndToEndTestCase {
     /// Runs rangeget under `/bin/sh -c 'ulimit -f BLOCKS; exec rangeget ...'` (512-byte blocks).
     func runWithFileSizeLimit(blocks: Int, _ arguments: [String], timeout: Double = 60) throws -> Run {
         let quoted = ([CLI.binary] + arguments).map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }
-        let child = try Child(executable: "/bin/sh", arguments: ["-c", "ulimit -f \(blocks) && exec " + quoted.joined(separator: " ")],
-                              in: directory)
+        let child = try Child(
+            executable: "/bin/sh", arguments: ["-c", "ulimit -f \(blocks) && exec " + quoted.joined(separator: " ")],
+            in: directory)
         return child.finish(timeout: timeout)
     }
 }

@@ -55,24 +55,30 @@ final class ClientSockets: Sendable {
         // runs on a loaded machine (2 of 4 with two busy loops beside it);
         // this read, 0 of 4.
         guard let file = FileHandle(forReadingAtPath: "/proc/net/tcp"),
-              let data = try? file.readToEnd() else { return 0 }
+            let data = try? file.readToEnd()
+        else { return 0 }
         try? file.close()
         let table = String(decoding: data, as: UTF8.self)
         let remote = String(format: ":%04X", port)
         return table.split(separator: "\n").dropFirst().filter { line in
             let fields = line.split(separator: " ")
             guard fields.count > 9 else { return false }
-            return fields[2].hasSuffix(remote) && ["01", "02", "08"].contains(fields[3]) && !excluded.contains(fields[9])
+            return fields[2].hasSuffix(remote) && ["01", "02", "08"].contains(fields[3])
+                && !excluded.contains(fields[9])
         }.count
     }
 
     /// The inodes of this process's sockets (/proc/self/fd links `socket:[inode]`).
     static func ownSockets() -> Set<Substring> {
         let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
-        return Set(descriptors.compactMap { descriptor -> Substring? in
-            guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(descriptor)"),
-                  target.hasPrefix("socket:[") else { return nil }
-            return Substring(target.dropFirst(8).dropLast())
-        })
+        return Set(
+            descriptors.compactMap { descriptor -> Substring? in
+                guard
+                    let target = try? FileManager.default.destinationOfSymbolicLink(
+                        atPath: "/proc/self/fd/\(descriptor)"),
+                    target.hasPrefix("socket:[")
+                else { return nil }
+                return Substring(target.dropFirst(8).dropLast())
+            })
     }
 }

@@ -42,11 +42,13 @@ final class DiskProbe: Sendable {
     /// writeback error. Later fdatasyncs succeed, as Linux reports the error once.
     private let losesPagesAtFailedSync: Bool
 
-    init(resource: Resource?,
-         pwriteFault: @escaping @Sendable (Int, Int64, Int64) -> Int32? = { _, _, _ in nil },
-         fdatasyncFault: @escaping @Sendable (Int) -> Int32? = { _ in nil },
-         fsyncFault: @escaping @Sendable (Int) -> Int32? = { _ in nil },
-         losesPagesAtFailedSync: Bool = false) {
+    init(
+        resource: Resource?,
+        pwriteFault: @escaping @Sendable (Int, Int64, Int64) -> Int32? = { _, _, _ in nil },
+        fdatasyncFault: @escaping @Sendable (Int) -> Int32? = { _ in nil },
+        fsyncFault: @escaping @Sendable (Int) -> Int32? = { _ in nil },
+        losesPagesAtFailedSync: Bool = false
+    ) {
         self.resource = resource
         self.pwriteFault = pwriteFault
         self.fdatasyncFault = fdatasyncFault
@@ -147,7 +149,8 @@ final class DiskProbe: Sendable {
         guard let path = openPath(descriptor) else { return nil }
         var info = stat()
         guard fstat(descriptor, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG,
-              let contents = FileManager.default.contents(atPath: link) else { return nil }
+            let contents = FileManager.default.contents(atPath: link)
+        else { return nil }
         return (path, contents)
     }
 }

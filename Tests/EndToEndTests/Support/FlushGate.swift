@@ -14,8 +14,11 @@ extension EndToEndTestCase {
     func launchWithFlushesHeld(_ arguments: [String], openFiles: Int? = nil) throws -> (child: Child, gate: FlushGate) {
         let gate = FlushGate(path: path("flush-gate"))
         XCTAssertTrue(FileManager.default.createFile(atPath: gate.path, contents: nil))
-        let command = ["/usr/bin/env", "LD_PRELOAD=\(try buildFlushShim())", "SLOW_FLUSH_US=0",
-                       "SLOW_FLUSH_GATE=\(gate.path)", CLI.binary] + arguments
+        let command =
+            [
+                "/usr/bin/env", "LD_PRELOAD=\(try buildFlushShim())", "SLOW_FLUSH_US=0",
+                "SLOW_FLUSH_GATE=\(gate.path)", CLI.binary
+            ] + arguments
         let limit = openFiles.map { "ulimit -n \($0) && " } ?? ""
         let child = try launch(["-c", limit + "exec \"$@\"", "sh"] + command, executable: "/bin/sh")
         return (child, gate)
@@ -25,8 +28,9 @@ extension EndToEndTestCase {
     private func buildFlushShim() throws -> String {
         let source = CLI.repositoryRoot.appendingPathComponent("Benchmarks/slowflush.c").path
         let library = path("slowflush.so")
-        let build = try CLI.run(["cc", "-shared", "-fPIC", "-O2", "-o", library, source, "-ldl"],
-                                in: directory, executable: "/usr/bin/env")
+        let build = try CLI.run(
+            ["cc", "-shared", "-fPIC", "-O2", "-o", library, source, "-ldl"],
+            in: directory, executable: "/usr/bin/env")
         XCTAssertEqual(build.status, 0, "cc could not build \(source): \(build.stderr)")
         return library
     }

@@ -65,8 +65,10 @@ enum CLI {
 
     /// Runs the binary (or `executable`) to completion; after `timeout`
     /// seconds it is killed and the test fails.
-    static func run(_ arguments: [String], in directory: String, timeout: Double = 120,
-                    executable: String? = nil) throws -> Run {
+    static func run(
+        _ arguments: [String], in directory: String, timeout: Double = 120,
+        executable: String? = nil
+    ) throws -> Run {
         try Child(executable: executable ?? binary, arguments: arguments, in: directory).finish(timeout: timeout)
     }
 }
@@ -82,8 +84,9 @@ extension CLI {
             throw XCTSkip("\(setpriv) is missing (util-linux): root cannot be denied a permission without it")
         }
         let drop = "-dac_override,-dac_read_search"
-        return try run(["--inh-caps=\(drop)", "--bounding-set=\(drop)", "--", binary] + arguments, in: directory,
-                       executable: setpriv)
+        return try run(
+            ["--inh-caps=\(drop)", "--bounding-set=\(drop)", "--", binary] + arguments, in: directory,
+            executable: setpriv)
     }
 }
 

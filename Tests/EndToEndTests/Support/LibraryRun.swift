@@ -35,16 +35,19 @@ extension EndToEndTestCase {
     /// stop it from an event. `handingOffTo`: its commit is handed to that
     /// group (`runHandingOffCommit`, as the files of a list), and the outcome
     /// waited for.
-    func runLibrary(_ urls: [String], to output: String, probe: DiskProbe? = nil, handingOffTo group: SyncGroup? = nil,
-                    stopWhen: (@Sendable (DownloadEvent) -> Bool)? = nil,
-                    configure: (inout DownloadOptions) -> Void) -> LibraryRun {
+    func runLibrary(
+        _ urls: [String], to output: String, probe: DiskProbe? = nil, handingOffTo group: SyncGroup? = nil,
+        stopWhen: (@Sendable (DownloadEvent) -> Bool)? = nil,
+        configure: (inout DownloadOptions) -> Void
+    ) -> LibraryRun {
         var options = DownloadOptions()
         options.retryWait = 0.02
         options.checkpointInterval = 1
         if let probe { options.systemCalls = probe.calls }
         configure(&options)
         if let group { options.syncGroup = group }
-        let download = urls.count == 1
+        let download =
+            urls.count == 1
             ? Download(url: urls[0], destination: .file(output), options: options)
             : Download(mirrors: urls, destination: .file(output), options: options)
         let events = Mutex<[DownloadEvent]>([])

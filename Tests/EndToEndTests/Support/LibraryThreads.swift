@@ -53,7 +53,8 @@ final class LibraryThreads: Sendable {
         runningThreadIDs.compactMap { id in
             guard let handle = FileHandle(forReadingAtPath: "/proc/self/task/\(id)/comm") else { return nil }
             defer { try? handle.close() }
-            let name = String(decoding: handle.availableData, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            let name = String(decoding: handle.availableData, as: UTF8.self).trimmingCharacters(
+                in: .whitespacesAndNewlines)
             // The test server starts its threads the same way ("rangeserver ...").
             return name.hasPrefix("rangeget ") ? name : nil
         }

@@ -11,8 +11,9 @@ enum ManifestFile {
     /// is absent or unreadable.
     static func done(_ path: String) -> [Range<Int64>] {
         guard let data = FileManager.default.contents(atPath: path),
-              let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
-              let list = object["done"] as? [[Int64]] else { return [] }
+            let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+            let list = object["done"] as? [[Int64]]
+        else { return [] }
         return list.compactMap { $0.count == 2 && $0[0] <= $0[1] ? $0[0]..<$0[1] : nil }
     }
 
@@ -40,11 +41,13 @@ enum ManifestFile {
     }
 
     /// Writes a version-1 manifest by hand (for damaged and large-offset cases).
-    static func write(_ path: String, url: String, size: Int64, etag: String?, lastModified: String?,
-                      done: [Range<Int64>], version: Int = 1) throws {
+    static func write(
+        _ path: String, url: String, size: Int64, etag: String?, lastModified: String?,
+        done: [Range<Int64>], version: Int = 1
+    ) throws {
         var object: [String: Any] = [
             "version": version, "url": url, "size": size,
-            "done": done.map { [$0.lowerBound, $0.upperBound] },
+            "done": done.map { [$0.lowerBound, $0.upperBound] }
         ]
         if let etag { object["etag"] = etag }
         if let lastModified { object["lastModified"] = lastModified }
@@ -60,17 +63,23 @@ extension EndToEndTestCase {
     /// Every byte the manifest lists as done was made durable by an fdatasync
     /// that did not follow a failed one for the same bytes, and no byte that
     /// waited on a failed fdatasync is listed as written (trusted in this boot).
-    func assertManifestWithinDurable(_ manifestPath: String, _ probe: DiskProbe,
-                                     file: StaticString = #filePath, line: UInt = #line) {
+    func assertManifestWithinDurable(
+        _ manifestPath: String, _ probe: DiskProbe,
+        file: StaticString = #filePath, line: UInt = #line
+    ) {
         let snapshot = probe.snapshot
         for range in ManifestFile.done(manifestPath) {
-            XCTAssertTrue(snapshot.durable.contains(ByteRange(range)),
-                          "manifest lists \(range) as done but only \(snapshot.durable) was made durable "
-                          + "(failed syncs: \(snapshot.failedSyncs))", file: file, line: line)
+            XCTAssertTrue(
+                snapshot.durable.contains(ByteRange(range)),
+                "manifest lists \(range) as done but only \(snapshot.durable) was made durable "
+                    + "(failed syncs: \(snapshot.failedSyncs))", file: file, line: line)
         }
         for range in ManifestFile.journalWritten(manifestPath) {
-            for lost in snapshot.pendingAtFailedSync.ranges where lost.start < range.upperBound && range.lowerBound < lost.end {
-                XCTFail("manifest lists \(range) as written, but \(lost) waited on a failed fdatasync", file: file, line: line)
+            for lost in snapshot.pendingAtFailedSync.ranges
+            where lost.start < range.upperBound && range.lowerBound < lost.end {
+                XCTFail(
+                    "manifest lists \(range) as written, but \(lost) waited on a failed fdatasync", file: file,
+                    line: line)
             }
         }
     }
@@ -81,9 +90,11 @@ extension EndToEndTestCase {
     /// lists nothing unless `mayBeEmpty` (a run whose every sync failed).
     /// Returns the bytes listed.
     @discardableResult
-    func assertManifestMatchesDisk(_ manifestPath: String, data dataPath: String, _ resource: Resource,
-                                   mayBeEmpty: Bool = false,
-                                   file: StaticString = #filePath, line: UInt = #line) -> Int64 {
+    func assertManifestMatchesDisk(
+        _ manifestPath: String, data dataPath: String, _ resource: Resource,
+        mayBeEmpty: Bool = false,
+        file: StaticString = #filePath, line: UInt = #line
+    ) -> Int64 {
         let ranges: [Range<Int64>]
         do {
             guard let trusted = try ManifestFile.trusted(manifestPath) else {
@@ -106,10 +117,12 @@ extension EndToEndTestCase {
         defer { try? handle.close() }
         var listed: Int64 = 0
         for range in ranges {
-            XCTAssertLessThanOrEqual(range.upperBound, resource.size, "manifest range \(range) past the end", file: file, line: line)
+            XCTAssertLessThanOrEqual(
+                range.upperBound, resource.size, "manifest range \(range) past the end", file: file, line: line)
             listed += Int64(range.count)
             if let offset = handle.firstDifference(from: resource, in: range.clamped(to: 0..<resource.size)) {
-                XCTFail("manifest lists \(range) but the data file differs from byte \(offset) on", file: file, line: line)
+                XCTFail(
+                    "manifest lists \(range) but the data file differs from byte \(offset) on", file: file, line: line)
                 return listed
             }
         }

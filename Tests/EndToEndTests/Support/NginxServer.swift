@@ -74,7 +74,8 @@ final class NginxServer {
     private var acceptedAtReset = 0
     private var queriesSinceReset = 0
 
-    private static let fix = "Run `make test` (scripts/install-deps installs nginx and openssl), or `apt-get install nginx openssl`."
+    private static let fix =
+        "Run `make test` (scripts/install-deps installs nginx and openssl), or `apt-get install nginx openssl`."
 
     /// Starts nginx. `rateLimit` caps each response at that many bytes per
     /// second (nginx's `limit_rate`), so several transfers are in flight at
@@ -87,8 +88,9 @@ final class NginxServer {
         statusSocket = prefix + "/status.sock"
         // sockaddr_un holds 108 bytes, the terminating NUL included.
         guard statusSocket.utf8.count < 108 else {
-            throw NginxServerError(description: "the status socket path \(statusSocket) is longer than a Unix socket allows;"
-                                   + " set TMPDIR to a shorter directory")
+            throw NginxServerError(
+                description: "the status socket path \(statusSocket) is longer than a Unix socket allows;"
+                    + " set TMPDIR to a shorter directory")
         }
         for location in redirects.values where location.contains(where: { "\"$\\;{}".contains($0) }) {
             throw NginxServerError(description: "a redirect target with nginx syntax in it: \(location)")
@@ -125,8 +127,9 @@ final class NginxServer {
         // The status query itself is one active connection.
         while status.active > 1 {
             guard Date() < deadline else {
-                throw NginxServerError(description: "nginx still has \(status.active - 1) client connections open"
-                                       + " \(timeout) s after traffic() was asked for; is the client still running?")
+                throw NginxServerError(
+                    description: "nginx still has \(status.active - 1) client connections open"
+                        + " \(timeout) s after traffic() was asked for; is the client still running?")
             }
             usleep(10_000)
             status = try statusQuery()
@@ -139,7 +142,8 @@ final class NginxServer {
     func resetTraffic() throws {
         _ = try traffic()
         guard truncate(prefix + "/access.log", 0) == 0 else {
-            throw NginxServerError(description: "cannot truncate \(prefix)/access.log: \(String(cString: strerror(errno)))")
+            throw NginxServerError(
+                description: "cannot truncate \(prefix)/access.log: \(String(cString: strerror(errno)))")
         }
         acceptedAtReset = try statusQuery().accepted
         queriesSinceReset = 0
@@ -168,19 +172,23 @@ final class NginxServer {
             let candidate = directory + "/" + name
             if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
         }
-        throw NginxServerError(description: "\(name) is not installed: no executable \(name) in "
-                               + searched.joined(separator: ", ") + ". " + fix)
+        throw NginxServerError(
+            description: "\(name) is not installed: no executable \(name) in "
+                + searched.joined(separator: ", ") + ". " + fix)
     }
 
     /// A key and a self-signed certificate for 127.0.0.1 (EC: made in milliseconds).
     private func makeCertificate(_ openssl: String) throws {
-        let arguments = ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-                         "-keyout", prefix + "/key.pem", "-out", certificate, "-days", "2", "-subj", "/CN=127.0.0.1",
-                         "-addext", "subjectAltName=IP:127.0.0.1"]
+        let arguments = [
+            "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+            "-keyout", prefix + "/key.pem", "-out", certificate, "-days", "2", "-subj", "/CN=127.0.0.1",
+            "-addext", "subjectAltName=IP:127.0.0.1"
+        ]
         let run = try Child(executable: openssl, arguments: arguments, in: prefix).finish(timeout: 30)
         guard run.status == 0 else {
-            throw NginxServerError(description: "`\(openssl) \(arguments.joined(separator: " "))` exited with status"
-                                   + " \(run.status): \(run.stderr)")
+            throw NginxServerError(
+                description: "`\(openssl) \(arguments.joined(separator: " "))` exited with status"
+                    + " \(run.status): \(run.stderr)")
         }
     }
 
@@ -191,11 +199,13 @@ final class NginxServer {
             port = try Self.freeLoopbackPort()
             try? FileManager.default.removeItem(atPath: statusSocket)
             let config = prefix + "/nginx.conf"
-            try configuration(rateLimit: rateLimit, redirects: redirects).write(toFile: config, atomically: true, encoding: .utf8)
+            try configuration(rateLimit: rateLimit, redirects: redirects).write(
+                toFile: config, atomically: true, encoding: .utf8)
             // setpriv's parent-death signal ends nginx with the test process, even when that crashes.
-            let child = try Child(executable: setpriv,
-                                  arguments: ["--pdeathsig", "KILL", nginx, "-p", prefix, "-c", config, "-e", prefix + "/error.log"],
-                                  in: prefix)
+            let child = try Child(
+                executable: setpriv,
+                arguments: ["--pdeathsig", "KILL", nginx, "-p", prefix, "-c", config, "-e", prefix + "/error.log"],
+                in: prefix)
             self.child = child
             switch try waitUntilReady(child) {
             case .ready: return
@@ -203,7 +213,8 @@ final class NginxServer {
                 child.kill9()
                 self.child = nil
             case .portTaken:
-                throw NginxServerError(description: "nginx found 3 free ports taken before it could bind them:\n" + errorLog())
+                throw NginxServerError(
+                    description: "nginx found 3 free ports taken before it could bind them:\n" + errorLog())
             }
         }
     }
@@ -218,8 +229,9 @@ final class NginxServer {
             if !child.isRunning {
                 let run = child.finish(timeout: 1)
                 let config = (try? String(contentsOfFile: prefix + "/nginx.conf", encoding: .utf8)) ?? ""
-                throw NginxServerError(description: "nginx exited with status \(run.status) before it answered:\n"
-                                       + run.stderr + "\nerror log:\n" + errorLog() + "\nnginx.conf:\n" + config)
+                throw NginxServerError(
+                    description: "nginx exited with status \(run.status) before it answered:\n"
+                        + run.stderr + "\nerror log:\n" + errorLog() + "\nnginx.conf:\n" + config)
             }
             if let status = try? statusQuery() {
                 acceptedAtReset = status.accepted
@@ -228,7 +240,8 @@ final class NginxServer {
             }
             usleep(10_000)
         }
-        throw NginxServerError(description: "nginx did not answer on \(statusSocket) within 5 s; error log:\n" + errorLog())
+        throw NginxServerError(
+            description: "nginx did not answer on \(statusSocket) within 5 s; error log:\n" + errorLog())
     }
 
     private func errorLog() -> String {
@@ -242,7 +255,8 @@ final class NginxServer {
             close(fd)
             return Int(port)
         } catch let error as POSIXError {
-            throw NginxServerError(description: "no free port on 127.0.0.1: \(String(cString: strerror(error.code.rawValue)))")
+            throw NginxServerError(
+                description: "no free port on 127.0.0.1: \(String(cString: strerror(error.code.rawValue)))")
         }
     }
 
@@ -252,43 +266,45 @@ final class NginxServer {
         let redirectBlocks = redirects.keys.sorted().map { path in
             "        location = /\(path) { return 302 \"\(redirects[path]!)\"; }"
         }
-        let fields = ["connection", "connection_requests", "server_protocol", "request_method", "uri", "status",
-                      "body_bytes_sent", "http_range", "http_if_range"]
+        let fields = [
+            "connection", "connection_requests", "server_protocol", "request_method", "uri", "status",
+            "body_bytes_sent", "http_range", "http_if_range"
+        ]
         let logFormat = "{" + fields.map { "\"\($0)\":\"$\($0)\"" }.joined(separator: ",") + "}"
         return """
-        daemon off;
-        master_process off;
-        pid \(prefix)/nginx.pid;
-        error_log \(prefix)/error.log info;
-        events { worker_connections 256; }
-        http {
-            log_format requests escape=json '\(logFormat)';
-            access_log \(prefix)/access.log requests;
-            client_body_temp_path \(prefix)/temp-body;
-            proxy_temp_path \(prefix)/temp-proxy;
-            fastcgi_temp_path \(prefix)/temp-fastcgi;
-            uwsgi_temp_path \(prefix)/temp-uwsgi;
-            scgi_temp_path \(prefix)/temp-scgi;
-            default_type application/octet-stream;
-            server {
-                listen unix:\(statusSocket);
-                access_log off;
-                location = /status { stub_status; }
+            daemon off;
+            master_process off;
+            pid \(prefix)/nginx.pid;
+            error_log \(prefix)/error.log info;
+            events { worker_connections 256; }
+            http {
+                log_format requests escape=json '\(logFormat)';
+                access_log \(prefix)/access.log requests;
+                client_body_temp_path \(prefix)/temp-body;
+                proxy_temp_path \(prefix)/temp-proxy;
+                fastcgi_temp_path \(prefix)/temp-fastcgi;
+                uwsgi_temp_path \(prefix)/temp-uwsgi;
+                scgi_temp_path \(prefix)/temp-scgi;
+                default_type application/octet-stream;
+                server {
+                    listen unix:\(statusSocket);
+                    access_log off;
+                    location = /status { stub_status; }
+                }
+                server {
+                    listen 127.0.0.1:\(port) ssl http2;
+                    ssl_certificate \(certificate);
+                    ssl_certificate_key \(prefix)/key.pem;
+                    root \(files);
+                    # Without sendfile limit_rate paces every 32 KiB output buffer:
+                    # a response runs at the rate from its first byte.
+                    sendfile off;
+                    location / { \(rateLimit.map { "limit_rate \($0);" } ?? "") }
+            \(redirectBlocks.joined(separator: "\n"))
+                }
             }
-            server {
-                listen 127.0.0.1:\(port) ssl http2;
-                ssl_certificate \(certificate);
-                ssl_certificate_key \(prefix)/key.pem;
-                root \(files);
-                # Without sendfile limit_rate paces every 32 KiB output buffer:
-                # a response runs at the rate from its first byte.
-                sendfile off;
-                location / { \(rateLimit.map { "limit_rate \($0);" } ?? "") }
-        \(redirectBlocks.joined(separator: "\n"))
-            }
-        }
 
-        """
+            """
     }
 
     // MARK: - Reading what it saw
@@ -305,7 +321,9 @@ final class NginxServer {
         address.sun_family = sa_family_t(AF_UNIX)
         withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: statusSocket.utf8) }
         let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
         }
         guard connected == 0 else {
             throw NginxServerError(description: "connect \(statusSocket): \(String(cString: strerror(errno)))")
@@ -327,8 +345,8 @@ final class NginxServer {
         let text = String(decoding: response, as: UTF8.self)
         let lines = text.components(separatedBy: "\r\n\r\n").last?.split(separator: "\n") ?? []
         guard lines.count >= 3,
-              let active = lines[0].split(separator: " ").last.flatMap({ Int($0) }),
-              let accepted = lines[2].split(separator: " ").first.flatMap({ Int($0) })
+            let active = lines[0].split(separator: " ").last.flatMap({ Int($0) }),
+            let accepted = lines[2].split(separator: " ").first.flatMap({ Int($0) })
         else {
             throw NginxServerError(description: "unexpected stub_status answer: \(text.debugDescription)")
         }
@@ -340,18 +358,20 @@ final class NginxServer {
         guard let data = FileManager.default.contents(atPath: log) else { return [] }
         return try data.split(separator: UInt8(ascii: "\n")).map { line in
             guard let fields = try? JSONSerialization.jsonObject(with: Data(line)) as? [String: String],
-                  let connection = fields["connection"].flatMap({ Int($0) }),
-                  let connectionRequests = fields["connection_requests"].flatMap({ Int($0) }),
-                  let status = fields["status"].flatMap({ Int($0) }),
-                  let bodyBytes = fields["body_bytes_sent"].flatMap({ Int64($0) })
+                let connection = fields["connection"].flatMap({ Int($0) }),
+                let connectionRequests = fields["connection_requests"].flatMap({ Int($0) }),
+                let status = fields["status"].flatMap({ Int($0) }),
+                let bodyBytes = fields["body_bytes_sent"].flatMap({ Int64($0) })
             else {
-                throw NginxServerError(description: "unreadable line in \(log): \(String(decoding: line, as: UTF8.self))")
+                throw NginxServerError(
+                    description: "unreadable line in \(log): \(String(decoding: line, as: UTF8.self))")
             }
-            return Request(connection: connection, connectionRequests: connectionRequests,
-                           httpProtocol: fields["server_protocol"] ?? "", method: fields["request_method"] ?? "",
-                           path: fields["uri"] ?? "", status: status, bodyBytes: bodyBytes,
-                           range: fields["http_range"].flatMap { $0.isEmpty ? nil : $0 },
-                           ifRange: fields["http_if_range"].flatMap { $0.isEmpty ? nil : $0 })
+            return Request(
+                connection: connection, connectionRequests: connectionRequests,
+                httpProtocol: fields["server_protocol"] ?? "", method: fields["request_method"] ?? "",
+                path: fields["uri"] ?? "", status: status, bodyBytes: bodyBytes,
+                range: fields["http_range"].flatMap { $0.isEmpty ? nil : $0 },
+                ifRange: fields["http_if_range"].flatMap { $0.isEmpty ? nil : $0 })
         }
     }
 }

@@ -26,14 +26,17 @@ struct ScriptedResponse: Sendable {
     var holdOpen: Double = 0
 
     /// A correct answer for `resource` to `request`: 206 for a range, else 200.
-    static func serving(_ resource: Resource, _ request: ScriptedRequest, etag: String = "\"scripted-1\"",
-                        extraFields: [String] = [], contentRange: ((Range<Int64>) -> String)? = nil) -> ScriptedResponse {
+    static func serving(
+        _ resource: Resource, _ request: ScriptedRequest, etag: String = "\"scripted-1\"",
+        extraFields: [String] = [], contentRange: ((Range<Int64>) -> String)? = nil
+    ) -> ScriptedResponse {
         var fields = ["Accept-Ranges: bytes", "ETag: \(etag)", "Connection: close"] + extraFields
         if let range = requestedRange(request.headers["range"], size: resource.size) {
             let value = contentRange?(range) ?? "bytes \(range.lowerBound)-\(range.upperBound - 1)/\(resource.size)"
             fields += ["Content-Range: \(value)", "Content-Length: \(range.count)"]
             let body = request.method == "HEAD" ? [] : resource.bytes(in: range)
-            return ScriptedResponse(head: (["HTTP/1.1 206 Partial Content"] + fields).joined(separator: "\r\n"), body: body)
+            return ScriptedResponse(
+                head: (["HTTP/1.1 206 Partial Content"] + fields).joined(separator: "\r\n"), body: body)
         }
         fields.append("Content-Length: \(resource.size)")
         let body = request.method == "HEAD" ? [] : resource.bytes(in: 0..<resource.size)
@@ -127,9 +130,11 @@ final class ScriptedServer: Sendable {
                 var headers: [String: String] = [:]
                 for line in lines {
                     guard let colon = line.firstIndex(of: ":") else { continue }
-                    headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+                    headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(
+                        in: .whitespaces)
                 }
-                let request = ScriptedRequest(method: String(requestLine[0]), target: String(requestLine[1]), headers: headers)
+                let request = ScriptedRequest(
+                    method: String(requestLine[0]), target: String(requestLine[1]), headers: headers)
                 state.withLock { $0.requests.append(request) }
                 let response = handler(request)
                 respond(response, on: fd)
@@ -142,7 +147,9 @@ final class ScriptedServer: Sendable {
             // No method starts so (a TLS handshake starts with 0x16): a bad
             // request, answered at once in plain HTTP, as nginx answers it.
             if let first = received.first, !(UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(first) {
-                return respond(ScriptedResponse(head: "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close"), on: fd)
+                return respond(
+                    ScriptedResponse(head: "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close"), on: fd
+                )
             }
         }
     }

@@ -13,8 +13,9 @@ struct SoakPlan {
         var latencyMilliseconds: Int
 
         var configuration: RangeServer.Configuration {
-            .init(ratePerConnection: ratePerConnection, burst: burst, latency: Double(latencyMilliseconds) / 1000,
-                  faults: faults)
+            .init(
+                ratePerConnection: ratePerConnection, burst: burst, latency: Double(latencyMilliseconds) / 1000,
+                faults: faults)
         }
 
         /// The options of `rangeget serve DIR` that set this server up.
@@ -50,8 +51,12 @@ struct SoakPlan {
         var useHead: Bool
 
         var options: [String] {
-            ["-q", "-n", "\(connections)", "-k", minimumSplit, "--retries", "\(retries)", "--retry-wait", "\(retryWait)",
-             "--stall-timeout", "\(stallTimeout)", "--connect-timeout", "\(connectTimeout)", "--max-wait", "\(maxWait)"]
+            [
+                "-q", "-n", "\(connections)", "-k", minimumSplit, "--retries", "\(retries)", "--retry-wait",
+                "\(retryWait)",
+                "--stall-timeout", "\(stallTimeout)", "--connect-timeout", "\(connectTimeout)", "--max-wait",
+                "\(maxWait)"
+            ]
                 + (useHead ? ["--use-head"] : []) + (jobs.map { ["-j", "\($0)"] } ?? [])
         }
     }
@@ -86,8 +91,10 @@ struct SoakPlan {
             // A list entry has 1 to all of the servers, in a drawn order.
             let mirrors = isList ? Int(draw.below(UInt64(serverCount))) + 1 : serverCount
             let order = Array(0..<serverCount).shuffled(using: &draw).prefix(mirrors)
-            files.append(File(name: "f\(index).bin", size: Self.size(&draw), contentSeed: seed &+ UInt64(index) &* 7919,
-                              servers: Array(order)))
+            files.append(
+                File(
+                    name: "f\(index).bin", size: Self.size(&draw), contentSeed: seed &+ UInt64(index) &* 7919,
+                    servers: Array(order)))
         }
         // Faults are drawn once the sizes are known, so cut and range offsets fit.
         let largest = files.map(\.size).max() ?? 0
@@ -101,8 +108,9 @@ struct SoakPlan {
 
     private static func server(limits: Limits, _ draw: inout Draws) -> Server {
         let rate: Int? = draw.pick([nil, nil, 2 << 20, 8 << 20])
-        return Server(faults: [], ratePerConnection: rate, burst: rate == nil ? nil : draw.pick([nil, 64 << 10]),
-                      latencyMilliseconds: draw.pick([0, 0, 5, 30]))
+        return Server(
+            faults: [], ratePerConnection: rate, burst: rate == nil ? nil : draw.pick([nil, 64 << 10]),
+            latencyMilliseconds: draw.pick([0, 0, 5, 30]))
     }
 
     /// 0, 1, tiny, around 64 KiB and 1 MiB, odd sizes, a few MiB.
@@ -134,13 +142,16 @@ struct SoakPlan {
         case 3:
             return FaultRule(.stallAfter(draw.chance(0.3) ? 0 : offset(&draw)), when: trigger(sparse: true, &draw))
         case 4:
-            return FaultRule(.status(draw.pick([500, 502, 503, 504]), retryAfter: nil), when: trigger(sparse: false, &draw))
+            return FaultRule(
+                .status(draw.pick([500, 502, 503, 504]), retryAfter: nil), when: trigger(sparse: false, &draw))
         case 5:
             // Retry-After within --max-wait, just past it, or far past it.
             let retryAfter = draw.pick([0, 1, Int(limits.maxWait.rounded(.up)) + 1, 3600])
-            return FaultRule(.status(draw.pick([503, 429, 500]), retryAfter: retryAfter), when: trigger(sparse: false, &draw))
+            return FaultRule(
+                .status(draw.pick([503, 429, 500]), retryAfter: retryAfter), when: trigger(sparse: false, &draw))
         case 6:
-            return FaultRule(.wrongContentRangeShift(draw.pick([-4096, -1, 1, 7, 4096])), when: trigger(sparse: false, &draw))
+            return FaultRule(
+                .wrongContentRangeShift(draw.pick([-4096, -1, 1, 7, 4096])), when: trigger(sparse: false, &draw))
         case 7:
             let total = max(0, size + draw.pick([-1, 1, 1000, size]))
             return FaultRule(.wrongContentRangeTotal(total), when: trigger(sparse: false, &draw))
@@ -192,10 +203,13 @@ struct SoakPlan {
         let mirrors = file.servers.map { servers[$0] }
         if mirrors.allSatisfy(mended) { return "every fault of its servers is one another try mends" }
         let liars = mirrors.filter { $0.faults.contains { rule in rule.fault.liesAboutTheSize } }
-        guard limits.retries >= 2, liars.isEmpty, let healthy = file.servers.first(where: { servers[$0].faults.isEmpty }) else {
+        guard limits.retries >= 2, liars.isEmpty,
+            let healthy = file.servers.first(where: { servers[$0].faults.isEmpty })
+        else {
             return nil
         }
-        return "server \(healthy + 1) of the \(servers.count) below has no fault, none of its mirrors lies about the size, "
+        return
+            "server \(healthy + 1) of the \(servers.count) below has no fault, none of its mirrors lies about the size, "
             + "and --retries is \(limits.retries)"
     }
 
@@ -223,10 +237,11 @@ struct SoakPlan {
     /// Content-Range (range-total): a file of such a size is what that
     /// server serves, as far as any client can tell.
     func smallerTotals(of file: File) -> Set<Int64> {
-        Set(file.servers.flatMap { servers[$0].faults }.compactMap { rule in
-            guard case let .wrongContentRangeTotal(total) = rule.fault, total < file.size else { return nil }
-            return total
-        })
+        Set(
+            file.servers.flatMap { servers[$0].faults }.compactMap { rule in
+                guard case let .wrongContentRangeTotal(total) = rule.fault, total < file.size else { return nil }
+                return total
+            })
     }
 
     /// Seconds the run may take before it counts as hung: the files that
