@@ -1,5 +1,5 @@
 # rangeget: `make demo` shows it working, `make test` proves it.
-.PHONY: deps build docs api demo test soak bench install uninstall deb clean
+.PHONY: deps build docs api demo format test soak bench install uninstall deb clean
 
 deps:
 	@scripts/install-deps
@@ -69,12 +69,18 @@ deb: build
 demo: build
 	scripts/demo.sh
 
+# Formats every Swift file in place as .swift-format says (`make test` lints the same files).
+format:
+	swift-format format --in-place --recursive --parallel Sources Tests Examples Package.swift
+
 test: deps
 	scripts/build-info
 	swift build --build-tests
 	# The public API as committed, every public symbol documented, and the
 	# DocC catalog built without a warning (a broken link fails it).
 	scripts/api-check --docs
+	# The code as the formatter writes it (.swift-format; `make format` fixes it).
+	swift-format lint --strict --recursive --parallel Sources Tests Examples Package.swift
 	# XCTest only: the suite has no swift-testing tests, and its empty run
 	# would otherwise print the last line ("0 tests ... passed"). The last
 	# lines say how many tests were skipped and why.
