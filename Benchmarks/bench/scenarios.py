@@ -1,0 +1,373 @@
+"""The scenario table (SCENARIOS): each scenario's file, server, connections,
+ideal and goals, with the goal constructors and the notes shared by several
+scenarios."""
+import signal
+
+from .common import GiB, MiB
+
+
+# size: bytes (full, quick).  server: an nginx server from NGINX_SERVERS or a
+# relay from RELAYS, a list of them (mirrors, in the order given to the tools), or
+# "serve" (rangeget's RangeServer started with `serve` args, fresh for every run).
+# n: connections.  ideal(size) -> seconds; None = the median wall of ideal_tool
+# (default curl) in the run.  skip: tool -> why it does not run this scenario.
+# variants: extra rows (VARIANTS).  goals: BENCHMARKS.md's goals for rangeget as
+# data (see GOAL KINDS below), each checked and printed met or MISSED under the
+# table; every scenario also has the goal "rangeget ok in every run".  compare:
+# [(label, tool, other tool, "wall" or "cpu")]: ratios printed without a goal.
+# List scenarios (run by Bench.bulk) have files: (count full, count quick) and
+# file_size; set: a directory of generated files (file_set) instead of bulk/;
+# large: a large file heading the list; est(count): the expected wall in seconds,
+# for the timeout when the ideal is a peer's wall; files_per_s: a files/s column.
+# cpu_per_gib: a CPU s/GiB column.  notes: tool -> a note for its row.  note: a
+# paragraph under the ideal.  one_url: tools that take one URL (they get the
+# last, fastest, mirror).  Resume scenarios: signal and when; timeouts: see
+# Bench.timeout_for.
+#
+# GOAL KINDS (constructors below): fraction(X): ideal / rangeget's median wall
+# >= X.  ratio(OTHER, KEY, Y): rangeget's median KEY ("wall" or "cpu") / OTHER's
+# <= Y (the same file for both, so a CPU ratio is also the CPU s/GiB ratio).
+# served(Z): median bytes served / size <= Z.  rss(N, AT): median peak RSS at the
+# scenario's size ("1x") or at 4x ("4x") <= N MiB.  flat(): RSS(4x) <= 1.2 x
+# RSS(1x) + 2 MiB.  peak(N): rangeget's median peak RSS <= N MiB.
+# files_rate(OTHER, Y): rangeget's files/s / OTHER's >= Y (list scenarios).  A goal
+# about another tool (the peer is not run, or has no ok run) is "not checked";
+# rangeget without an ok run misses it.
+
+
+def fraction(x):
+    return dict(kind="fraction", label="fraction of ideal", op=">=", target=x)
+
+
+def ratio(other, key, y, label=None, tool="rangeget"):
+    return dict(kind="ratio", tool=tool, other=other, key=key, op="<=", target=y,
+                label=label or f"{tool} / {other} {'CPU' if key == 'cpu' else key}")
+
+
+def served(z):
+    return dict(kind="served", label="bytes served / size", op="<=", target=z)
+
+
+def rss(mib, at):
+    return dict(kind="rss", at=at, label=f"peak RSS MiB at {at}", op="<=", target=mib)
+
+
+def flat():
+    return dict(kind="flat", label="RSS flat: RSS(4x) MiB", op="<=", target=None)
+
+
+def peak(mib):
+    return dict(kind="peak", label="peak RSS MiB", op="<=", target=mib)
+
+
+def rss_over(other, mib, tool):
+    """tool's median peak RSS - other's <= mib (the stream's window over a download to a file)."""
+    return dict(kind="rss_over", tool=tool, other=other, label=f"{tool} - {other} peak RSS MiB", op="<=",
+                target=mib)
+
+
+def files_rate(other, y):
+    """rangeget's files per second / OTHER's >= y (the same list for both: the
+    inverse of the wall ratio)."""
+    return dict(kind="files_rate", other=other, label=f"rangeget / {other} files/s", op=">=", target=y)
+
+
+ONE_STREAM = "one stream: not a segmented downloader"
+# The resume scenarios' notes (smoothed and bursty alike).
+KILL_NOTE = ("The peers save their resume state periodically, by default later than the kill: aria2c "
+             "its control file every 60 s (`--auto-save-interval`), axel every 10 s (`save_state_interval`), "
+             "lftp's pget every 10 s (`pget:save-status`).  Killed at 1.5 s (--quick: earlier) they have "
+             "saved nothing yet and re-fetch by design.  CPU includes the killed run's (os.wait4 of the "
+             "tool itself); peak RSS is the rerun's.")
+KILL4_NOTE = ("Each run is killed 0.7 s after its start (--quick: 0.175 s, the same fraction of the file), "
+              "before the peers' first periodic save (aria2c 60 s, axel and lftp 10 s): they re-fetch by "
+              "design, up to five times.  Wall and CPU are those of all five runs (the "
+              "killed runs' CPU from os.wait4 of the tool itself); peak RSS is the last run's.  A run that "
+              "finishes before its kill ends the sequence and makes the round not ok.")
+INT_NOTE = ("The peers' periodic state saves (aria2c every 60 s, `--auto-save-interval`; axel every 10 s, "
+            "`save_state_interval`; lftp's pget every 10 s, `pget:save-status`) come after the signal at "
+            "1.5 s: what they keep is what they save when they stop on SIGINT.  CPU includes the "
+            "interrupted run's; peak RSS is the rerun's.")
+# small, list-20k: what the walls include.
+LIST_NOTE = ("rangeget's completion is durable (it syncs what it wrote before it exits); the peers' "
+             "(wget2, aria2c, lftp, curl) is not: their walls include no sync.  TCP conns shows connection "
+             "reuse across the files (distinct nginx `$connection`s).")
+# stream, stream-bursty: what the rows are.
+NO_STDOUT = "writes no file to stdout"
+STREAM_NOTE = ("`rangeget -o - | sha256sum` against `rangeget -o FILE` in the same run: the stream's rate "
+               "(size / wall) must be at least 0.9 of the file's, and its peak RSS at most the window "
+               "(64 MiB, the default) + 10 MiB above it.  sha256sum is the reader (its digest is checked); on "
+               "this machine it needs about 1.2 s of CPU for 256 MiB, so on two cores it competes with the "
+               "download.  curl streams one connection: 1/8 of the ideal by construction.")
+SCENARIOS = {
+    "loopback": dict(
+        size=(1 * GiB, 256 * MiB), server="open", n=8,
+        what="unthrottled nginx", ideal=None, ideal_tool="curl+sync", variants=["curl+sync"],
+        ideal_text="median wall of one curl stream followed by `sync` of its output file, in this run",
+        goals=[ratio("curl+sync", "wall", 1.0), ratio("curl", "wall", 1.1), ratio("aria2c", "wall", 0.6),
+               ratio("curl", "cpu", 1.0, "rangeget / curl CPU s/GiB")],
+        cpu_per_gib=True),
+    "https": dict(
+        size=(1 * GiB, 256 * MiB), server="tls", n=8,
+        what="nginx `ssl http2`, no limit (self-signed certificate, given to every tool as the CA)",
+        ideal=None, ideal_tool="curl+sync", variants=["curl+sync"],
+        ideal_text="median wall of one curl stream (HTTP/2) followed by `sync` of its output file, in this run",
+        goals=[ratio("curl+sync", "wall", 1.0), ratio("curl", "cpu", 1.1, "rangeget / curl CPU s/GiB")],
+        cpu_per_gib=True),
+    "h2-cap": dict(
+        size=(64 * MiB, 32 * MiB), server="h2cap", n=8,
+        what="nginx `ssl http2` behind relay.py at 5 MiB/s per TCP connection (smooth: 10 ms slices)",
+        ideal=lambda s: s / (8 * 5 * MiB), ideal_text="size / (8 x 5 MiB/s)",
+        goals=[fraction(0.9), ratio("aria2c", "wall", 1.0)],
+        notes={"curl": "one stream on one TCP connection: 1/8 of the ideal by construction"}),
+    "cap": dict(
+        size=(256 * MiB, 64 * MiB), server="cap20", n=16,
+        what="nginx limit_rate 20m per connection",
+        nominal=20 * MiB,
+        ideal=lambda s: s / (16 * 20 * MiB), ideal_text="size / (16 x 20 MiB/s)",
+        goals=[fraction(0.95)],
+        skip={"curl": ONE_STREAM + " (1/16 of the ideal by construction)"}),
+    "cap-bursty": dict(
+        size=(256 * MiB, 64 * MiB), server="cap20b", n=16,
+        what="nginx limit_rate 20m per connection with nginx's default pacing (2 MiB per connection at a "
+             "time, then a sleep)",
+        ideal=lambda s: s / (16 * 20 * MiB), ideal_text="size / (16 x 20 MiB/s), as `cap`",
+        note=("No fraction goal: BENCHMARKS.md's (>= 0.95) is for smoothed pacing, and nginx's free first "
+              "burst of every response (2 MiB) lets a tool beat the nominal ideal, so it gates nothing here; "
+              "compared with the peers in the same run."),
+        compare=[("rangeget / aria2c wall", "rangeget", "aria2c", "wall"),
+                 ("rangeget / axel wall", "rangeget", "axel", "wall"),
+                 ("rangeget / lftp wall", "rangeget", "lftp", "wall")],
+        skip={"curl": ONE_STREAM + " (1/16 of the ideal by construction)"}),
+    "stream": dict(
+        size=(256 * MiB, 64 * MiB), server="cap20", n=8,
+        what="nginx limit_rate 20m per connection (smoothed); `-o -` into sha256sum, and `-o FILE`",
+        ideal=lambda s: s / (8 * 20 * MiB), ideal_text="size / (8 x 20 MiB/s)",
+        variants=["rangeget -o - | sha256sum", "curl | sha256sum"], note=STREAM_NOTE,
+        goals=[ratio("rangeget", "wall", 1.11, "stream / file wall (rate >= 0.9 x -o FILE's)",
+                     tool="rangeget -o - | sha256sum"),
+               rss_over("rangeget", 74, tool="rangeget -o - | sha256sum")],
+        skip={"aria2c": NO_STDOUT, "axel": NO_STDOUT, "lftp": NO_STDOUT, "curl": "its stream is the row below"}),
+    "stream-bursty": dict(
+        size=(256 * MiB, 64 * MiB), server="cap20b", n=8,
+        what="nginx limit_rate 20m per connection with nginx's default pacing (2 MiB at a time, then a sleep); "
+             "`-o -` into sha256sum, and `-o FILE`",
+        ideal=lambda s: s / (8 * 20 * MiB), ideal_text="size / (8 x 20 MiB/s), as `stream`",
+        variants=["rangeget -o - | sha256sum", "curl | sha256sum"], note=STREAM_NOTE,
+        goals=[ratio("rangeget", "wall", 1.11, "stream / file wall (rate >= 0.9 x -o FILE's)",
+                     tool="rangeget -o - | sha256sum"),
+               rss_over("rangeget", 74, tool="rangeget -o - | sha256sum")],
+        skip={"aria2c": NO_STDOUT, "axel": NO_STDOUT, "lftp": NO_STDOUT, "curl": "its stream is the row below"}),
+    "stream-h2-cap": dict(
+        size=(64 * MiB, 32 * MiB), server="h2cap", n=8,
+        what="nginx `ssl http2` behind relay.py at 5 MiB/s per TCP connection (as `h2-cap`); `-o -` into "
+             "sha256sum, and `-o FILE`",
+        ideal=lambda s: s / (8 * 5 * MiB), ideal_text="size / (8 x 5 MiB/s)",
+        variants=["rangeget -o - | sha256sum", "curl | sha256sum"], note=STREAM_NOTE,
+        goals=[ratio("rangeget", "wall", 1.11, "stream / file wall (rate >= 0.9 x -o FILE's)",
+                     tool="rangeget -o - | sha256sum"),
+               rss_over("rangeget", 74, tool="rangeget -o - | sha256sum")],
+        skip={"aria2c": NO_STDOUT, "axel": NO_STDOUT, "lftp": NO_STDOUT, "curl": "its stream is the row below"}),
+    "mirrors": dict(
+        size=(1 * GiB, 256 * MiB), server=["m2", "m8", "m32"], n=12,
+        what="3 nginx mirrors at 2, 8 and 32 MiB/s per connection, smoothed (URLs in that order)",
+        ideal=lambda s: s / (12 * 32 * MiB),
+        ideal_text="size / (12 x 32 MiB/s): the best allocation, all 12 connections on the fastest mirror",
+        goals=[fraction(0.85)],
+        one_url=("lftp", "curl")),
+    "mirrors-bursty": dict(
+        size=(1 * GiB, 256 * MiB), server=["m2b", "m8b", "m32b"], n=12,
+        what="the same mirrors with nginx's default pacing (2 MiB per connection at a time, then a sleep)",
+        ideal=lambda s: s / (12 * 32 * MiB),
+        ideal_text="size / (12 x 32 MiB/s), as `mirrors`",
+        note="No goal of BENCHMARKS.md's: the fraction goal is for smoothed pacing; compared with the peers.",
+        compare=[("rangeget / aria2c wall", "rangeget", "aria2c", "wall"),
+                 ("rangeget / axel wall", "rangeget", "axel", "wall")],
+        one_url=("lftp", "curl")),
+    "mirrors-uplink": dict(
+        size=(64 * MiB, 64 * MiB), server=["up10", "up20", "up40"], n=12,
+        what="3 mirrors whose whole uplink is capped at 10, 20 and 40 MB/s (relay.py --total "
+             "in front of unthrottled nginx; URLs in that order)",
+        ideal=lambda s: s / (70 * 10 ** 6), ideal_text="size / (10 + 20 + 40 MB/s)",
+        goals=[fraction(0.9)],
+        notes={"lftp": "at most 40/70 = 0.57 of the ideal from one mirror",
+               "curl": "at most 40/70 = 0.57 of the ideal from one mirror"},
+        one_url=("lftp", "curl")),
+    "mirrors-pair": dict(
+        size=(1 * GiB, 256 * MiB), server=["m2", "m8"], n=8, variants=["rangeget (fast only)"],
+        what="a slow mirror (2 MiB/s per connection) and a fast one (8 MiB/s), smoothed (URLs in that order)",
+        ideal=lambda s: s / (8 * 8 * MiB),
+        ideal_text="size / (8 x 8 MiB/s): all 8 connections on the fast mirror",
+        goals=[ratio("rangeget (fast only)", "wall", 1.05, "pair / fast only wall")],
+        skip={"curl": "one stream at 8 MiB/s: 1/8 of the ideal by construction, longer than the timeout"},
+        one_url=("lftp", "curl")),
+    "stall": dict(
+        size=(256 * MiB, 64 * MiB), server="serve", n=8,
+        serve=["--rate-per-connection", "10M", "--fault", "stall:1048576@request=3"],
+        what="RangeServer 10 MiB/s per connection; the 3rd request sends 1 MiB then stalls forever",
+        ideal=lambda s: s / (8 * 10 * MiB), ideal_text="size / (8 x 10 MiB/s)",
+        goals=[fraction(0.75)],
+        skip={"curl": ONE_STREAM}),
+    "flaky": dict(
+        size=(256 * MiB, 64 * MiB), server="serve", n=8,
+        serve=["--rate-per-connection", "20M", "--fault", "cut-random:1@p=0.3,seed=1"],
+        what="RangeServer 20 MiB/s per connection, 30% of responses cut at a random point",
+        ideal=lambda s: s / (8 * 20 * MiB), ideal_text="size / (8 x 20 MiB/s)",
+        goals=[fraction(0.9)],
+        skip={"curl": ONE_STREAM}),
+    "latency": dict(
+        size=(64 * MiB, 64 * MiB), server="serve", n=8,
+        serve=["--latency", "300", "--rate-per-connection", "5M"],
+        what="RangeServer 300 ms before every response, 5 MiB/s per connection",
+        ideal=lambda s: 0.3 + s / (8 * 5 * MiB), ideal_text="0.3 s + size / (8 x 5 MiB/s)",
+        goals=[fraction(0.95)],
+        skip={"curl": ONE_STREAM}),
+    "resume-kill": dict(
+        size=(256 * MiB, 64 * MiB), server="r10", n=8, interrupt=signal.SIGKILL,
+        kill_after=1.5,  # seconds at full size; --quick scales it with the size
+        what="nginx 10 MiB/s per connection, smoothed; SIGKILL to the process group, then the same command again",
+        note=KILL_NOTE,
+        ideal=lambda s: s / (8 * 10 * MiB),
+        ideal_text="size / (8 x 10 MiB/s) for the time (wall = both runs); bytes served = size",
+        goals=[served(1.01)],
+        skip={"curl": ONE_STREAM}),
+    "resume-kill-bursty": dict(
+        size=(256 * MiB, 64 * MiB), server="r10b", n=8, interrupt=signal.SIGKILL,
+        kill_after=1.5,
+        what=("nginx 10 MiB/s per connection with nginx's default pacing (2 MiB per connection at a time, "
+              "then a sleep); SIGKILL to the process group, then the same command again"),
+        note=KILL_NOTE,
+        ideal=lambda s: s / (8 * 10 * MiB),
+        ideal_text="size / (8 x 10 MiB/s) for the time (wall = both runs); bytes served = size",
+        goals=[served(1.01)],
+        skip={"curl": ONE_STREAM}),
+    "resume-kill4": dict(
+        size=(256 * MiB, 64 * MiB), server="r10", n=8, interrupt=signal.SIGKILL, kills=4,
+        kill_after=0.7,  # after each start; --quick scales it with the size
+        what=("nginx 10 MiB/s per connection, smoothed; four runs each SIGKILLed (process group), then "
+              "the same command to completion"),
+        note=KILL4_NOTE,
+        ideal=lambda s: s / (8 * 10 * MiB),
+        ideal_text="size / (8 x 10 MiB/s) for the time (wall = all five runs); bytes served = size",
+        goals=[served(1.03)],
+        skip={"curl": ONE_STREAM}),
+    "resume-kill4-bursty": dict(
+        size=(256 * MiB, 64 * MiB), server="r10b", n=8, interrupt=signal.SIGKILL, kills=4,
+        kill_after=0.7,
+        what=("nginx 10 MiB/s per connection with nginx's default pacing (2 MiB per connection at a time, "
+              "then a sleep); four runs each SIGKILLed (process group), then the same command to "
+              "completion"),
+        note=KILL4_NOTE,
+        ideal=lambda s: s / (8 * 10 * MiB),
+        ideal_text="size / (8 x 10 MiB/s) for the time (wall = all five runs); bytes served = size",
+        goals=[served(1.03)],
+        skip={"curl": ONE_STREAM}),
+    "resume-int": dict(
+        size=(256 * MiB, 64 * MiB), server="r10", n=8, interrupt=signal.SIGINT,
+        kill_after=1.5,
+        what="nginx 10 MiB/s per connection, smoothed; SIGINT (Ctrl-C) to the process group, then the same "
+             "command again",
+        note=INT_NOTE,
+        ideal=lambda s: s / (8 * 10 * MiB),
+        ideal_text="size / (8 x 10 MiB/s) for the time (wall = both runs); bytes served = size",
+        goals=[served(1.005)],
+        skip={"curl": ONE_STREAM}),
+    "resume-int-bursty": dict(
+        size=(256 * MiB, 64 * MiB), server="r10b", n=8, interrupt=signal.SIGINT,
+        kill_after=1.5,
+        what=("nginx 10 MiB/s per connection with nginx's default pacing (2 MiB per connection at a time, "
+              "then a sleep); SIGINT (Ctrl-C) to the process group, then the same command again"),
+        note=INT_NOTE,
+        ideal=lambda s: s / (8 * 10 * MiB),
+        ideal_text="size / (8 x 10 MiB/s) for the time (wall = both runs); bytes served = size",
+        goals=[served(1.005)],
+        skip={"curl": ONE_STREAM}),
+    "bulk": dict(
+        files=(100, 32), file_size=2 * MiB, server="b20", n=16,
+        nominal=20 * MiB,
+        what="list of 2 MiB files, nginx 20 MiB/s per connection, 16 connections in all",
+        ideal=lambda total: total / (16 * 20 * MiB), ideal_text="total / (16 x 20 MiB/s)",
+        goals=[fraction(0.95)]),
+    "bulk-distant": dict(
+        files=(64, 32), file_size=2 * MiB, server="serve", n=16,
+        serve=["--latency", "100", "--rate-per-connection", "5M"],
+        what="list of 2 MiB files from RangeServer, 100 ms before every response and 5 MiB/s per connection, "
+             "16 connections in all",
+        ideal=lambda total: -(-(total // (2 * MiB)) // 16) * (0.1 + 2 / 5),
+        ideal_text="rounds of 16 files x (0.1 s + 2 MiB / 5 MiB/s)",
+        note="The hard variant of `bulk`: a distant server, where every request costs a wait (here the server's "
+             "100 ms before each response), and RangeServer paces each connection smoothly (no free first chunk "
+             "per response, unlike nginx's limit_rate). TCP conns: not counted (RangeServer keeps no access log).",
+        goals=[fraction(0.95)]),
+    "bulk-mixed": dict(
+        files=(31, 15), file_size=2 * MiB, large=(256 * MiB, 64 * MiB), server="b20", n=16,
+        nominal=20 * MiB,
+        what="list of one large file then 2 MiB files, nginx 20 MiB/s per connection, 16 connections in all",
+        ideal=lambda total: total / (16 * 20 * MiB), ideal_text="total / (16 x 20 MiB/s)",
+        goals=[fraction(0.95)]),  # issue 15, Done when
+    "small": dict(
+        files=(1000, 1000), file_size=16 << 10, set="small16k", server="lists", n=16, files_per_s=True,
+        what="list of 16 KiB files, unthrottled nginx, 16 at a time",
+        ideal=None, ideal_tool="wget2", est=lambda count: count * 0.002,
+        ideal_text="median wall of `wget2 --max-threads=16` in this run (BENCHMARKS.md's yardstick; "
+                   "curl --parallel can be faster, see its row)",
+        note=LIST_NOTE,
+        goals=[ratio("wget2", "wall", 1.0)]),
+    "small-slowflush": dict(
+        files=(1000, 1000), file_size=16 << 10, set="small16k", server="lists", n=16, files_per_s=True,
+        slow_flush_us=5000,
+        what="`small` on a disk whose flushes take 5 ms (fsync, fdatasync and syncfs each wait 5 ms first: "
+             "Benchmarks/slowflush.c, LD_PRELOAD'ed into every tool)",
+        ideal=None, ideal_tool="wget2", est=lambda count: count * 0.01,
+        ideal_text="median wall of `wget2 --max-threads=16` in this run (it syncs nothing, so the slow "
+                   "flush costs it nothing)",
+        note=LIST_NOTE + "  The hard variant of `small`: this VM's disk flushes in about 0.1 ms, a SATA SSD "
+                         "or a spinning disk in milliseconds, and a durable completion waits for it.",
+        goals=[ratio("wget2", "wall", 1.0)]),
+    "small-freshfs": dict(
+        files=(1000, 1000), file_size=16 << 10, set="small16k", server="lists", n=16, files_per_s=True,
+        fresh_fs=True, variants=("rangeget (no flush)",),
+        what="`small` into a file system made anew for each run (a 1 GiB ext4 image on a loop device, "
+             "with its journal, on a loop device with direct I/O)",
+        ideal=None, ideal_tool="wget2", est=lambda count: count * 0.002,
+        ideal_text="median wall of `wget2 --max-threads=16` in this run",
+        note=LIST_NOTE + "  The tidy variant of `small`: there each run creates its files on the ext4 "
+                         "the earlier runs deleted theirs from, and a create right after many deletions "
+                         "scans the inodes freed in the last minutes (ext4's recently_deleted), so every "
+                         "tool's wall swings with how many runs came just before (0.14 to 0.95 s for "
+                         "wget2 in one day).  Here no file was ever deleted, and what decides is the CPU per file and "
+                         "the durable completion: the row `rangeget (no flush)` is rangeget with every flush a "
+                         "no-op (its files are not durable when it exits, as the peers' are not), not a goal.  "
+                         "Needs root and a loop device; skipped without.",
+        goals=[ratio("wget2", "wall", 1.0)]),
+    "small-slowmeta": dict(
+        files=(200, 200), file_size=16 << 10, set="small16k", server="lists", n=16, files_per_s=True,
+        slow_meta_us=300,
+        what="200 files of `small` into a FUSE file system whose metadata calls (lookups, creates, "
+             "renames, links, removals) each take 300 us, as a network file system's round trips do "
+             "(Benchmarks/slowfs.py)",
+        ideal=None, ideal_tool="wget2", est=lambda count: count * 0.02,
+        ideal_text="median wall of `wget2 --max-threads=16` in this run",
+        note=LIST_NOTE + "  The hard variant of `small` for a list into NFS or a FUSE mount: no "
+                         "unnamed files, no extended attributes, no renameat2(RENAME_NOREPLACE), so rangeget "
+                         "writes each file to `NAME.part.new`, links it to its name and removes that name "
+                         "(three names changed), where wget2 creates one name and syncs nothing; a "
+                         "directory's changes queue one after another.  Needs /dev/fuse, fusermount and "
+                         "Python's fusepy (`apt-get install fuse`, `pip install fusepy`); skipped without.",
+        goals=[ratio("wget2", "wall", 1.0)]),
+    "list-20k": dict(
+        files=(20000, 2000), file_size=4 << 10, set="list4k", server="lists", n=16, files_per_s=True,
+        what="list of 4 KiB files, unthrottled nginx, 16 at a time",
+        ideal=None, ideal_tool="wget2", est=lambda count: count * 0.002,
+        ideal_text="median wall of `wget2 --max-threads=16` in this run (BENCHMARKS.md's yardstick; "
+                   "curl --parallel can be faster, see its row)",
+        note=LIST_NOTE + "  Files/s is the list's length / the median wall.",
+        goals=[peak(40), files_rate("wget2", 1.0)],
+        skip={"axel": "no list input: one axel process per file (xargs -P 16), 20,000 process starts, "
+                      "about 2 min a run at its rate in `small` (~150 files/s)"}),
+    "memory": dict(
+        size=(1 * GiB, 256 * MiB), server="open", n=8, factor=4,
+        what="peak RSS of the loopback run and of a file 4x as large (unthrottled nginx)",
+        ideal=None, ideal_text="median wall of one curl stream at 4x the size",
+        goals=[rss(20, "1x"), rss(20, "4x"), flat()]),
+}
