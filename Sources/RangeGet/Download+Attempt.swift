@@ -304,9 +304,11 @@ extension Download {
             throw .usage("\(output) already exists and is a partial download, not a finished file", remedy: .overwrite)
         }
         let size = Int64(info.st_size)
-        let expected: Checksum?
-        do { expected = try options.expectedChecksum(savingAs: output, data: output) } catch { expected = nil }
-        if let expected {
+        let published: (checksum: Checksum, publishedIn: String?)?
+        do { published = try options.expectedChecksum(savingAs: output, data: output, remote: remote) } catch {
+            published = nil
+        }
+        if let expected = published?.checksum {
             let actual: String
             do { actual = try Checksum.digest(of: output, algorithm: expected.algorithm) } catch { throw .io(error) }
             guard actual == expected.hex else {

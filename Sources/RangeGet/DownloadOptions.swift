@@ -56,6 +56,12 @@ public struct DownloadOptions: Sendable {
     /// one the list has no entry for fails verification, so nothing a list
     /// was meant to cover gets its final name unchecked.
     public var checksumList: [String: Checksum]?
+    /// Use what the server publishes about the file beyond its bytes: the
+    /// whole file's digest in a `Repr-Digest` (RFC 9530) or `Digest` (RFC
+    /// 3230) header of the probe's response, SHA-256 or SHA-512, is checked
+    /// as `checksum` would be when neither `checksum` nor `checksumList`
+    /// gives one. False: such headers are ignored (`--no-discovery`).
+    public var discovery = true
     /// The most connections to one `scheme://host:port` (mirrors on one host share it).
     public var maxPerHost = 16
     /// Probe with HEAD (then `GET Range: bytes=0-0` where HEAD fails) before

@@ -106,6 +106,10 @@ enum GetCommand {
                 ) {
                     $0.checksumFile = $1
                 },
+                .flag(
+                    nil, "no-discovery",
+                    "ignore what the server publishes beyond the bytes: a Repr-Digest or Digest header's SHA-256 or SHA-512, else checked as --checksum is"
+                ) { $0.options.discovery = false },
                 .flag(nil, "force", "overwrite an existing complete file") { $0.options.overwrite = true },
                 .flag(
                     nil, "xattr",

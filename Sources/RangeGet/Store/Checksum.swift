@@ -114,17 +114,21 @@ extension Checksum {
 
 extension DownloadOptions {
     /// The digest the file saved at `output` must have: `checksum`, else the
-    /// entry of `checksumList` for its name; throws when the list has none
-    /// (the data stays at `data`, the `.part` file).
-    func expectedChecksum(savingAs output: String, data: String) throws(DownloadError) -> Checksum? {
-        if let checksum { return checksum }
-        guard let checksumList else { return nil }
+    /// entry of `checksumList` for its name, else (with `discovery`) the
+    /// digest `remote`'s server published, with the field it came from;
+    /// throws when the list has no entry and the server published none (the
+    /// data stays at `data`, the `.part` file).
+    func expectedChecksum(
+        savingAs output: String, data: String, remote: RemoteFile
+    ) throws(DownloadError) -> (checksum: Checksum, publishedIn: String?)? {
+        if let checksum { return (checksum, nil) }
+        let published = discovery ? PublishedDigest.checksum(in: remote.headers) : nil
+        guard let checksumList else { return published.map { ($0.checksum, $0.field) } }
         let name = output.split(separator: "/").last.map(String.init) ?? output
-        guard let checksum = checksumList[name] else {
-            throw .verification(
-                "the checksum list has no entry for \(name), so it cannot be verified; the data stays in \(data) "
-                    + "for a later download whose list has one")
-        }
-        return checksum
+        if let checksum = checksumList[name] { return (checksum, nil) }
+        if let published { return (published.checksum, published.field) }
+        throw .verification(
+            "the checksum list has no entry for \(name), so it cannot be verified; the data stays in \(data) "
+                + "for a later download whose list has one")
     }
 }

@@ -73,25 +73,26 @@ extension PartialFile {
             let origin = FileOrigin(
                 url: options.recordOriginURL ? OutgoingText.withoutUserinfo(remote.url) : nil, etag: remote.etag,
                 lastModified: remote.lastModified)
-            let expected: Checksum?
+            let expected: (checksum: Checksum, publishedIn: String?)?
             do {
-                expected = try options.expectedChecksum(savingAs: output, data: files.data)
+                expected = try options.expectedChecksum(savingAs: output, data: files.data, remote: remote)
             } catch {
                 // Kept as complete: a later run with a list that has the entry only verifies it.
                 try keepUnnamed(origin)
                 try keepAsComplete(remote: remote, size: size)
                 throw error
             }
-            if let checksum = expected {
+            if let (checksum, publishedIn) = expected {
                 let actual = try Checksum.digest(of: file, algorithm: checksum.algorithm)
                 guard actual == checksum.hex else {
-                    let problem = "\(checksum.algorithm.rawValue) is \(actual), expected \(checksum.hex)"
+                    let source = publishedIn.map { " (the server's \(Self.fieldName($0)) header)" } ?? ""
+                    let problem = "\(checksum.algorithm.rawValue) is \(actual), expected \(checksum.hex)\(source)"
                     // Complete, but not what was expected: `status` says so, and
                     // a rerun checks again without fetching a byte.
                     try keepUnnamed(origin)
                     try keepAsComplete(remote: remote, size: size, problem: problem)
                     throw DownloadError.verification(
-                        "\(checksum.algorithm.rawValue) of the download is \(actual), expected \(checksum.hex); "
+                        "\(checksum.algorithm.rawValue) of the download is \(actual), expected \(checksum.hex)\(source); "
                             + "the data stays in \(files.data)", remedy: .restart)
                 }
             }
@@ -238,5 +239,10 @@ extension PartialFile {
         complete.done = RangeSet([ByteRange(0, size)])
         complete.problem = problem
         try complete.save(to: files.manifest, calls: options.systemCalls)
+    }
+
+    /// A header field's name as servers write it (`repr-digest`: `Repr-Digest`).
+    static func fieldName(_ lowercased: String) -> String {
+        lowercased.split(separator: "-").map { $0.prefix(1).uppercased() + $0.dropFirst() }.joined(separator: "-")
     }
 }
