@@ -65,7 +65,8 @@ public enum DigestAlgorithm: String, Sendable, CaseIterable {
         String(cString: OpenSSL_version(OPENSSL_VERSION))
     }
 
-    fileprivate static func hex(_ bytes: ArraySlice<UInt8>) -> String {
+    /// `bytes` as lowercase hex, two digits a byte.
+    public static func hex(_ bytes: ArraySlice<UInt8>) -> String {
         let digits = Array("0123456789abcdef".utf8)
         var text = [UInt8]()
         text.reserveCapacity(bytes.count * 2)

@@ -304,11 +304,9 @@ extension Download {
             throw .usage("\(output) already exists and is a partial download, not a finished file", remedy: .overwrite)
         }
         let size = Int64(info.st_size)
-        let published: (checksum: Checksum, publishedIn: String?)?
-        do { published = try options.expectedChecksum(savingAs: output, data: output, remote: remote) } catch {
-            published = nil
-        }
-        if let expected = published?.checksum {
+        // The user's checksum, the list's entry, or the one the server published.
+        let expected = try? options.expectedChecksum(savingAs: output, data: output, remote: remote)?.checksum
+        if let expected {
             let actual: String
             do { actual = try Checksum.digest(of: output, algorithm: expected.algorithm) } catch { throw .io(error) }
             guard actual == expected.hex else {

@@ -24,14 +24,17 @@ extension DownloadController {
                 if !isStopRequested {
                     if announcesResume() { emit(.resumed) }
                     var tally = state.withLock(\.tally)
+                    let attempted: Result<DownloadResult?, DownloadError>
                     do throws(DownloadError) {
-                        let attempted = try await attempt(&tally, { [self] event in emit(event) })
-                        state.withLock { $0.tally = tally }
-                        guard let attempted else { return nil }
-                        outcome = .success(attempted)
+                        attempted = .success(try await attempt(&tally, { [self] event in emit(event) }))
                     } catch {
-                        state.withLock { $0.tally = tally }
-                        outcome = .failure(error)
+                        attempted = .failure(error)
+                    }
+                    state.withLock { $0.tally = tally }
+                    switch attempted {
+                    case .success(nil): return nil
+                    case let .success(result?): outcome = .success(result)
+                    case let .failure(error): outcome = .failure(error)
                     }
                 }
                 if announcesPause(after: outcome) { emit(.paused) }

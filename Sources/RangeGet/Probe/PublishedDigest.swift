@@ -7,6 +7,7 @@
 // MD5 and SHA-1 are the registries' deprecated ones, and a value that does
 // not decode to its algorithm's length is no digest. `Repr-Digest` wins
 // over `Digest` when both are there.
+internal import Digests
 import FoundationEssentials
 
 enum PublishedDigest {
@@ -48,10 +49,7 @@ enum PublishedDigest {
             guard let bytes = Data(base64Encoded: String(encoded)), bytes.count * 2 == algorithm.hexLength else {
                 continue
             }
-            digests[algorithm] = bytes.map { byte in
-                let hex = String(byte, radix: 16)
-                return hex.count == 1 ? "0" + hex : hex
-            }.joined()
+            digests[algorithm] = DigestAlgorithm.hex(Array(bytes)[...])
         }
         return digests
     }

@@ -122,13 +122,15 @@ extension DownloadOptions {
         savingAs output: String, data: String, remote: RemoteFile
     ) throws(DownloadError) -> (checksum: Checksum, publishedIn: String?)? {
         if let checksum { return (checksum, nil) }
-        let published = discovery ? PublishedDigest.checksum(in: remote.headers) : nil
-        guard let checksumList else { return published.map { ($0.checksum, $0.field) } }
-        let name = output.split(separator: "/").last.map(String.init) ?? output
-        if let checksum = checksumList[name] { return (checksum, nil) }
-        if let published { return (published.checksum, published.field) }
+        // The name is cut out only for a list (optional chaining skips the call without one).
+        func name() -> String { output.split(separator: "/").last.map(String.init) ?? output }
+        if let checksum = checksumList?[name()] { return (checksum, nil) }
+        if discovery, let published = PublishedDigest.checksum(in: remote.headers) {
+            return (published.checksum, published.field)
+        }
+        guard checksumList != nil else { return nil }
         throw .verification(
-            "the checksum list has no entry for \(name), so it cannot be verified; the data stays in \(data) "
+            "the checksum list has no entry for \(name()), so it cannot be verified; the data stays in \(data) "
                 + "for a later download whose list has one")
     }
 }
