@@ -19,6 +19,15 @@ extension DownloadList {
         public var line: Int
         /// Says so when `output` is not the `out=` name as the list gave it.
         public var outputNotice: String?
+        /// The digest the finished file must have (a Metalink's `<hash>`);
+        /// nil: the list's options decide (`checksum`, `checksumList`).
+        public var checksum: Checksum?
+        /// The digest of each piece (a Metalink's `<pieces>`), checked as
+        /// each piece lands; nil: none published.
+        public var pieces: PieceHashes?
+        /// The size the file must have (a Metalink's `<size>`); a server
+        /// that reports another is refused. Nil: whatever the server says.
+        public var size: Int64?
 
         /// An entry of `urls` (mirrors of one file), saved as `output` when given.
         public init(urls: [String], output: String? = nil) {
@@ -42,11 +51,11 @@ extension DownloadList {
             self.urlsChecked = urlsChecked
         }
 
-        /// Equal entries name the same URLs, output, line and notice.
+        /// Equal entries name the same URLs, output, line, notice and integrity.
         public static func == (left: Entry, right: Entry) -> Bool {
             (left.urls, left.output, left.line, left.outputNotice) == (
                 right.urls, right.output, right.line, right.outputNotice
-            )
+            ) && (left.checksum, left.size) == (right.checksum, right.size) && left.pieces == right.pieces
         }
     }
 

@@ -1,0 +1,89 @@
+// PieceHashes: the digest of each fixed-length piece of a file, as a
+// Metalink's `<pieces>` publishes them (RFC 5854 4.2.12). With them a bad
+// byte costs one piece, not the file: each piece is checked once all its
+// bytes are written, and one that fails is fetched again. The digests are
+// kept as one flat byte array (a 100,000-piece SHA-256 list is 3.2 MB, not
+// 100,000 strings).
+internal import Digests
+
+/// The digest of every piece of a file: piece `i` covers bytes
+/// `i * length ..< min((i + 1) * length, size)`.
+public struct PieceHashes: Sendable, Equatable {
+    /// The digest algorithm of every piece.
+    public let algorithm: Checksum.Algorithm
+    /// The length of every piece but the last, in bytes.
+    public let length: Int64
+    /// The digests, `count * digestLength` bytes in piece order.
+    private let digests: [UInt8]
+
+    /// The most pieces a file may have: a million SHA-256 digests would be
+    /// 32 MB held for one file, and no real Metalink has them (a 1 TiB file
+    /// at 16 MiB pieces is 65,536).
+    public static let mostPieces = 262_144
+
+    /// Pieces of `length` bytes whose digests are `hexDigests` (any case),
+    /// in order; nil when a digest is not hex of the algorithm's length,
+    /// `length` is not positive, or there are none or more than ``mostPieces``.
+    public init?(algorithm: Checksum.Algorithm, length: Int64, hexDigests: [String]) {
+        guard length > 0, !hexDigests.isEmpty, hexDigests.count <= Self.mostPieces else { return nil }
+        let size = algorithm.hexLength / 2
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(hexDigests.count * size)
+        for hex in hexDigests {
+            let utf8 = Array(hex.utf8)
+            guard utf8.count == size * 2 else { return nil }
+            for index in stride(from: 0, to: utf8.count, by: 2) {
+                guard let high = utf8[index].hexValue, let low = utf8[index + 1].hexValue else { return nil }
+                bytes.append(high << 4 | low)
+            }
+        }
+        self.algorithm = algorithm
+        self.length = length
+        self.digests = bytes
+    }
+
+    /// How many pieces there are.
+    public var count: Int { digests.count / digestLength }
+
+    /// The bytes of one digest.
+    private var digestLength: Int { algorithm.hexLength / 2 }
+
+    /// The digest of piece `index`, lowercase hex.
+    public func hex(ofPiece index: Int) -> String {
+        DigestAlgorithm.hex(digests[index * digestLength..<(index + 1) * digestLength])
+    }
+
+    /// The pieces a file of `size` bytes has at this length.
+    public static func pieceCount(size: Int64, length: Int64) -> Int64 {
+        size == 0 ? 0 : (size - 1) / length + 1
+    }
+
+    /// True when these pieces describe a file of exactly `size` bytes: as
+    /// many digests as pieces of `length` that size has.
+    public func fits(size: Int64) -> Bool {
+        size > 0 && Self.pieceCount(size: size, length: length) == Int64(count)
+    }
+
+    /// The bytes piece `index` covers in a file of `size` bytes.
+    public func range(ofPiece index: Int, size: Int64) -> ByteRange {
+        let start = Int64(index) * length
+        return ByteRange(start, min(start + length, size))
+    }
+
+    /// True when `bytes` are piece `index` as published.
+    public func matches(_ bytes: UnsafeRawBufferPointer, piece index: Int) -> Bool {
+        algorithm.digest.hex(of: bytes) == hex(ofPiece: index)
+    }
+}
+
+extension UInt8 {
+    /// The value of a hex digit (either case), nil for any other byte.
+    fileprivate var hexValue: UInt8? {
+        switch self {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return self - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return self - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): return self - UInt8(ascii: "A") + 10
+        default: return nil
+        }
+    }
+}
