@@ -41,7 +41,8 @@ let package = Package(
         // The README's list example: several files through one DownloadSession.
         .executableTarget(name: "rangeget-list-example", dependencies: ["RangeGet"], path: "Examples/list"),
         .testTarget(name: "RangeGetTests", dependencies: ["RangeGet", "RangeServer", "SystemSupport"]),
-        .testTarget(name: "EndToEndTests", dependencies: ["RangeGet", "RangeServer", "SystemSupport", "rangeget"]),
+        .testTarget(
+            name: "EndToEndTests", dependencies: ["RangeGet", "RangeServer", "SystemSupport", "Digests", "rangeget"]),
         .testTarget(name: "RangeServerTests", dependencies: ["RangeServer"])
     ]
 )

@@ -44,18 +44,28 @@ public enum DigestAlgorithm: String, Sendable, CaseIterable {
     /// The digest of the file open at `descriptor`, read from its start in
     /// 1 MiB blocks; nil with `errno` set when a read fails.
     public func hex(ofFileDescriptor descriptor: Int32) -> String? {
+        hex(ofFileDescriptor: descriptor, from: 0, count: nil)
+    }
+
+    /// The digest of `count` bytes of the file at `descriptor` from `offset`
+    /// (nil: to its end), read with pread in 1 MiB blocks, lowercase hex;
+    /// nil when a read fails or the file ends before `count` bytes.
+    public func hex(ofFileDescriptor descriptor: Int32, from offset: Int64, count: Int64?) -> String? {
         guard let digester = Digester(self) else { return nil }
         let size = 1 << 20
         let buffer = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 16)
         defer { buffer.deallocate() }
-        var offset: off_t = 0
-        while true {
-            let count = retryingOnInterrupt { pread(descriptor, buffer, size, offset) }
-            if count < 0 { return nil }
-            if count == 0 { break }
-            digester.update(UnsafeRawBufferPointer(start: buffer, count: count))
-            offset += off_t(count)
+        var position = off_t(offset)
+        var left = count ?? .max
+        while left > 0 {
+            let read = retryingOnInterrupt { pread(descriptor, buffer, Int(min(Int64(size), left)), position) }
+            if read < 0 { return nil }
+            if read == 0 { break }
+            digester.update(UnsafeRawBufferPointer(start: buffer, count: read))
+            position += off_t(read)
+            left -= Int64(read)
         }
+        if count != nil, left > 0 { return nil }
         return digester.finish()
     }
 

@@ -65,6 +65,7 @@ extension Download {
         }
         var remote = sources[0]
         onEvent(.probed(remote))
+        try checkPublishedSize(of: remote)
         // Named as guessed unless the server named it (choosing a name parses the URL).
         let output =
             remote.contentDisposition == nil && remote.url == url
@@ -165,11 +166,13 @@ extension Download {
                 unprobed = false
                 (sources, probeReports, _) = try await probeMirrors(prober, onEvent: onEvent)
                 remote = sources[0]
+                try checkPublishedSize(of: remote)
                 try part.resume(from: sources, restart: false, compare: spotCheck, onEvent: onEvent)
             case let .startOver(reason):
                 onEvent(.restarting(reason: "the remote file changed (\(reason)); starting over"))
                 (sources, probeReports, _) = try await probeMirrors(prober, skipHead: true, onEvent: onEvent)
                 remote = sources[0]
+                try checkPublishedSize(of: remote)
                 try part.discard()
             case let .resolve(index):
                 // Go on from the manifest with where the original URL leads now.
@@ -357,5 +360,24 @@ extension Download {
         _ samples: [ByteRange]
     ) throws(DownloadError) -> ByteRange? {
         try SpotCheck.firstDifference(in: file, url: url, size: size, samples: samples, options: options.transfer)
+    }
+}
+
+extension Download {
+    /// Refuses a file whose size is not the one its publisher gave
+    /// (`expectedSize`, or what `pieces` describe), before a byte is written.
+    func checkPublishedSize(of remote: RemoteFile) throws(DownloadError) {
+        guard let size = remote.size else { return }
+        if let expected = options.expectedSize, expected != size {
+            throw .server(
+                url: remote.url,
+                message: "the server reports \(size) bytes, but the file is published as \(expected) bytes")
+        }
+        if let pieces = options.pieces, !pieces.fits(size: size) {
+            throw .server(
+                url: remote.url,
+                message: "the server reports \(size) bytes, but the \(pieces.count) published pieces of "
+                    + "\(pieces.length) bytes describe another size")
+        }
     }
 }

@@ -98,6 +98,11 @@ public enum TransferEvent: Sendable {
     case raced(connection: Int, range: ByteRange)
     /// The manifest now records this many durable bytes.
     case checkpoint(bytesDurable: Int64)
+    /// Piece `index` (``DownloadOptions/pieces``), all of whose bytes were
+    /// written, was hashed: `matches` says whether it has its published
+    /// digest. `urls` are the mirrors that wrote it. A piece that does not
+    /// match is fetched again.
+    case pieceChecked(index: Int, range: ByteRange, matches: Bool, urls: [String])
 }
 
 /// What a finished download did.
@@ -150,6 +155,9 @@ public struct MirrorReport: Sendable, Equatable, Codable {
     public var tcpConnections = 0
     /// The HTTP version of its last response ("1.1", "2"), nil before one.
     public var httpVersion: String?
+    /// The pieces it wrote bytes of that failed their checks
+    /// (``DownloadOptions/pieces``), by index; nil when none did.
+    public var badPieces: [Int]?
 
     /// The time its connections were busy, summed over them (`seconds`, under the name that says what it is).
     public var connectionSeconds: Double { seconds }

@@ -56,6 +56,17 @@ public struct DownloadOptions: Sendable {
     /// one the list has no entry for fails verification, so nothing a list
     /// was meant to cover gets its final name unchecked.
     public var checksumList: [String: Checksum]?
+    /// The digest of each piece of the file (a Metalink's `<pieces>`): each
+    /// piece is checked once all its bytes are written, a bad one is fetched
+    /// again (from another mirror when there is one), and a mirror that
+    /// serves bad pieces is dropped. Checked on a download to a file with
+    /// ranged requests; a stream or a single plain stream (a server without
+    /// ranges) is checked by `checksum` alone. Nil: none.
+    public var pieces: PieceHashes?
+    /// The size the file must have (a Metalink's `<size>`): a server that
+    /// reports another size fails the download before a byte is written.
+    /// Nil: whatever the server says.
+    public var expectedSize: Int64?
     /// Use what the server publishes about the file beyond its bytes: the
     /// whole file's digest in a `Repr-Digest` (RFC 9530) or `Digest` (RFC
     /// 3230) header of the probe's response, SHA-256 or SHA-512, is checked

@@ -33,6 +33,7 @@ struct Tally: Sendable {
             total.dropped = report.dropped
             total.tcpConnections += report.tcpConnections
             total.httpVersion = report.httpVersion ?? total.httpVersion
+            if let bad = report.badPieces { total.badPieces = (total.badPieces ?? []) + bad }
             mirrors[report.url] = total
         }
     }

@@ -40,9 +40,11 @@ struct JSONSummary: Encodable {
         var dropped: String?
         var tcpConnections: Int
         var httpVersion: String?
+        /// The pieces it wrote that failed their checks (`--metalink` pieces), by index.
+        var badPieces: [Int] = []
 
         private enum CodingKeys: String, CodingKey {
-            case url, bytes, bytesPerSecondPerConnection, errors, dropped, tcpConnections, httpVersion
+            case url, bytes, bytesPerSecondPerConnection, errors, dropped, tcpConnections, httpVersion, badPieces
         }
 
         /// Every key, `null` when unknown (`dropped` for a mirror kept,
@@ -56,6 +58,7 @@ struct JSONSummary: Encodable {
             try container.encode(dropped, forKey: .dropped)
             try container.encode(tcpConnections, forKey: .tcpConnections)
             try container.encode(httpVersion, forKey: .httpVersion)
+            try container.encode(badPieces, forKey: .badPieces)
         }
     }
 
@@ -77,7 +80,7 @@ struct JSONSummary: Encodable {
             Mirror(
                 url: $0.url, bytes: $0.bytes, bytesPerSecondPerConnection: $0.bytesPerSecond,
                 errors: $0.errors, dropped: $0.dropped, tcpConnections: $0.tcpConnections,
-                httpVersion: $0.httpVersion)
+                httpVersion: $0.httpVersion, badPieces: $0.badPieces ?? [])
         }
     }
 

@@ -25,6 +25,8 @@ final class Checkpointer: Sendable {
     /// manifest it started from lists none of the bytes it fetches): changed
     /// on `queue` only.
     private let listed = Mutex<RangeSet?>(nil)
+    /// The verified pieces that save listed (`Manifest.verified`).
+    private let listedVerified = Mutex<RangeSet?>(nil)
 
     /// A checkpointer for `manifest` (whose `done` is durable already) at `manifestPath`.
     init(file: OutputFile, manifest: Manifest, manifestPath: String, calls: SystemCalls) {
@@ -37,12 +39,13 @@ final class Checkpointer: Sendable {
 
     /// Makes `written` durable in the background unless a save is still
     /// running (then returns false: try again soon). `written` must hold only
-    /// bytes already written to the file.
+    /// bytes already written to the file; `verified`, the pieces of it whose
+    /// digests matched (nil: no piece hashes).
     @discardableResult
-    func saveInBackground(_ written: RangeSet) -> Bool {
+    func saveInBackground(_ written: RangeSet, verified: RangeSet? = nil) -> Bool {
         guard busy.compareExchange(expected: false, desired: true, ordering: .acquiring).exchanged else { return false }
         queue.async { [self] in
-            if (try? save(written)) != nil { saved.withLock { $0 = written } }
+            if (try? save(written, verified: verified)) != nil { saved.withLock { $0 = written } }
             busy.store(false, ordering: .releasing)
         }
         return true
@@ -72,10 +75,10 @@ final class Checkpointer: Sendable {
     }
 
     /// Waits for a background save, then makes `written` durable on this thread.
-    func saveNow(_ written: RangeSet) throws(IOError) {
+    func saveNow(_ written: RangeSet, verified: RangeSet? = nil) throws(IOError) {
         queue.sync {}
         _ = takeSaved()
-        try save(written)
+        try save(written, verified: verified)
     }
 
     /// Takes `range` out of the manifest: its bytes turned out not to count.
@@ -92,9 +95,15 @@ final class Checkpointer: Sendable {
             guard after != before else { return }
             var manifest = base
             manifest.done = after
+            manifest.verified = listedVerified.withLock { $0 }.map { verified in
+                var kept = verified
+                kept.remove(range)
+                return kept
+            }
             do throws(IOError) {
                 try manifest.save(to: path, calls: calls, durable: true)
                 listed.withLock { $0 = after }
+                listedVerified.withLock { $0 = manifest.verified }
             } catch {
                 note(error)
             }
@@ -104,7 +113,7 @@ final class Checkpointer: Sendable {
     /// The first failure of a background save, if any (disk full, I/O error).
     var failure: IOError? { firstFailure.withLock { $0 } }
 
-    private func save(_ written: RangeSet) throws(IOError) {
+    private func save(_ written: RangeSet, verified: RangeSet?) throws(IOError) {
         // After a failed sync nothing more is ever recorded: Linux reports a
         // writeback error once, and a later fdatasync succeeds even though the
         // bytes it covered never reached the disk.
@@ -118,8 +127,10 @@ final class Checkpointer: Sendable {
             }
             var manifest = base
             manifest.done = written
+            manifest.verified = verified
             try manifest.save(to: path, calls: calls, durable: true)
             listed.withLock { $0 = written }
+            listedVerified.withLock { $0 = verified }
         } catch {
             note(error)
             throw error

@@ -75,7 +75,7 @@ extension Engine {
         guard let checkpointer else { return }
         if now - lastCheckpoint >= settings.checkpointInterval {
             // A writeback still running makes this wait for the next loop turn.
-            if checkpointer.saveInBackground(writtenSnapshot()) {
+            if checkpointer.saveInBackground(writtenSnapshot(), verified: pieceCheck?.verified) {
                 lastCheckpoint = now
                 lastWriteback = now
             }
@@ -98,7 +98,7 @@ extension Engine {
     func saveFinalCheckpoint() -> IOError? {
         guard let checkpointer else { return nil }
         do {
-            try checkpointer.saveNow(written)
+            try checkpointer.saveNow(written, verified: pieceCheck?.verified)
             journal?.forget(written)
             onEvent(.transfer(.checkpoint(bytesDurable: written.byteCount)))
             return nil

@@ -28,8 +28,8 @@ extension Engine {
             }
             // The piece first (a steal may end a transfer), then a handle for it.
             let reuse = connections.first { !$0.isBusy }
-            guard let mirror = chooseMirror(now: now),
-                let (piece, race) = nextPiece(thiefRate: reuse?.lastRate, now: now)
+            guard let mirror = chooseMirror(now: now, avoiding: avoidedByNextPiece(now: now)),
+                let (piece, race) = nextPiece(thiefRate: reuse?.lastRate, for: mirror, now: now)
             else {
                 if needsSlot { loop.giveSlots(1) }
                 break
@@ -128,8 +128,22 @@ extension Engine {
 
     /// The mirror for a connection about to start: where the placement
     /// wants more connections, among usable mirrors whose host is below its cap.
-    private func chooseMirror(now: Double) -> Mirror? {
-        placement.choose(placementObservations(now: now)).map { mirrors[$0] }
+    /// `avoiding`: mirrors the next piece should not come from, passed
+    /// over while another has room.
+    private func chooseMirror(now: Double, avoiding: [Int] = []) -> Mirror? {
+        let observations = placementObservations(now: now)
+        if !avoiding.isEmpty {
+            var others = observations
+            for index in avoiding { others[index].room = 0 }
+            if let other = placement.choose(others) { return mirrors[other] }
+        }
+        return placement.choose(observations).map { mirrors[$0] }
+    }
+
+    /// The mirrors the first ready queued piece should not come from
+    /// (`Piece.avoid`): it was bad from them.
+    private func avoidedByNextPiece(now: Double) -> [Int] {
+        queue.first { $0.notBefore <= now }?.avoid ?? []
     }
 
     /// What the placement needs of each mirror: its connections, its total
@@ -220,13 +234,15 @@ extension Engine {
             reserve: window == nil && !unplanned.isEmpty, running: connections.contains(where: \.isBusy))
     }
 
-    /// The next piece for a connection that fetched at `thiefRate` last
-    /// (nil: a new one), from the first of `pieceSources` that has one.
-    func nextPiece(thiefRate: Double?, now: Double) -> (Piece, Race?)? {
+    /// The next piece for a connection to `mirror` that fetched at
+    /// `thiefRate` last (nil: a new one), from the first of `pieceSources`
+    /// that has one.
+    func nextPiece(thiefRate: Double?, for mirror: Mirror? = nil, now: Double) -> (Piece, Race?)? {
         for source in pieceSources(now: now) {
             switch source {
             case let .queued(index):
-                return (queue.remove(at: index), nil)
+                guard let pick = queuedPiece(from: index, for: mirror, now: now) else { return nil }
+                return (queue.remove(at: pick), nil)
             case .steal:
                 if let stolen = steal(thiefRate: thiefRate, now: now) { return (stolen, nil) }
             case .reserve:
@@ -238,6 +254,22 @@ extension Engine {
                 }
             case .race:
                 return race(thiefRate: thiefRate, now: now)
+            }
+        }
+        return nil
+    }
+
+    /// The first ready queued piece from `first` on that `mirror` may
+    /// fetch: not one it served bad (`Piece.avoid`) while a usable mirror
+    /// that did not is left. Nil: every ready piece waits for another mirror.
+    private func queuedPiece(from first: Int, for mirror: Mirror?, now: Double) -> Int? {
+        guard let mirror else { return first }
+        for index in first..<queue.count where queue[index].notBefore <= now {
+            let avoid = queue[index].avoid
+            if avoid.isEmpty || !avoid.contains(mirror.index)
+                || !mirrors.contains(where: { $0.isUsable && !avoid.contains($0.index) })
+            {
+                return index
             }
         }
         return nil

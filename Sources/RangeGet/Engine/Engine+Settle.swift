@@ -10,7 +10,7 @@ extension Engine {
     func settle(_ connection: Connection, _ finished: FinishedTransfer, now: Double) -> EngineOutcome? {
         loop.assertOnLoopThread()
         returnSlots()
-        written.insert(finished.written)
+        recordWritten(finished.written, by: finished.mirror)
         var complete = false
         if case .complete = finished.end { complete = true }
         onEvent(.transfer(.pieceFinished(connection: connection.id, written: finished.written, complete: complete)))
@@ -139,9 +139,7 @@ extension Engine {
                     distrustingFrom: race.start, now: now)
             }
         }
-        written.remove(untrusted)
-        journal?.forget(RangeSet([untrusted]))
-        checkpointer?.retract(untrusted)
+        untrust(untrusted)
     }
 
     func partnerIsBusy(_ connection: Connection, in race: Race?) -> Bool {
@@ -149,10 +147,14 @@ extension Engine {
         return connections.contains { $0 !== connection && $0.race === race && $0.isBusy }
     }
 
-    func requeue(_ piece: Piece, from start: Int64, failures: Int, notBefore: Double) {
+    /// Queues the rest of `piece` from `start`; `avoiding`: mirrors that
+    /// should not fetch it while another can (they served it bad).
+    func requeue(_ piece: Piece, from start: Int64, failures: Int, notBefore: Double, avoiding: [Int]? = nil) {
         loop.assertOnLoopThread()
         guard start < piece.range.end else { return }
-        let rest = Piece(range: ByteRange(start, piece.range.end), failures: failures, notBefore: notBefore)
+        let rest = Piece(
+            range: ByteRange(start, piece.range.end), failures: failures, notBefore: notBefore,
+            avoid: avoiding ?? piece.avoid)
         let index = queue.firstIndex(where: { $0.range.start > start }) ?? queue.endIndex
         queue.insert(rest, at: index)
     }

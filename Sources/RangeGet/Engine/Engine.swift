@@ -80,6 +80,17 @@ final class Engine: LoopClient {
     let journal: WriteJournal?
     /// What another thread may use to stop this engine.
     let stop: StopSignal
+    /// Checks each piece against its published digest (nil: no piece hashes).
+    let pieceCheck: PieceCheck?
+    /// The `.part` the piece checks read, for samples of a bad piece.
+    let pieceFile: OutputFile?
+    /// Who wrote which bytes not yet verified: (range, mirror index), with piece hashes only.
+    var writers: [(range: ByteRange, mirror: Int)] = []
+    /// Times each piece failed its check.
+    var pieceFailures: [Int: Int] = [:]
+    /// Bytes sampled from a piece that failed, written by one mirror alone,
+    /// until its good copy is checked.
+    var badSamples: [Int: (mirror: Int, bytes: [UInt8])] = [:]
 
     var connections: [Connection] = []
     var queue: [Piece] = []
@@ -140,7 +151,19 @@ final class Engine: LoopClient {
             window?.capacity ?? .max, max(settings.minimumSplit, min(perConnection, Self.largestStreamPiece)))
         let done = manifest?.done ?? window?.done ?? RangeSet()
         written = done
-        if let file, let manifestPath, let manifest {
+        // A single plain stream cannot fetch one piece again: its checksum alone checks it.
+        if let hashes = settings.pieces, let file, !plain, let size = remotes[0].size {
+            let listed = manifest?.pieceList == hashes.fingerprint ? manifest?.verified ?? RangeSet() : RangeSet()
+            pieceCheck = PieceCheck(
+                hashes: hashes, size: size, descriptor: file.descriptor,
+                verified: listed.subtracting(listed.subtracting(done)), wake: { [loop] in loop.wakeup() })
+            pieceFile = file
+        } else {
+            pieceCheck = nil
+            pieceFile = nil
+        }
+        if let file, let manifestPath, var manifest {
+            manifest.pieceList = pieceCheck?.hashes.fingerprint
             checkpointer = Checkpointer(
                 file: file, manifest: manifest, manifestPath: manifestPath, calls: settings.systemCalls)
             // Without a journal (no boot ID, a file system that refuses it) a
@@ -252,7 +275,7 @@ final class Engine: LoopClient {
         }
         settleEndReserve()
         if let outcome = startIdleConnections(now: now) { return ended(outcome) }
-        if queue.isEmpty && unplanned.isEmpty && !connections.contains(where: \.isBusy) {
+        if queue.isEmpty && unplanned.isEmpty && !connections.contains(where: \.isBusy) && piecesDone {
             return ended(.complete(size: size ?? written.ranges.last?.end ?? 0))
         }
         // Reported once the free connections took their next pieces, so a
@@ -276,6 +299,7 @@ final class Engine: LoopClient {
         if outcome != nil { return true }
         if isStopping { return false }
         if let outcome = watchTransfers(now: now) { return ended(outcome) }
+        if let outcome = checkPieces(now: now) { return ended(outcome) }
         placeConnections(now: now)
         if let failure = checkpointer?.failure { return ended(.failed(.io(failure))) }
         checkpointIfDue(now: now)
@@ -299,6 +323,7 @@ final class Engine: LoopClient {
             cancel(connection, reason: "stopped", requeue: true, now: MonotonicClock.now())
         }
         returnSlots()
+        pieceCheck?.waitUntilIdle()
         switch outcome {
         case .complete, .remoteChanged, .rangesUnsupported:
             checkpointer?.waitForBackgroundSave()
@@ -380,7 +405,7 @@ final class Engine: LoopClient {
         loop.remove(connection.easy)
         let finished = connection.abandon(reason: reason, distrustingFrom: offset, now: now)
         returnSlots()
-        written.insert(finished.written)
+        recordWritten(finished.written, by: finished.mirror)
         onEvent(.transfer(.pieceFinished(connection: connection.id, written: finished.written, complete: false)))
         if requeue, !partnerIsBusy(connection, in: finished.race) {
             self.requeue(

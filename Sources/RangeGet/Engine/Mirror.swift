@@ -19,6 +19,8 @@ final class Mirror {
     /// Failures in a row without a byte of progress.
     var consecutiveFailures = 0
     var errors = 0
+    /// The pieces it wrote (alone or with others) that failed their checks.
+    var badPieces: [Int] = []
     var bytes: Int64 = 0
     var activeConnections = 0
     /// Seconds a transfer of this mirror was running, summed over its connections.
@@ -54,6 +56,6 @@ final class Mirror {
     var report: MirrorReport {
         MirrorReport(
             url: remote.url, bytes: bytes, seconds: busySeconds, errors: errors, dropped: droppedBecause,
-            tcpConnections: tcpConnections, httpVersion: httpVersion)
+            tcpConnections: tcpConnections, httpVersion: httpVersion, badPieces: badPieces.isEmpty ? nil : badPieces)
     }
 }

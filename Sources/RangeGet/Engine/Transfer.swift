@@ -8,6 +8,8 @@ struct Piece: Sendable {
     var failures = 0
     /// Monotonic time before which the piece must not be retried (backoff).
     var notBefore: Double = 0
+    /// Mirrors that served this piece's bytes bad: another fetches it when one can.
+    var avoid: [Int] = []
 }
 
 /// Two connections fetching the same tail: each writes only bytes beyond

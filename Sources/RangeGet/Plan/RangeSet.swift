@@ -76,6 +76,13 @@ public struct RangeSet: Equatable, Sendable, Codable, CustomStringConvertible {
         return missing
     }
 
+    /// The bytes of this set that are not in `other`.
+    func subtracting(_ other: RangeSet) -> RangeSet {
+        var rest = self
+        for range in other.ranges { rest.remove(range) }
+        return rest
+    }
+
     /// The union of two sets.
     public func union(_ other: RangeSet) -> RangeSet {
         var result = self

@@ -184,7 +184,9 @@ extension Download {
         // Mirrors share a file's bytes out: their opening is never widened (it is still asked).
         let wholeLength = mirrors.count == 1 ? options.openingLimit : length
         let request = try? Opening(
-            url: url, length: length, options: transfer, holding: window == nil,
+            // A body kept in memory is written without an engine, so without
+            // piece checks: a file with piece hashes always gets one.
+            url: url, length: length, options: transfer, holding: window == nil && options.pieces == nil,
             loop: loop, stop: stop, whole: options.filesTakeFreeSlots.map { (wholeLength, $0) })
         // With other mirrors, one that ignores ranges is dropped rather than
         // making the whole download one stream (the classic probe and the

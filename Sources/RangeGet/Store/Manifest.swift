@@ -38,6 +38,13 @@ package struct Manifest: Codable, Equatable, Sendable {
     /// byte ranges): a later run resumes them only if the server serves
     /// ranges by then, and otherwise starts over. Nil for a ranged download.
     package var singleStream: Bool?
+    /// The pieces of `done` whose digests were checked and matched
+    /// (`PieceHashes`), as byte ranges; nil when none were checked. A resume
+    /// hashes again only the done pieces outside it.
+    package var verified: RangeSet?
+    /// Which piece digests `verified` was checked against (`PieceHashes.fingerprint`):
+    /// a resume with other digests checks every piece again.
+    package var pieceList: String?
 
     /// A manifest with nothing done yet for `remote`.
     package init(remote: RemoteFile, size: Int64) {

@@ -70,9 +70,18 @@ public struct PieceHashes: Sendable, Equatable {
         return ByteRange(start, min(start + length, size))
     }
 
-    /// True when `bytes` are piece `index` as published.
-    public func matches(_ bytes: UnsafeRawBufferPointer, piece index: Int) -> Bool {
-        algorithm.digest.hex(of: bytes) == hex(ofPiece: index)
+    /// True when the `count` bytes at `offset` of the file at `descriptor`
+    /// are piece `index` as published (false also when they cannot be read).
+    func matches(piece index: Int, descriptor: Int32, offset: Int64, count: Int64) -> Bool {
+        algorithm.digest.hex(ofFileDescriptor: descriptor, from: offset, count: count) == hex(ofPiece: index)
+    }
+
+    /// Names this list of digests in a manifest: the algorithm, the piece
+    /// length and the SHA-256 of every digest, so a resume knows whether
+    /// the pieces it checked were checked against these.
+    var fingerprint: String {
+        let all = digests.withUnsafeBytes { DigestAlgorithm.sha256.hex(of: $0) }
+        return "\(algorithm.rawValue)/\(length)/\(all)"
     }
 }
 

@@ -1,0 +1,130 @@
+// PieceCheck: each piece of a file checked against its published digest
+// (PieceHashes) as soon as all its bytes are written, on a queue of its own
+// so the loop's thread never hashes. A piece is read back from the `.part`
+// (from the page cache, just written): its bytes may come from several
+// transfers, steals and races, in any order, so hashing on the write path
+// would need every piece's bytes in order, which they seldom are. The engine
+// hands in what is written each turn and takes the verdicts back
+// (Engine+Pieces.swift); the loop is woken when one is ready.
+import Dispatch
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Its vars are the loop thread's; the hashing queue touches only `verdicts`
+/// (a Mutex) and the constants.
+final class PieceCheck: @unchecked Sendable {
+    /// A piece hashed: whether its bytes, as read, have its digest.
+    struct Verdict: Sendable {
+        let index: Int
+        let range: ByteRange
+        let matches: Bool
+        /// `forget`s before the check began: a verdict older than the last
+        /// one is about bytes that may have changed since, and is dropped.
+        let epoch: Int
+    }
+
+    let hashes: PieceHashes
+    let size: Int64
+    /// Pieces whose bytes matched, as byte ranges (loop thread).
+    private(set) var verified: RangeSet
+    /// Pieces sent to be hashed and not answered yet (loop thread).
+    private var checking = RangeSet()
+    /// Bumped by every `forget` (loop thread).
+    private var epoch = 0
+    private let descriptor: Int32
+    private let queue = DispatchQueue(label: "rangeget.pieces")
+    private let verdicts = Mutex<[Verdict]>([])
+    private let wake: @Sendable () -> Void
+
+    /// Checks `hashes` on the file open at `descriptor`, `size` bytes, whose
+    /// pieces in `verified` were checked already; `wake` wakes the loop when
+    /// a verdict is ready. Nil when the hashes do not describe that size.
+    init?(hashes: PieceHashes, size: Int64, descriptor: Int32, verified: RangeSet, wake: @escaping @Sendable () -> Void)
+    {
+        guard hashes.fits(size: size) else { return nil }
+        self.hashes = hashes
+        self.size = size
+        self.descriptor = descriptor
+        self.wake = wake
+        // Only whole pieces count as verified.
+        var whole = RangeSet()
+        for range in verified.ranges {
+            for index in Self.pieces(inside: range, length: hashes.length, size: size) {
+                whole.insert(hashes.range(ofPiece: index, size: size))
+            }
+        }
+        self.verified = whole
+    }
+
+    /// True when every piece matched.
+    var isComplete: Bool { verified.contains(ByteRange(0, size)) }
+
+    /// True while no piece is being hashed.
+    var isIdle: Bool { checking.isEmpty }
+
+    /// Sends every piece wholly inside `written`, neither verified nor
+    /// being checked, to be hashed.
+    func submit(within written: RangeSet) {
+        let candidates = written.subtracting(verified).subtracting(checking)
+        for range in candidates.ranges {
+            for index in Self.pieces(inside: range, length: hashes.length, size: size) {
+                let piece = hashes.range(ofPiece: index, size: size)
+                checking.insert(piece)
+                let (hashes, descriptor, epoch) = (self.hashes, self.descriptor, self.epoch)
+                queue.async { [self] in
+                    let matches = hashes.matches(
+                        piece: index, descriptor: descriptor, offset: piece.start, count: piece.count)
+                    verdicts.withLock {
+                        $0.append(Verdict(index: index, range: piece, matches: matches, epoch: epoch))
+                    }
+                    wake()
+                }
+            }
+        }
+    }
+
+    /// The verdicts ready since the last call, current ones only; a piece
+    /// that matched is verified from now on.
+    func takeVerdicts() -> [Verdict] {
+        let ready = verdicts.withLock { ready in
+            defer { ready = [] }
+            return ready
+        }
+        var current: [Verdict] = []
+        for verdict in ready {
+            checking.remove(verdict.range)
+            guard verdict.epoch == epoch else { continue }
+            if verdict.matches { verified.insert(verdict.range) }
+            current.append(verdict)
+        }
+        return current
+    }
+
+    /// `range` is no longer written as it was: the pieces it touches are
+    /// checked again once written anew, and checks under way are void.
+    func forget(_ range: ByteRange) {
+        guard !range.isEmpty else { return }
+        let first = range.start / hashes.length * hashes.length
+        let last = min(size, (range.end - 1) / hashes.length * hashes.length + hashes.length)
+        verified.remove(ByteRange(first, last))
+        epoch += 1
+    }
+
+    /// Waits for the hashing under way (before the file is closed).
+    func waitUntilIdle() {
+        queue.sync {}
+    }
+
+    /// The pieces wholly inside `range`.
+    static func pieces(inside range: ByteRange, length: Int64, size: Int64) -> Range<Int> {
+        let first = (range.start + length - 1) / length
+        // The last piece may be short: it counts once the range reaches the file's end.
+        let end = range.end >= size ? (size + length - 1) / length : range.end / length
+        return Int(first)..<Int(max(first, end))
+    }
+}
