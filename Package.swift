@@ -23,6 +23,12 @@ let package = Package(
             pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"])]
         ),
+        // libxml2's SAX parser, for Metalink documents (no DTDs, no entities).
+        .systemLibrary(
+            name: "CLibXML2",
+            pkgConfig: "libxml-2.0",
+            providers: [.apt(["libxml2-dev"])]
+        ),
         // Digests over libcrypto, kept apart from the curl module.
         .target(name: "Digests", dependencies: ["CCrypto", "SystemSupport"]),
         // The helpers over the C library every target needs, in one copy:
@@ -31,7 +37,7 @@ let package = Package(
         // Typed, non-variadic wrappers for curl_easy_setopt and friends.
         .target(name: "CCurlShim", dependencies: ["CCurl"]),
         // The library: probe, plan, engine, store, public API.
-        .target(name: "RangeGet", dependencies: ["CCurl", "CCurlShim", "Digests", "SystemSupport"]),
+        .target(name: "RangeGet", dependencies: ["CCurl", "CCurlShim", "CLibXML2", "Digests", "SystemSupport"]),
         // A range-capable HTTP/1.1 test server with injectable faults.
         .target(name: "RangeServer", dependencies: ["SystemSupport"], exclude: ["README.md"]),
         // The command-line tool: wiring only.
