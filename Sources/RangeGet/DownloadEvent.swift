@@ -115,7 +115,9 @@ public struct DownloadResult: Sendable, Equatable {
     public var bytesReused: Int64
     /// Transfers that failed and were retried.
     public var retries: Int
-    /// Figures per mirror, in the order the URLs were given (probe failures included).
+    /// Figures per mirror, in the order the URLs were given (probe failures
+    /// included), then the mirrors the first URL's response listed
+    /// (``MirrorReport/discoveredIn``).
     public var mirrors: [MirrorReport]
     /// Connections that carried at least one transfer.
     public var connectionsUsed: Int
@@ -150,6 +152,10 @@ public struct MirrorReport: Sendable, Equatable, Codable {
     public var tcpConnections = 0
     /// The HTTP version of its last response ("1.1", "2"), nil before one.
     public var httpVersion: String?
+    /// Where the mirror was found when the caller did not name it:
+    /// `"Link: rel=duplicate"` for one the first URL's response listed
+    /// (RFC 6249; ``DownloadOptions/discovery``). Nil for a URL the caller gave.
+    public var discoveredIn: String?
 
     /// The time its connections were busy, summed over them (`seconds`, under the name that says what it is).
     public var connectionSeconds: Double { seconds }
