@@ -108,6 +108,24 @@ final class DuplicateLinksEndToEndTests: EndToEndTestCase {
         XCTAssertEqual(further.statistics.requests.count, 0, "a mirror's own list is not read")
     }
 
+    /// A listed mirror that never answers holds the start up for the
+    /// discovery's 5 s, not for a probe's timeouts (HEAD, then a ranged GET:
+    /// 20 s and more), and is dropped without failing the run.
+    func testAListedMirrorThatNeverAnswersIsDroppedAfterFiveSeconds() throws {
+        let listed = try mirrors(1)[0]
+        listed.setFaults([FaultRule(.hang)])
+        link(server, to: [listed])
+        let started = Date()
+        let run = try CLI.run(
+            ["--json", "-n", "4", "--min-split", "512K", "-o", path("f"), server.url("f")], in: directory)
+        XCTAssertLessThan(Date().timeIntervalSince(started), 12)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        assertSameBytes(path("f"), resource)
+        let reports = try reports(run)
+        XCTAssertEqual(reports.count, 2)
+        XCTAssertEqual(reports[1]["dropped"] as? String, "no answer to its probe within 5 s")
+    }
+
     func testNoDiscoveryUsesOnlyTheURLGiven() throws {
         let listed = try mirrors(1)[0]
         link(server, to: [listed])
@@ -162,6 +180,22 @@ final class DuplicateLinksEndToEndTests: EndToEndTestCase {
             return nil
         }
         XCTAssertEqual(notices, ["mirror \(listed.url("f")) from Link: rel=duplicate"])
+    }
+
+    /// A file streamed to stdout (`-o -`) takes the listed mirror too.
+    func testAStreamToStdoutUsesAListedMirrorToo() throws {
+        let listed = try mirrors(1)[0]
+        link(server, to: [listed])
+        let child = try Child(
+            executable: CLI.binary, arguments: ["-n", "4", "--min-split", "512K", "-o", "-", server.url("f")],
+            in: directory)
+        XCTAssertTrue(wait(timeout: 60) { !child.isRunning }, "the stream did not end within 60 s")
+        try FileManager.default.copyItem(atPath: child.stdoutURL.path, toPath: path("streamed"))
+        let run = child.finish(timeout: 1)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        assertSameBytes(path("streamed"), resource)
+        XCTAssertTrue(run.stderr.contains("mirror \(listed.url("f")) from Link: rel=duplicate"), run.stderr)
+        XCTAssertGreaterThan(listed.statistics.bodyBytesSent, 1 << 20)
     }
 
     /// In a list the files share the session's loop, and an opening request
