@@ -120,7 +120,9 @@ public struct DownloadResult: Sendable, Equatable {
     public var bytesReused: Int64
     /// Transfers that failed and were retried.
     public var retries: Int
-    /// Figures per mirror, in the order the URLs were given (probe failures included).
+    /// Figures per mirror, in the order the URLs were given (probe failures
+    /// included), then the mirrors the first URL's response listed
+    /// (``MirrorReport/discoveredIn``).
     public var mirrors: [MirrorReport]
     /// Connections that carried at least one transfer.
     public var connectionsUsed: Int
@@ -158,6 +160,10 @@ public struct MirrorReport: Sendable, Equatable, Codable {
     /// The pieces it wrote bytes of that failed their checks
     /// (``DownloadOptions/pieces``), by index; nil when none did.
     public var badPieces: [Int]?
+    /// Where the mirror was found when the caller did not name it:
+    /// `"Link: rel=duplicate"` for one the first URL's response listed
+    /// (RFC 6249; ``DownloadOptions/discovery``). Nil for a URL the caller gave.
+    public var discoveredIn: String?
 
     /// The time its connections were busy, summed over them (`seconds`, under the name that says what it is).
     public var connectionSeconds: Double { seconds }

@@ -71,7 +71,11 @@ public struct DownloadOptions: Sendable {
     /// whole file's digest in a `Repr-Digest` (RFC 9530) or `Digest` (RFC
     /// 3230) header of the probe's response, SHA-256 or SHA-512, is checked
     /// as `checksum` would be when neither `checksum` nor `checksumList`
-    /// gives one. False: such headers are ignored (`--no-discovery`).
+    /// gives one; the mirrors the first URL's response lists in `Link: <URL>;
+    /// rel=duplicate` headers (RFC 6249) join the download after the ones
+    /// given, each probed and compared with them as a given mirror is, and
+    /// reported with ``MirrorReport/discoveredIn``. False: such headers are
+    /// ignored (`--no-discovery`).
     public var discovery = true
     /// The most connections to one `scheme://host:port` (mirrors on one host share it).
     public var maxPerHost = 16

@@ -108,7 +108,7 @@ enum GetCommand {
                 },
                 .flag(
                     nil, "no-discovery",
-                    "ignore what the server publishes beyond the bytes: a Repr-Digest or Digest header's SHA-256 or SHA-512, else checked as --checksum is"
+                    "ignore what the server publishes beyond the bytes: a Repr-Digest or Digest header's SHA-256 or SHA-512 (else checked as --checksum is) and the mirrors its Link: rel=duplicate headers list (else used as mirrors given are)"
                 ) { $0.options.discovery = false },
                 .flag(nil, "force", "overwrite an existing complete file") { $0.options.overwrite = true },
                 .flag(
@@ -432,8 +432,10 @@ enum GetCommand {
                 guard let components = URLComponents(string: url), let host = components.host else { return url }
                 return components.port.map { "\(host):\($0)" } ?? host
             }
+            // A mirror the first URL's response listed (`Link: rel=duplicate`) is marked so.
             let parts = result.mirrors.map { mirror in
-                "\(host(mirror.url)) " + (mirror.dropped == nil ? ByteCount.format(mirror.bytes) : "dropped")
+                "\(host(mirror.url)) " + (mirror.discoveredIn == nil ? "" : "(discovered) ")
+                    + (mirror.dropped == nil ? ByteCount.format(mirror.bytes) : "dropped")
             }
             line += "; mirrors: " + parts.joined(separator: ", ")
             // Each reason after the list, not in parentheses inside it: a reason may hold parentheses and commas of its own.

@@ -40,15 +40,19 @@ struct JSONSummary: Encodable {
         var dropped: String?
         var tcpConnections: Int
         var httpVersion: String?
-        /// The pieces it wrote that failed their checks (`--metalink` pieces), by index.
+        /// The pieces it wrote that failed their checks (Metalink pieces), by index.
         var badPieces: [Int] = []
+        /// `"Link: rel=duplicate"` for a mirror the first URL's response listed; nil for one the user named.
+        var discoveredIn: String?
 
         private enum CodingKeys: String, CodingKey {
-            case url, bytes, bytesPerSecondPerConnection, errors, dropped, tcpConnections, httpVersion, badPieces
+            case url, bytes, bytesPerSecondPerConnection, errors, dropped, tcpConnections, httpVersion, badPieces,
+                discoveredIn
         }
 
         /// Every key, `null` when unknown (`dropped` for a mirror kept,
-        /// `httpVersion` for one that never answered), as in the summary.
+        /// `httpVersion` for one that never answered, `discoveredIn` for
+        /// one the user named), as in the summary.
         func encode(to encoder: Encoder) throws {
             var container = encoder.container(keyedBy: CodingKeys.self)
             try container.encode(url, forKey: .url)
@@ -59,6 +63,7 @@ struct JSONSummary: Encodable {
             try container.encode(tcpConnections, forKey: .tcpConnections)
             try container.encode(httpVersion, forKey: .httpVersion)
             try container.encode(badPieces, forKey: .badPieces)
+            try container.encode(discoveredIn, forKey: .discoveredIn)
         }
     }
 
@@ -80,7 +85,7 @@ struct JSONSummary: Encodable {
             Mirror(
                 url: $0.url, bytes: $0.bytes, bytesPerSecondPerConnection: $0.bytesPerSecond,
                 errors: $0.errors, dropped: $0.dropped, tcpConnections: $0.tcpConnections,
-                httpVersion: $0.httpVersion, badPieces: $0.badPieces ?? [])
+                httpVersion: $0.httpVersion, badPieces: $0.badPieces ?? [], discoveredIn: $0.discoveredIn)
         }
     }
 

@@ -20,6 +20,9 @@ extension Download {
     /// or the `Retry-After` asked for (up to `longestRetryAfter`), each wait
     /// a `.retry` event, up to `retries` times, as `curl --retry-connrefused`
     /// does: a server restarting as the download starts is waited for.
+    ///
+    /// The mirrors the first mirror's response lists (`Link: rel=duplicate`)
+    /// follow the given ones: `addingDiscoveredMirrors` (MirrorDiscovery.swift).
     func probeMirrors(
         _ prober: Prober, skipHead: Bool = false, opening loop: TransferLoop? = nil,
         onEvent: @Sendable (DownloadEvent) -> Void
@@ -43,7 +46,9 @@ extension Download {
         while true {
             let failure: ProbeFailure
             do throws(ProbeFailure) {
-                return try await probeRound(prober, skipHead: skipHead, opening: loop, stop: stop, onEvent: onEvent)
+                let round = try await probeRound(
+                    prober, skipHead: skipHead, opening: loop, stop: stop, onEvent: onEvent)
+                return await addingDiscoveredMirrors(to: round, prober: prober, stop: stop, onEvent: onEvent)
             } catch {
                 failure = error
             }
@@ -216,7 +221,8 @@ extension Download {
     /// (summed over engine runs), cleaned for the result (`OutgoingText`).
     func merge(_ probed: [MirrorReport], _ engine: [String: MirrorReport]) -> [MirrorReport] {
         probed.map { report in
-            guard report.dropped == nil, let used = engine[report.url] else { return report.cleaned }
+            guard report.dropped == nil, var used = engine[report.url] else { return report.cleaned }
+            used.discoveredIn = report.discoveredIn
             return used.cleaned
         }
     }

@@ -33,10 +33,14 @@ enum MirrorVote {
     /// Which of `mirrors` (one size, at least two) serve the bytes most of
     /// them serve at `samples`; a tie goes to the group of the first. The
     /// others, each with why it is left out (the samples that differ, or the
-    /// sample it could not serve), by index.
+    /// sample it could not serve), by index. Only the first `voters` mirrors
+    /// (all by default) elect the bytes; the rest must serve the same (the
+    /// mirrors a server named, `Download.addingDiscoveredMirrors`, never
+    /// outvote the ones the user named); when none of them could serve its
+    /// samples, only the mirrors that could not are returned.
     static func outvoted(
         _ mirrors: [RemoteFile], samples: [ByteRange],
-        options: TransferOptions
+        options: TransferOptions, voters: Int? = nil
     ) -> [Int: String] {
         let answers = concurrently(Array(mirrors.indices), named: "rangeget sample") { index in
             Result { () throws(DownloadError) in try bytes(of: mirrors[index], at: samples, options: options) }
@@ -51,9 +55,9 @@ enum MirrorVote {
                 return bytes
             }
         }
-        let agreeing = largestGroup(served)
-        guard let reference = agreeing.first, let expected = served[reference] else { return dropped }
-        for index in mirrors.indices where dropped[index] == nil && !agreeing.contains(index) {
+        let elected = largestGroup(Array(served.prefix(voters ?? mirrors.count)))
+        guard let reference = elected.first, let expected = served[reference] else { return dropped }
+        for index in mirrors.indices where dropped[index] == nil && served[index] != expected {
             let differing = samples.indices.filter { served[index]![$0] != expected[$0] }.map { samples[$0] }
             dropped[index] =
                 "its bytes \(differing.map(String.init(describing:)).joined(separator: ", ")) differ "
