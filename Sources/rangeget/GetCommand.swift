@@ -17,6 +17,8 @@ struct GetSettings {
     var output: String?
     var directory: String?
     var inputFile: String?
+    /// `--metalink FILE|URL`, or a lone argument named `*.meta4` / `*.metalink`.
+    var metalink: String?
     var checksumFile: String?
     var jobs: Int?
     var maxSpeed: Int64?
@@ -58,6 +60,10 @@ enum GetCommand {
                 {
                     $0.inputFile = $1
                 },
+                .value(
+                    "M", "metalink", "FILE",
+                    "download the files a Metalink (RFC 5854, or version 3) lists, from its mirrors, checking its hashes and pieces; FILE may be an http(s) URL (a lone argument named *.meta4 or *.metalink is one too)"
+                ) { $0.metalink = $1 },
                 .value(
                     "j", "jobs", "N",
                     "with -i: at most N files fetched at once, up to 1000 (default: one per connection)"
@@ -206,7 +212,7 @@ enum GetCommand {
 
     static func run(_ arguments: [String]) -> Int32 {
         var settings = GetSettings()
-        let urls: [String]
+        var urls: [String]
         do {
             urls = try command.parse(arguments, into: &settings)
             if settings.help {
@@ -221,6 +227,29 @@ enum GetCommand {
                     checksums: \(RangeGetVersion.checksumLibrary)
                     """)
                 return ExitCode.success.rawValue
+            }
+            if settings.metalink == nil, settings.inputFile == nil, urls.count == 1,
+                MetalinkInput.namesMetalink(urls[0])
+            {
+                settings.metalink = urls.removeFirst()
+            }
+            if let metalink = settings.metalink {
+                guard urls.isEmpty, settings.inputFile == nil else {
+                    throw UsageError("give a Metalink, URLs or -i LIST, one of them")
+                }
+                let reading = try MetalinkInput.read(metalink, options: settings.options)
+                if reading.entries.count == 1, reading.problems.isEmpty {
+                    urls = try settings.take(reading.entries[0])
+                } else {
+                    guard settings.output == nil else {
+                        throw UsageError("-o names one file; \(metalink) lists \(reading.entries.count + reading.problems.count)")
+                    }
+                    guard settings.checksumFile == nil else {
+                        throw UsageError("--checksum-file goes with -i; a Metalink carries its own hashes")
+                    }
+                    return BatchRun(entries: reading.entries, problems: reading.problems, settings: settings)
+                        .run(jobs: settings.jobs ?? settings.options.connections)
+                }
             }
             if let list = settings.inputFile {
                 guard urls.isEmpty else {
@@ -456,4 +485,19 @@ func warn(_ message: String) {
 func fail(_ message: String, _ code: ExitCode) -> Int32 {
     warn(message)
     return code.rawValue
+}
+
+extension GetSettings {
+    /// Downloads the one file of a Metalink as a single file: its URLs
+    /// (returned), its name unless -o gives one, its size and pieces, and
+    /// its hash unless --checksum gives one.
+    mutating func take(_ entry: DownloadList.Entry) throws(UsageError) -> [String] {
+        if output == nil, let name = entry.output {
+            output = name
+        }
+        if options.checksum == nil { options.checksum = entry.checksum }
+        options.pieces = entry.pieces
+        options.expectedSize = entry.size
+        return entry.urls
+    }
 }

@@ -75,7 +75,7 @@ final class CommandLineTests: EndToEndTestCase {
                 Set(mirror.keys),
                 [
                     "url", "bytes", "bytesPerSecondPerConnection", "errors", "dropped",
-                    "tcpConnections", "httpVersion"
+                    "tcpConnections", "httpVersion", "badPieces", "discoveredIn"
                 ], text, file: file, line: line)
         }
     }

@@ -241,6 +241,10 @@ final class Connection {
     /// The mirror of the transfer in flight.
     var mirror: Mirror? { transfer?.mirror }
 
+    /// True while the transfer fetches a piece again after it failed its
+    /// check (`Piece.recheck`): it is never cut nor raced.
+    var isRechecking: Bool { isBusy && cursor.piece.recheck }
+
     /// Shared with another connection fetching the same tail.
     var race: Race? { isBusy ? cursor.race : nil }
 

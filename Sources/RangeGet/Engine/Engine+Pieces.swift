@@ -3,16 +3,14 @@
 // piece that did not costs that piece alone: its bytes stop counting, a
 // transfer still writing past it keeps what it wrote after it, and the piece
 // is fetched again, from a mirror that did not write it when one is left.
-// The mirror that wrote it alone is counted against: dropped at its second
-// bad piece, or at once when the good copy shows its bytes were another
-// file's (most sampled offsets differ); a dropped mirror's unverified bytes
-// are all fetched again. A piece bad more times than the retries allow
+// The bad copy is kept (in memory, within a limit) until the good copy
+// lands: each mirror whose bytes in it differ is counted against, dropped
+// at its second bad piece, or at once when most of the bytes it sent of the
+// piece differ (another file). A piece one mirror wrote alone counts against
+// it at once. A dropped mirror's unverified bytes are all fetched again. A piece bad more times than the retries allow
 // fails the download.
 
 extension Engine {
-    /// Bytes sampled from a bad piece, to compare with its good copy.
-    static let sampleCount = 64
-
     /// Records the bytes a transfer wrote, and which mirror wrote them.
     func recordWritten(_ range: ByteRange, by mirror: Mirror) {
         written.insert(range)
@@ -34,7 +32,8 @@ extension Engine {
     var piecesDone: Bool { pieceCheck?.isComplete ?? true }
 
     private func settle(_ verdict: PieceCheck.Verdict, now: Double) -> EngineOutcome? {
-        let suspects = writers(of: verdict.range)
+        let parts = writerParts(of: verdict.range)
+        let suspects = Set(parts.map(\.mirror)).sorted().map { mirrors[$0] }
         onEvent(
             .transfer(
                 .pieceChecked(
@@ -42,49 +41,106 @@ extension Engine {
                     urls: suspects.map(\.remote.url))))
         if verdict.matches {
             writers.removeAll { verdict.range.contains($0.range) }
-            guard let bad = badSamples.removeValue(forKey: verdict.index) else { return nil }
-            let mirror = mirrors[bad.mirror]
-            let good = samples(of: verdict.range)
-            let differing = zip(bad.bytes, good).count { $0 != $1 }
-            guard mirror.isUsable, differing * 2 > Self.sampleCount else { return nil }
-            return dropForBadData(
-                mirror,
-                because: "it serves another file: its piece \(verdict.index) differs from a good mirror's at "
-                    + "\(differing) of \(Self.sampleCount) sampled bytes",
-                now: now)
+            guard let copy = badCopies.removeValue(forKey: verdict.index) else { return nil }
+            heldCopyBytes -= Int64(copy.bytes.count)
+            return judge(copy, piece: verdict.index, now: now)
         }
-        for mirror in suspects { mirror.badPieces.append(verdict.index) }
         excise(verdict.range, now: now)
         let failures = (pieceFailures[verdict.index] ?? 0) + 1
         pieceFailures[verdict.index] = failures
         guard failures <= settings.retries else {
+            let algorithm = pieceCheck!.hashes.algorithm.rawValue
+            let sources = suspects.map(\.remote.url).joined(separator: ", ")
             return .failed(
                 .verification(
-                    "piece \(verdict.index) (bytes \(verdict.range)) failed its \(pieceCheck!.hashes.algorithm.rawValue) "
-                        + "check \(failures) times, from \(Set(suspects.map(\.remote.url)).sorted().joined(separator: ", "))"
-                ))
+                    "piece \(verdict.index) (bytes \(verdict.range)) failed its \(algorithm) check \(failures) times, "
+                        + "from \(sources)"))
         }
+        // Fetched again whole from one mirror: not from the one that wrote
+        // it alone while another is left; written by several, from any.
         requeue(
-            Piece(range: verdict.range), from: verdict.range.start, failures: 0, notBefore: now,
-            avoiding: suspects.map(\.index))
-        guard suspects.count == 1, let mirror = suspects.first else { return nil }
-        badSamples[verdict.index] = (mirror.index, samples(of: verdict.range))
-        let others = mirrors.contains { $0.isUsable && $0 !== mirror }
-        guard mirror.badPieces.count >= 2, others else { return nil }
+            Piece(range: verdict.range, recheck: true), from: verdict.range.start, failures: 0, notBefore: now,
+            avoiding: suspects.count == 1 ? suspects.map(\.index) : [])
+        // The bad bytes are kept until the good copy shows whose differ:
+        // a piece one mirror wrote alone counts against it now.
+        let counted = suspects.count == 1 ? Set(suspects.map(\.index)) : []
+        let keep: Bool
+        if var copy = badCopies[verdict.index] {
+            // A copy from an earlier failure waits for the good one.
+            copy.counted.formUnion(counted)
+            badCopies[verdict.index] = copy
+            keep = true
+        } else if heldCopyBytes + verdict.range.count <= Self.copyLimit {
+            let bytes = (try? pieceFile?.read(count: Int(verdict.range.count), at: verdict.range.start)) ?? []
+            badCopies[verdict.index] = BadCopy(range: verdict.range, bytes: bytes, parts: parts, counted: counted)
+            heldCopyBytes += Int64(bytes.count)
+            keep = true
+        } else {
+            keep = false
+        }
+        guard suspects.count == 1 || !keep else { return nil }
+        for mirror in suspects {
+            if let outcome = count(badPiece: verdict.index, against: mirror, now: now) { return outcome }
+        }
+        return nil
+    }
+
+    /// The most bytes of bad pieces kept in memory at once: beyond it, a
+    /// bad piece counts against every mirror that wrote some of it.
+    static let copyLimit: Int64 = 64 << 20
+
+    /// What the good copy of a piece tells about its bad copy: each mirror
+    /// whose bytes differ is counted against (unless it was already), and
+    /// one whose bytes mostly differ serves another file and is dropped.
+    private func judge(_ copy: BadCopy, piece index: Int, now: Double) -> EngineOutcome? {
+        guard let good = try? pieceFile?.read(count: Int(copy.range.count), at: copy.range.start),
+            good.count == copy.bytes.count
+        else { return nil }
+        for part in copy.parts {
+            let mirror = mirrors[part.mirror]
+            guard mirror.isUsable else { continue }
+            let offsets = Int(part.range.start - copy.range.start)..<Int(part.range.end - copy.range.start)
+            let differing = offsets.count { copy.bytes[$0] != good[$0] }
+            guard differing > 0 else { continue }
+            if differing * 2 > offsets.count, offsets.count >= 4096 {
+                return dropForBadData(
+                    mirror,
+                    because: "it serves another file: \(differing) of the \(offsets.count) bytes it sent of piece "
+                        + "\(index) differ from a good mirror's",
+                    now: now)
+            }
+            if !copy.counted.contains(mirror.index), let outcome = count(badPiece: index, against: mirror, now: now) {
+                return outcome
+            }
+        }
+        return nil
+    }
+
+    /// Counts bad piece `index` against `mirror`: at its second, with
+    /// another mirror left, it is dropped.
+    private func count(badPiece index: Int, against mirror: Mirror, now: Double) -> EngineOutcome? {
+        mirror.badPieces.append(index)
+        guard mirror.isUsable, mirror.badPieces.count >= 2, mirrors.contains(where: { $0.isUsable && $0 !== mirror })
+        else { return nil }
         let pieces = mirror.badPieces.map(String.init).joined(separator: ", ")
         return dropForBadData(mirror, because: "its pieces \(pieces) failed their checks", now: now)
     }
 
-    /// The mirrors that wrote bytes of `range`, by finished and running transfers.
-    private func writers(of range: ByteRange) -> [Mirror] {
-        var indices = Set<Int>()
-        for writer in writers where writer.range.overlaps(range) { indices.insert(writer.mirror) }
+    /// Who wrote which bytes of `range`, by finished and running transfers,
+    /// each part cut to `range`.
+    private func writerParts(of range: ByteRange) -> [(range: ByteRange, mirror: Int)] {
+        var parts: [(range: ByteRange, mirror: Int)] = []
+        func add(_ written: ByteRange, _ mirror: Int) {
+            let part = ByteRange(max(written.start, range.start), min(written.end, range.end))
+            if !part.isEmpty { parts.append((part, mirror)) }
+        }
+        for writer in writers where writer.range.overlaps(range) { add(writer.range, writer.mirror) }
         for connection in connections where connection.isBusy {
             if let soFar = connection.writtenSoFar, soFar.overlaps(range), let mirror = connection.mirror {
-                indices.insert(mirror.index)
+                add(soFar, mirror.index)
             }
         }
-        return indices.sorted().map { mirrors[$0] }
+        return parts
     }
 
     /// Takes back the bytes of `bad`: finished transfers' from the record,
@@ -132,24 +188,22 @@ extension Engine {
         return drop(mirror, because: reason, now: now)
     }
 
-    /// `range`'s bytes do not count: not written, not in the journal nor
-    /// the manifest, and no longer verified.
+    /// `range`'s bytes do not count: not written (by anyone), not in the
+    /// journal nor the manifest, and no longer verified.
     func untrust(_ range: ByteRange) {
         written.remove(range)
+        if writers.contains(where: { $0.range.overlaps(range) }) {
+            writers = writers.flatMap { writer -> [(range: ByteRange, mirror: Int)] in
+                guard writer.range.overlaps(range) else { return [writer] }
+                return [
+                    ByteRange(writer.range.start, max(writer.range.start, range.start)),
+                    ByteRange(min(writer.range.end, range.end), writer.range.end)
+                ].filter { !$0.isEmpty }.map { ($0, writer.mirror) }
+            }
+        }
         journal?.forget(RangeSet([range]))
         checkpointer?.retract(range)
         pieceCheck?.forget(range)
-    }
-
-    /// `sampleCount` bytes of `range` as the file holds them now, evenly spaced.
-    private func samples(of range: ByteRange) -> [UInt8] {
-        guard let file = pieceFile else { return [] }
-        let step = max(1, range.count / Int64(Self.sampleCount))
-        return (0..<Self.sampleCount).map { sample in
-            let offset = range.start + Int64(sample) * step
-            guard offset < range.end else { return 0 }
-            return (try? file.read(count: 1, at: offset))?.first ?? 0
-        }
     }
 }
 
@@ -163,4 +217,13 @@ extension ByteRange {
     func contains(_ other: ByteRange) -> Bool {
         start <= other.start && other.end <= end
     }
+}
+
+/// A piece that failed its check, as it was: its bytes, and who wrote which part.
+struct BadCopy {
+    let range: ByteRange
+    let bytes: [UInt8]
+    let parts: [(range: ByteRange, mirror: Int)]
+    /// The mirrors it was counted against already (a piece one mirror wrote alone).
+    var counted: Set<Int>
 }

@@ -285,7 +285,9 @@ extension Engine {
     /// bring the reader nothing sooner, and cost their connections).
     private func candidates(now: Double) -> [(connection: Connection, remaining: ByteRange, rate: Double?)] {
         func candidate(_ connection: Connection) -> (connection: Connection, remaining: ByteRange, rate: Double?)? {
-            guard connection.race == nil, let remaining = connection.remaining else { return nil }
+            guard connection.race == nil, !connection.isRechecking, let remaining = connection.remaining else {
+                return nil
+            }
             let rate =
                 connection.rate(now: now)
                 ?? (hasStalled(connection, now: now) ? 0 : connection.mirror.flatMap { measuredRate(of: $0, now: now) })

@@ -154,7 +154,7 @@ extension Engine {
         guard start < piece.range.end else { return }
         let rest = Piece(
             range: ByteRange(start, piece.range.end), failures: failures, notBefore: notBefore,
-            avoid: avoiding ?? piece.avoid)
+            avoid: avoiding ?? piece.avoid, recheck: piece.recheck)
         let index = queue.firstIndex(where: { $0.range.start > start }) ?? queue.endIndex
         queue.insert(rest, at: index)
     }

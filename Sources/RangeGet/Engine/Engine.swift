@@ -88,9 +88,10 @@ final class Engine: LoopClient {
     var writers: [(range: ByteRange, mirror: Int)] = []
     /// Times each piece failed its check.
     var pieceFailures: [Int: Int] = [:]
-    /// Bytes sampled from a piece that failed, written by one mirror alone,
-    /// until its good copy is checked.
-    var badSamples: [Int: (mirror: Int, bytes: [UInt8])] = [:]
+    /// Pieces that failed their checks, as they were, until their good copies land.
+    var badCopies: [Int: BadCopy] = [:]
+    /// The bytes `badCopies` hold.
+    var heldCopyBytes: Int64 = 0
 
     var connections: [Connection] = []
     var queue: [Piece] = []

@@ -10,6 +10,10 @@ struct Piece: Sendable {
     var notBefore: Double = 0
     /// Mirrors that served this piece's bytes bad: another fetches it when one can.
     var avoid: [Int] = []
+    /// A piece fetched again after it failed its check: one transfer from
+    /// one mirror, never cut nor raced, so that a second failure names
+    /// the mirror that served it.
+    var recheck = false
 }
 
 /// Two connections fetching the same tail: each writes only bytes beyond

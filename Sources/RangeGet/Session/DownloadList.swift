@@ -398,6 +398,10 @@ public final class DownloadList: Sendable {
         options.urlsChecked = entry.urlsChecked
         options.syncGroup = session.syncGroup
         options.sharedDirectory = listedDirectory
+        // What the entry's publisher gave (a Metalink) wins over the list's own.
+        if let checksum = entry.checksum { options.checksum = checksum }
+        if let pieces = entry.pieces { options.pieces = pieces }
+        if let size = entry.size { options.expectedSize = size }
         if wholeFileOpenings {
             let count = entries.count
             options.filesTakeFreeSlots = { [self] free in

@@ -1,0 +1,65 @@
+// Metalink input: `rangeget FILE.meta4`, `rangeget --metalink FILE|URL`. The
+// document is read (a local file, or fetched into memory: at most 16 MiB,
+// as the reader takes no more) and its files become the entries of a list:
+// each file's mirrors in priority order, its name inside -d, its size, its
+// strongest whole-file hash and its piece hashes. A Metalink of one file is
+// downloaded as a single file is (-o may rename it); several go as -i does.
+import Dispatch
+import Foundation
+import RangeGet
+import Synchronization
+
+enum MetalinkInput {
+    /// True when `argument` names a Metalink document by its extension
+    /// (`.meta4`, Metalink 4; `.metalink`, Metalink 3), as a path or a URL.
+    static func namesMetalink(_ argument: String) -> Bool {
+        let path = argument.split(separator: "?", maxSplits: 1).first.map(String.init) ?? argument
+        let lower = path.lowercased()
+        return lower.hasSuffix(".meta4") || lower.hasSuffix(".metalink")
+    }
+
+    /// The files of the Metalink at `source` (a path, or an http(s) URL
+    /// fetched with `options`), as a list's entries and the files refused.
+    static func read(_ source: String, options: DownloadOptions) throws(UsageError) -> ListFile {
+        let bytes = try document(at: source, options: options)
+        let metalink: Metalink
+        do {
+            metalink = try Metalink(parsing: bytes)
+        } catch {
+            throw UsageError("cannot read Metalink \(source): \(error.message)")
+        }
+        return metalink.list
+    }
+
+    /// The bytes of the document at `source`.
+    private static func document(at source: String, options: DownloadOptions) throws(UsageError) -> [UInt8] {
+        let lower = source.lowercased()
+        guard lower.hasPrefix("http://") || lower.hasPrefix("https://") else {
+            guard let data = FileManager.default.contents(atPath: source) else {
+                throw UsageError("cannot read Metalink \(source): \(systemReason(errno))")
+            }
+            return Array(data)
+        }
+        var fetching = options
+        fetching.checksum = nil
+        fetching.pieces = nil
+        fetching.discovery = false
+        let fetched = Mutex<Result<Data, DownloadError>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        Task { [fetching] in
+            let result: Result<Data, DownloadError>
+            do throws(DownloadError) {
+                result = .success(try await Download.data(from: source, options: fetching))
+            } catch {
+                result = .failure(error)
+            }
+            fetched.withLock { $0 = result }
+            done.signal()
+        }
+        done.wait()
+        switch fetched.withLock({ $0 })! {
+        case let .success(data): return Array(data)
+        case let .failure(error): throw UsageError("cannot fetch Metalink \(source): \(error.commandLineText)")
+        }
+    }
+}
