@@ -34,7 +34,8 @@ enum GetCommand {
             name: nil,
             usage: [
                 Usage("[OPTIONS] URL [MIRROR-URL...]", "download one file (several URLs: mirrors of it)"),
-                Usage("[OPTIONS] -i LIST", "download every file in LIST")
+                Usage("[OPTIONS] -i LIST", "download every file in LIST"),
+                Usage("[OPTIONS] FILE.meta4", "download the files a Metalink lists, every piece checked")
             ],
             summary: """
                 Download a file over many connections at once, resumably: run the same command again after
@@ -242,7 +243,8 @@ enum GetCommand {
                     urls = try settings.take(reading.entries[0])
                 } else {
                     guard settings.output == nil else {
-                        throw UsageError("-o names one file; \(metalink) lists \(reading.entries.count + reading.problems.count)")
+                        throw UsageError(
+                            "-o names one file; \(metalink) lists \(reading.entries.count + reading.problems.count)")
                     }
                     guard settings.checksumFile == nil else {
                         throw UsageError("--checksum-file goes with -i; a Metalink carries its own hashes")

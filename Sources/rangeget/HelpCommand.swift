@@ -55,6 +55,11 @@ enum HelpCommand {
         ),
         ("rangeget -d ~/Downloads https://example.org/get?id=42", "the name from Content-Disposition"),
         (
+            "rangeget -d isos https://example.org/release.meta4",
+            "a Metalink: its mirrors, every piece checked as it lands"
+        ),
+        ("rangeget verify --repair -M release.meta4 isos/big.iso", "check a file; fetch only its bad pieces again"),
+        (
             "rangeget --checksum sha256=9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08 https://example.org/big.iso",
             "verified before it gets its final name"
         ),
@@ -78,11 +83,6 @@ enum HelpCommand {
         (
             "rangeget serve ./files --rate-per-connection 10M --latency 50 --fault 'stall:1048576@request=3'",
             "a test server: 10 MiB/s per connection, 50 ms latency, the third request stalls after 1 MiB"
-        ),
-        ("rangeget serve ./files --rate-total 40M", "a mirror whose 40 MiB/s uplink all connections share"),
-        (
-            "rangeget serve ./files --rate-per-connection 10M --burst 2M",
-            "2 MiB at once, then a pause: nginx's default limit_rate pacing"
         )
     ]
 

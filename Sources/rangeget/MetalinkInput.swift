@@ -4,10 +4,8 @@
 // each file's mirrors in priority order, its name inside -d, its size, its
 // strongest whole-file hash and its piece hashes. A Metalink of one file is
 // downloaded as a single file is (-o may rename it); several go as -i does.
-import Dispatch
 import Foundation
 import RangeGet
-import Synchronization
 
 enum MetalinkInput {
     /// True when `argument` names a Metalink document by its extension
@@ -43,21 +41,11 @@ enum MetalinkInput {
         var fetching = options
         fetching.checksum = nil
         fetching.pieces = nil
+        fetching.expectedSize = nil
         fetching.discovery = false
-        let fetched = Mutex<Result<Data, DownloadError>?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        Task { [fetching] in
-            let result: Result<Data, DownloadError>
-            do throws(DownloadError) {
-                result = .success(try await Download.data(from: source, options: fetching))
-            } catch {
-                result = .failure(error)
-            }
-            fetched.withLock { $0 = result }
-            done.signal()
-        }
-        done.wait()
-        switch fetched.withLock({ $0 })! {
+        switch waitFor({ [fetching] () async throws(DownloadError) in
+            try await Download.data(from: source, options: fetching)
+        }) {
         case let .success(data): return Array(data)
         case let .failure(error): throw UsageError("cannot fetch Metalink \(source): \(error.commandLineText)")
         }

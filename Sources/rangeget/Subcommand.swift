@@ -25,6 +25,7 @@ struct Subcommand {
     static var named: [Subcommand] {
         [
             Subcommand(StatusCommand.command, run: StatusCommand.run),
+            Subcommand(VerifyCommand.command, run: VerifyCommand.run),
             Subcommand(BenchCommand.command, run: BenchCommand.run),
             Subcommand(ServeCommand.command, run: ServeCommand.run),
             Subcommand(HelpCommand.command, run: HelpCommand.run)

@@ -94,6 +94,7 @@ final class ReadmeTests: XCTestCase {
         let rest = Array(arguments.dropFirst())
         switch arguments.first {
         case "status": try parse(StatusCommand.command, StatusSettings(), rest)
+        case "verify": try parse(VerifyCommand.command, VerifySettings(), rest)
         case "bench": try parse(BenchCommand.command, BenchSettings(), rest)
         case "serve": try parse(ServeCommand.command, ServeSettings(), rest)
         case "help": try parse(HelpCommand.command, HelpSettings(), rest)

@@ -56,6 +56,12 @@ package struct Manifest: Codable, Equatable, Sendable {
         done = RangeSet()
     }
 
+    /// True when every done byte is in a piece verified against `pieces`.
+    package func isProven(by pieces: PieceHashes?) -> Bool {
+        guard let pieces, pieceList == pieces.fingerprint, let verified else { return false }
+        return done.subtracting(verified).isEmpty
+    }
+
     /// Every URL known to serve this file: `url`, then `urls`.
     package var knownURLs: [String] { [url] + (urls ?? []) }
 

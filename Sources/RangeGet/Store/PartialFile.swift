@@ -204,7 +204,7 @@ final class PartialFile {
         if reason == nil, file.currentSize() < (stored.done.ranges.last?.end ?? 0) {
             reason = "\(file.path) is shorter than its manifest says"
         }
-        if reason == nil, stored.etag == nil, stored.lastModified == nil,
+        if reason == nil, stored.etag == nil, stored.lastModified == nil, !stored.isProven(by: options.pieces),
             let differing = try spotCheck(stored, against: remote, compare: compare)
         {
             // Nothing to send as If-Range: a few stored bytes were compared with the server's.
@@ -256,6 +256,9 @@ final class PartialFile {
             guard storedTag == theirs else { throw refuse("serves ETag \(theirs), not \(storedTag)") }
             return
         }
+        // Bytes that matched their published piece digests are the file's,
+        // whoever serves it: nothing to compare.
+        if stored.isProven(by: options.pieces) { return }
         if let differing = try spotCheck(stored, against: remote, compare: compare) {
             throw refuse("serves other bytes at \(differing)")
         }
