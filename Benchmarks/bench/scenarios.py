@@ -19,9 +19,12 @@ from .common import GiB, MiB
 # file_size; set: a directory of generated files (file_set) instead of bulk/;
 # large: a large file heading the list; est(count): the expected wall in seconds,
 # for the timeout when the ideal is a peer's wall; files_per_s: a files/s column.
-# cpu_per_gib: a CPU s/GiB column.  notes: tool -> a note for its row.  note: a
-# paragraph under the ideal.  one_url: tools that take one URL (they get the
-# last, fastest, mirror).  Resume scenarios: signal and when; timeouts: see
+# cpu_per_gib: a CPU s/GiB column.  columns: [(title, key)]: a column per key
+# of the runs (a number: the median over the ok runs; a flag: k/n; a text: its
+# distinct values), also in the CSV's `details`.  kind: the Bench method that
+# runs the scenario (bench/verified.py).  notes: tool -> a note for its row.
+# note: a paragraph under the ideal.  one_url: tools that take one URL (they get
+# the last, fastest, mirror).  Resume scenarios: signal and when; timeouts: see
 # Bench.timeout_for.
 #
 # GOAL KINDS (constructors below): fraction(X): ideal / rangeget's median wall
@@ -30,7 +33,11 @@ from .common import GiB, MiB
 # served(Z): median bytes served / size <= Z.  rss(N, AT): median peak RSS at the
 # scenario's size ("1x") or at 4x ("4x") <= N MiB.  flat(): RSS(4x) <= 1.2 x
 # RSS(1x) + 2 MiB.  peak(N): rangeget's median peak RSS <= N MiB.
-# files_rate(OTHER, Y): rangeget's files/s / OTHER's >= Y (list scenarios).  A goal
+# files_rate(OTHER, Y): rangeget's files/s / OTHER's >= Y (list scenarios).
+# value(KEY, OP, X, LABEL, TOOL): the median of the runs' own number KEY over
+# TOOL's ok runs OP X.  every(KEY, LABEL, TOOL): the flag KEY set in every run of
+# TOOL, ok or not (shown k/n).  added_cpu(TOOL, OTHER, F): (TOOL's median CPU -
+# OTHER's) per GiB <= F x openssl's SHA-256 s/GiB measured in the run.  A goal
 # about another tool (the peer is not run, or has no ok run) is "not checked";
 # rangeget without an ok run misses it.
 
@@ -70,6 +77,24 @@ def files_rate(other, y):
     """rangeget's files per second / OTHER's >= y (the same list for both: the
     inverse of the wall ratio)."""
     return dict(kind="files_rate", other=other, label=f"rangeget / {other} files/s", op=">=", target=y)
+
+
+def value(key, op, target, label, tool="rangeget"):
+    """The median over tool's ok runs of the per-run number KEY (a scenario's own
+    measure, e.g. the MiB served beyond the size) op target."""
+    return dict(kind="value", key=key, tool=tool, label=label, op=op, target=target)
+
+
+def every(key, label, tool="rangeget"):
+    """In every run of tool (ok or not) the per-run flag KEY is true; shown as k/n."""
+    return dict(kind="every", key=key, tool=tool, label=label, op="", target=None)
+
+
+def added_cpu(tool, other, factor):
+    """(tool's median CPU - other's) per GiB <= factor x openssl's SHA-256 s/GiB
+    measured in the same scenario (out["sha256_s_per_gib"])."""
+    return dict(kind="added_cpu", tool=tool, other=other, factor=factor, op="<=", target=None,
+                label=f"added CPU s/GiB ({tool} - {other})")
 
 
 ONE_STREAM = "one stream: not a segmented downloader"
