@@ -281,7 +281,14 @@ def start_nginx(cert=None, key=None, servers=None, tag="nginx", ports=None):
     if not nginx:
         raise SystemExit("nginx not found and could not be installed")
     servers = NGINX_SERVERS if servers is None else servers
-    ports = {name: (ports or {}).get(name) or free_port() for name, o in servers.items() if cert or not o.get("tls")}
+    wanted = [name for name, o in servers.items() if cert or not o.get("tls")]
+    ports = {name: port for name, port in (ports or {}).items() if name in wanted}
+    for name in wanted:
+        # free_port() closes the port it found, so two calls may return the same one: nginx then
+        # serves both servers' requests from the first ("conflicting server name" in its error log)
+        while name not in ports or list(ports.values()).count(ports[name]) > 1:
+            ports[name] = free_port()
+    ports = {name: ports[name] for name in wanted}
     logs = {name: os.path.join(LOGS, f"nginx-{name}.access.log") for name in ports}
     for d in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
         os.makedirs(os.path.join(WORK, "nginx-tmp", d), exist_ok=True)
