@@ -313,10 +313,13 @@ def summarize(name, sc, out):
 
 
 def column_cell(runs, key):
-    """A `columns` cell: the median of a number, k/n of a flag, the distinct values of a text."""
+    """A `columns` cell: the median of a number (of each element of a list of
+    numbers, joined by /), k/n of a flag, the distinct values of a text."""
     values = [x[key] for x in runs if x.get(key) is not None]
     if not values:
         return "-"
+    if all(isinstance(v, list) for v in values) and len({len(v) for v in values}) == 1:
+        return "/".join(f"{med(list(column)):.1f}" for column in zip(*values))
     if all(isinstance(v, bool) for v in values):
         return f"{sum(values)}/{len(values)}"
     if all(isinstance(v, (int, float)) for v in values):
