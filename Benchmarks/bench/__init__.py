@@ -12,6 +12,9 @@
     measure     running one tool: wall, CPU, peak RSS, SHA-256, signals
     runner      Bench: each kind of scenario (download, resume, list, memory)
                 run in shuffled rounds
+    verified    the verified downloads (Metalink pieces and bad mirrors, a
+                damaged .part resumed, Link/Digest headers, the cost of
+                piece hashes), mixed into Bench
     report      tables, goals checked, the results .md and .csv
 
 Python 3 stdlib only."""

@@ -1,6 +1,7 @@
 """Running one tool and measuring it: its own process group, wall (monotonic),
 CPU (os.wait4), peak RSS (GNU time), timeouts and signals; SHA-256 of an
-output; the page cache made even before a scenario; medians."""
+output; the page cache made even before a scenario; openssl's SHA-256 speed;
+medians."""
 import hashlib
 import os
 import re
@@ -122,6 +123,19 @@ def timed_out(res):
     """The failure note of a run killed at its timeout ("timed out" is what the ok
     column counts; a tool that did not run is "skipped" there)."""
     return f"timed out (killed after {res['limit']:.0f} s)" if res.get("limit") else "timed out"
+
+
+def sha256_seconds_per_gib(seconds=3):
+    """What one core needs to hash 1 GiB with SHA-256, from `openssl speed
+    -seconds S -bytes 1048576 sha256` (1 MiB blocks, as the Metalink pieces of
+    piece-hash-cost); None without openssl or a line to read."""
+    try:
+        r = subprocess.run(["openssl", "speed", "-seconds", str(seconds), "-bytes", str(MiB), "sha256"],
+                           capture_output=True, text=True, timeout=seconds * 5 + 30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.search(r"^sha256\s+([\d.]+)k\s*$", r.stdout, re.M)  # 1000s of bytes per second
+    return (1 << 30) / (float(m.group(1)) * 1000) if m else None
 
 
 def med(xs):

@@ -85,10 +85,37 @@ def check_goals(name, sc, out):
             shown = f"{len(good)}/{len(runs)}" + (f" ({timeouts} timed out)" if timeouts else "")
             add(g, "met" if runs and len(good) == len(runs) else "MISSED", shown=shown)
             continue
+        if kind == "every":  # a per-run flag, over every run (ok or not) of its tool
+            mine = res.get(g["tool"], [])
+            if not mine:
+                add(g, "MISSED", why=f"{g['tool']} not run", shown="not run")
+                continue
+            n = sum(1 for x in mine if x.get(g["key"]))
+            add(g, "met" if n == len(mine) else "MISSED", shown=f"{n}/{len(mine)}")
+            continue
         if not good:
             add(g, "MISSED", why="rangeget had no ok run", shown="no ok run")
             continue
-        if kind == "fraction":
+        if kind == "value":
+            value = median(g["tool"], g["key"])
+            if value is None:
+                add(g, "MISSED", why=f"{g['tool']} had no ok run with a value", shown="none")
+                continue
+        elif kind == "added_cpu":  # per GiB, against openssl's SHA-256 on this machine
+            speed = out.get("sha256_s_per_gib")
+            mine, ref = median(g["tool"], "cpu"), median(g["other"], "cpu")
+            if not speed or mine is None or ref is None:
+                add(g, "not checked" if speed is None or ref is None else "MISSED", shown="none",
+                    target_shown=f"{g['factor']:g} x openssl sha256 s/GiB",
+                    why="openssl speed not measured" if not speed else "a row without an ok run")
+                continue
+            value = (mine - ref) / (out["size"] / GiB)
+            limit = round(g["factor"] * speed, 3)
+            g = dict(g, target=limit)
+            add(g, "met" if value <= limit else "MISSED", value,
+                target_shown=f"{g['factor']:g} x openssl sha256 {speed:.3f} = {limit:.3f}")
+            continue
+        elif kind == "fraction":
             wall = median("rangeget", "wall")
             if out["ideal"] is None:
                 add(g, "not checked", why="no ideal (its yardstick has no ok run)")
@@ -216,7 +243,7 @@ def summarize(name, sc, out):
     extra_cols = (["CPU s/GiB"] if sc.get("cpu_per_gib") else []) + (
         ["files/s"] if sc.get("files_per_s") else []) + (
         [f"peak RSS MiB at {human(out.get('small_size', 0))}", "flat"] if name == "memory" else []) + (
-        ["bytes served / size"] if name.startswith("resume") else [])
+        ["bytes served / size"] if name.startswith("resume") else []) + [t for t, _ in sc.get("columns", ())]
     has_conns = any(x.get("conns") is not None for v in res.values() for x in v)
     cols = ["tool", "ok", "median wall s", "median CPU s", "median peak RSS MiB", "wall / rangeget's",
             "fraction of ideal"] + (["TCP conns"] if has_conns else []) + extra_cols + ["note"]
@@ -258,6 +285,8 @@ def summarize(name, sc, out):
                 note = "; ".join(([note] if note else []) + [f"{rss / s:.2f}x" if rss else ""]).strip("; ")
         elif name.startswith("resume"):
             extra += [fmt(served, 3)]
+        details = [(title, column_cell(good or runs, key)) for title, key in sc.get("columns", ())]
+        extra += [cell for _, cell in details]
         lines.append("| " + " | ".join([tool, ok, fmt(wall), fmt(cpu), fmt(rss, 1), fmt(ratio), fmt(frac)]
                                       + ([fmt(tcp, 0)] if has_conns else []) + extra
                                       + [note.replace("|", "/")]) + " |")
@@ -265,6 +294,7 @@ def summarize(name, sc, out):
                          cpu_median=rnd(cpu), rss_median_mib=rnd(rss, 1), ratio_to_rangeget=rnd(ratio),
                          fraction_of_ideal=rnd(frac), bytes_served_ratio=rnd(served, 4), tcp_conns=rnd(tcp, 1),
                          timeouts=timeouts if runs else "", files_per_s=rnd(files_per_s, 1),
+                         details="; ".join(f"{t}: {c}" for t, c in details),
                          delivered_mib_s=rnd(med([x["delivered"] for x in good if x.get("delivered")]) / MiB
                                              if any(x.get("delivered") for x in good) else None),
                          note=(f"rss at {human(out['small_size'])}: {fmt(out['small_rss'].get(tool), 1)} MiB; "
@@ -280,6 +310,21 @@ def summarize(name, sc, out):
         lines.append(f"Compared (no goal): {', '.join(compared)}.  ")
     lines.append(goals_line(checked))
     return "\n".join(lines) + "\n", rows + goal_rows(checked), checked
+
+
+def column_cell(runs, key):
+    """A `columns` cell: the median of a number (of each element of a list of
+    numbers, joined by /), k/n of a flag, the distinct values of a text."""
+    values = [x[key] for x in runs if x.get(key) is not None]
+    if not values:
+        return "-"
+    if all(isinstance(v, list) for v in values) and len({len(v) for v in values}) == 1:
+        return "/".join(f"{med(list(column)):.1f}" for column in zip(*values))
+    if all(isinstance(v, bool) for v in values):
+        return f"{sum(values)}/{len(values)}"
+    if all(isinstance(v, (int, float)) for v in values):
+        return fmt(med(values))
+    return "; ".join(dict.fromkeys(str(v) for v in values))
 
 
 def delivered_line(sc, res, ideal):
@@ -332,7 +377,7 @@ def rnd(x, nd=3):
 CSV_COLS = ["date", "commit", "scenario", "tool", "runs", "ok", "wall_median", "cpu_median",
             "rss_median_mib", "ratio_to_rangeget", "fraction_of_ideal", "bytes_served_ratio", "note",
             "tcp_conns", "timeouts", "kind", "goal", "goal_value", "goal_outcome", "label", "binary_sha256",
-            "rangeget_version", "cpu_model", "kernel", "files_per_s", "delivered_mib_s"]
+            "rangeget_version", "cpu_model", "kernel", "files_per_s", "delivered_mib_s", "details"]
 
 
 def git(*a):

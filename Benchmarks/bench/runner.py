@@ -1,5 +1,6 @@
 """Bench: runs each kind of scenario (a download, a resume, a list of files,
-memory) with every tool, in shuffled rounds, and checks every output."""
+memory, and the verified downloads of verified.py) with every tool, in
+shuffled rounds, and checks every output."""
 import os
 import random
 import shutil
@@ -14,9 +15,10 @@ from .scenarios import SCENARIOS
 from .servers import (NGINX_SERVERS, RELAYS, data_file, delivered_rate, file_set, log_entries, log_size,
                       served_bytes, start_relay, start_serve, stop_group)
 from .tools import AXEL_TLS_NOTE, BULK_NOTES, STREAMS, base_tool, bulk_command, command, row_order, slug
+from .verified import VerifiedDownloads
 
 
-class Bench:
+class Bench(VerifiedDownloads):
     def __init__(self, args):
         self.args = args
         self.quick = args.quick

@@ -19,9 +19,13 @@ from .common import GiB, MiB
 # file_size; set: a directory of generated files (file_set) instead of bulk/;
 # large: a large file heading the list; est(count): the expected wall in seconds,
 # for the timeout when the ideal is a peer's wall; files_per_s: a files/s column.
-# cpu_per_gib: a CPU s/GiB column.  notes: tool -> a note for its row.  note: a
-# paragraph under the ideal.  one_url: tools that take one URL (they get the
-# last, fastest, mirror).  Resume scenarios: signal and when; timeouts: see
+# cpu_per_gib: a CPU s/GiB column.  columns: [(title, key)]: a column per key
+# of the runs (a number: the median over the ok runs; a list of numbers: each
+# one's median, joined by /; a flag: k/n; a text: its distinct values), also in
+# the CSV's `details`.  kind: the Bench method that
+# runs the scenario (bench/verified.py).  notes: tool -> a note for its row.
+# note: a paragraph under the ideal.  one_url: tools that take one URL (they get
+# the last, fastest, mirror).  Resume scenarios: signal and when; timeouts: see
 # Bench.timeout_for.
 #
 # GOAL KINDS (constructors below): fraction(X): ideal / rangeget's median wall
@@ -30,7 +34,11 @@ from .common import GiB, MiB
 # served(Z): median bytes served / size <= Z.  rss(N, AT): median peak RSS at the
 # scenario's size ("1x") or at 4x ("4x") <= N MiB.  flat(): RSS(4x) <= 1.2 x
 # RSS(1x) + 2 MiB.  peak(N): rangeget's median peak RSS <= N MiB.
-# files_rate(OTHER, Y): rangeget's files/s / OTHER's >= Y (list scenarios).  A goal
+# files_rate(OTHER, Y): rangeget's files/s / OTHER's >= Y (list scenarios).
+# value(KEY, OP, X, LABEL, TOOL): the median of the runs' own number KEY over
+# TOOL's ok runs OP X.  every(KEY, LABEL, TOOL): the flag KEY set in every run of
+# TOOL, ok or not (shown k/n).  added_cpu(TOOL, OTHER, F): (TOOL's median CPU -
+# OTHER's) per GiB <= F x openssl's SHA-256 s/GiB measured in the run.  A goal
 # about another tool (the peer is not run, or has no ok run) is "not checked";
 # rangeget without an ok run misses it.
 
@@ -72,7 +80,26 @@ def files_rate(other, y):
     return dict(kind="files_rate", other=other, label=f"rangeget / {other} files/s", op=">=", target=y)
 
 
+def value(key, op, target, label, tool="rangeget"):
+    """The median over tool's ok runs of the per-run number KEY (a scenario's own
+    measure, e.g. the MiB served beyond the size) op target."""
+    return dict(kind="value", key=key, tool=tool, label=label, op=op, target=target)
+
+
+def every(key, label, tool="rangeget"):
+    """In every run of tool (ok or not) the per-run flag KEY is true; shown as k/n."""
+    return dict(kind="every", key=key, tool=tool, label=label, op="", target=None)
+
+
+def added_cpu(tool, other, factor):
+    """(tool's median CPU - other's) per GiB <= factor x openssl's SHA-256 s/GiB
+    measured in the same scenario (out["sha256_s_per_gib"])."""
+    return dict(kind="added_cpu", tool=tool, other=other, factor=factor, op="<=", target=None,
+                label=f"added CPU s/GiB ({tool} - {other})")
+
+
 ONE_STREAM = "one stream: not a segmented downloader"
+NO_METALINK = "reads no Metalink"
 # The resume scenarios' notes (smoothed and bursty alike).
 KILL_NOTE = ("The peers save their resume state periodically, by default later than the kill: aria2c "
              "its control file every 60 s (`--auto-save-interval`), axel every 10 s (`save_state_interval`), "
@@ -370,4 +397,81 @@ SCENARIOS = {
         what="peak RSS of the loopback run and of a file 4x as large (unthrottled nginx)",
         ideal=None, ideal_text="median wall of one curl stream at 4x the size",
         goals=[rss(20, "1x"), rss(20, "4x"), flat()]),
+    "metalink": dict(
+        kind="metalink", size=(256 * MiB, 64 * MiB), server=["ml-other", "ml-flip", "ml-good"], n=8, piece=MiB,
+        what=("a Metalink 4 with 1 MiB SHA-256 pieces and the file's SHA-256, 3 unthrottled nginx mirrors "
+              "(all priority 1, in this order): a different file of the same size, the file with one byte "
+              "flipped in one piece, the good file; the same ETag and Last-Modified on all three"),
+        ideal=None, ideal_text="none: the goals are about the bytes; aria2c's wall and bytes beside rangeget's",
+        note=("Bytes served: nginx's `$body_bytes_sent` summed over the three mirrors (what they sent, read "
+              "or not).  The different file and the flipped copy have the good file's size and mtime, so "
+              "nginx's validators (ETag: mtime-size, Last-Modified) are the same on every mirror.  Bad pieces "
+              "and dropped: rangeget's --json (`badPieces`, `dropped` of each mirror; `after N MiB from it` is "
+              "that mirror's `bytes`); MiB fetched: its `bytesFetched`, what it read."),
+        columns=[("MiB served (different/flipped/good)", "per_mirror_mib"), ("bytes served / size", "served"),
+                 ("MiB fetched (--json)", "fetched_mib"),
+                 ("bad pieces (--json, per mirror)", "bad_pieces"), ("different mirror dropped", "other_dropped")],
+        goals=[value("over_mib", "<=", 8, "bytes served - size, MiB"),
+               every("other_dropped_ok", "the different mirror dropped in every run")],
+        compare=[("rangeget / aria2c wall", "rangeget", "aria2c", "wall"),
+                 ("rangeget / aria2c bytes served", "rangeget", "aria2c", "served")],
+        skip={"axel": NO_METALINK, "lftp": NO_METALINK, "curl": NO_METALINK}),
+    "metalink-resume": dict(
+        kind="metalink_resume", size=(256 * MiB, 64 * MiB), server="r10", n=8, piece=MiB,
+        estimate=lambda s: s / (8 * 10 * MiB), stop_at=0.5,
+        what=("nginx 10 MiB/s per connection, smoothed: `rangeget -o NAME URL` stopped by SIGINT halfway "
+              "(0.5 x size / (8 x 10 MiB/s) after its start), one byte flipped in the middle of a piece lying "
+              "wholly inside a done range of NAME.part, then `rangeget --metalink F -o NAME` (1 MiB SHA-256 "
+              "pieces and the file's SHA-256; the same URL)"),
+        ideal=None, ideal_text="none: the goals are about the bytes (wall and CPU are the resume's)",
+        note=("Missing: the size less the done ranges of NAME.part.json after the SIGINT.  Served: nginx's "
+              "`$body_bytes_sent` over the resume's requests; it also counts what nginx had sent of a request "
+              "the client cut (a range whose remainder another connection took over at the end), which the "
+              "client never read: so the bytes goal is on rangeget's --json `bytesFetched`, and the server's "
+              "count is beside it.  Pieces beyond the missing bytes: (bytes - missing) / 1 MiB.  Refetched: "
+              "the pieces wholly inside the done ranges that a request of the resume overlapped (nginx's log "
+              "of the Range headers), against the flipped one.  No peer: the damaged `.part` and its manifest "
+              "are rangeget's."),
+        columns=[("done at the SIGINT", "done_frac"), ("MiB missing", "missing_mib"),
+                 ("MiB served to the resume", "resume_mib"), ("pieces beyond missing, served", "extra_pieces"),
+                 ("pieces beyond missing, --json bytesFetched", "fetched_extra_pieces"),
+                 ("flipped piece", "flipped"), ("done pieces refetched (log)", "refetched"),
+                 ("bad pieces (--json)", "bad_pieces")],
+        goals=[every("one_piece", "the flipped piece, and only it, refetched from the done ranges, file right"),
+               value("fetched_extra_pieces", "<=", 1.0, "(bytesFetched - missing) / piece")],
+        skip={"aria2c": "resumes its own .aria2 state, not rangeget's .part", "axel": NO_METALINK,
+              "lftp": NO_METALINK, "curl": NO_METALINK}),
+    "digest-headers": dict(
+        kind="digest_headers", size=(256 * MiB, 64 * MiB), server=["dg-origin", "dg-mirror"],
+        wrong_origin="dg-wrong", n=8, variants=["rangeget (wrong Digest)", "aria2c (wrong Digest)"],
+        what=("an nginx of its own, unthrottled: the origin answers with `Link: <MIRROR/NAME>; rel=duplicate; "
+              "pri=1` and `Digest: SHA-256=<base64>`, the mirror is plain; each tool gets only the origin's URL. "
+              "Rows (wrong Digest): an origin whose Digest is another file's, the same Link"),
+        ideal=None, ideal_text="none: the goals are about the mirror used and the digest checked",
+        note=("MiB served: nginx's `$body_bytes_sent` of the origin and of the mirror.  A (wrong Digest) run "
+              "is ok when the tool refuses the file: a non-zero exit and, for rangeget, no file under its name. "
+              "axel, lftp and curl read neither header."),
+        columns=[("MiB served (origin/mirror)", "per_mirror_mib"), ("exit", "rcs"), (".part kept", "part_kept"),
+                 ("mirrors in --json", "discovered")],
+        goals=[every("both_used", "origin and mirror both sent bytes, file right, in every run"),
+               every("exit3_part", "wrong Digest: exit 3, .part kept, no file", tool="rangeget (wrong Digest)")],
+        skip={"axel": "reads neither Link: rel=duplicate nor Digest", "lftp": "reads neither Link nor Digest",
+              "curl": "reads neither Link nor Digest"}),
+    "piece-hash-cost": dict(
+        kind="piece_hash_cost", size=(1 * GiB, 256 * MiB), server="open", n=8, piece=MiB, openssl_seconds=3,
+        variants=["rangeget (Metalink)", "rangeget (Metalink + file hash)", "aria2c (Metalink)"],
+        what=("unthrottled nginx: each tool by plain URL and from a Metalink of the same URL with 1 MiB SHA-256 "
+              "pieces and no whole-file hash (`+ file hash`: with it too), in the same rounds"),
+        ideal=None, ideal_tool="rangeget",
+        ideal_text="median wall of rangeget by plain URL (no hashes) in this run",
+        note=("Added CPU: rangeget (Metalink)'s median CPU (user + sys of the process) less rangeget's by plain "
+              "URL, per GiB, against what openssl needs to hash a GiB on one core here (`openssl speed "
+              "-seconds 3 -bytes 1048576 sha256`, above).  Both rangeget rows print --json."),
+        cpu_per_gib=True,
+        goals=[ratio("rangeget", "wall", 1.15, "Metalink / plain wall", tool="rangeget (Metalink)"),
+               added_cpu("rangeget (Metalink)", "rangeget", 1.1)],
+        compare=[("aria2c Metalink / plain wall", "aria2c (Metalink)", "aria2c", "wall"),
+                 ("rangeget (Metalink + file hash) / plain wall", "rangeget (Metalink + file hash)", "rangeget",
+                  "wall")],
+        skip={"axel": NO_METALINK, "lftp": NO_METALINK, "curl": NO_METALINK}),
 }

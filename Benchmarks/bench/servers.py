@@ -1,5 +1,6 @@
 """What the tools download from: nginx (NGINX_SERVERS), relay.py (RELAYS),
-`rangeget serve`, the self-signed certificate, the data files they serve, and
+`rangeget serve`, the self-signed certificate, the data files they serve (and the
+Metalink documents and altered mirror copies of them), and
 what nginx's access logs say about a run (connections, protocols, bytes)."""
 import hashlib
 import json
@@ -13,6 +14,7 @@ import sys
 import time
 
 from .common import DATA, HERE, LIVE, LOGS, MiB, REPO, WORK, log, which
+from .measure import sha256_of
 
 
 # nginx servers: name -> limit_rate (per connection; "0" = none) and options:
@@ -29,7 +31,12 @@ NGINX_SERVERS = {"open": dict(rate="0"), "cap20": dict(rate="20m"), "tls": dict(
                  "u40": dict(rate="0", sndbuf="256k"),
                  "cap20b": dict(rate="20m", bursty=True),
                  "r10": dict(rate="10m"), "r10b": dict(rate="10m", bursty=True), "b20": dict(rate="20m"),
-                 "lists": dict(rate="0")}
+                 "lists": dict(rate="0"),
+                 # metalink: three unthrottled mirrors of one path, each from a root of its own (see
+                 # altered_copy: the same size and mtime, so the same ETag and Last-Modified)
+                 "ml-other": dict(rate="0", label="different file", root=os.path.join(DATA, "metalink-other")),
+                 "ml-flip": dict(rate="0", label="one byte flipped", root=os.path.join(DATA, "metalink-flip")),
+                 "ml-good": dict(rate="0", label="good")}
 # relays (Benchmarks/relay.py) in front of an nginx server: name -> the backend
 # server, relay.py's pacing options and a label.  A scenario names them like
 # servers; their URLs have the backend's scheme, their requests are in the
@@ -124,6 +131,87 @@ def file_set(rel_dir, count, size):
     return [(os.path.join(d, n), files[n][1]) for n in names]
 
 
+def piece_hashes(path, piece):
+    """The SHA-256 of every `piece` bytes of path (the last piece may be shorter), as
+    hex, computed with hashlib once and cached next to the file
+    (PATH.pieces-N.json, checked against size and mtime)."""
+    cache = f"{path}.pieces-{piece}.json"
+    st = os.stat(path)
+    try:
+        c = json.load(open(cache))
+        if (c["size"], c["mtime_ns"]) == (st.st_size, st.st_mtime_ns):
+            return c["pieces"]
+    except (OSError, ValueError, KeyError):
+        pass
+    pieces = []
+    with open(path, "rb") as f:
+        while b := f.read(piece):
+            pieces.append(hashlib.sha256(b).hexdigest())
+    json.dump({"size": st.st_size, "mtime_ns": st.st_mtime_ns, "pieces": pieces}, open(cache, "w"))
+    return pieces
+
+
+def write_metalink(meta_path, src, sha, urls, piece=MiB, whole=True, name=None):
+    """The one Metalink 4 (RFC 5854) writer of every scenario: a document at
+    meta_path for the file src (SHA-256 sha) named `name` (default src's base
+    name), with its <size>, its whole-file <hash type="sha-256"> (unless whole is
+    False), <pieces length=PIECE type="sha-256"> from piece_hashes (unless piece is
+    None), and one <url priority="1"> per URL in the order given (rangeget and
+    aria2c keep that order among equal priorities).  Returns meta_path."""
+    name = name or os.path.basename(src)
+    lines = ['<?xml version="1.0" encoding="UTF-8"?>',
+             '<metalink xmlns="urn:ietf:params:xml:ns:metalink">',
+             f'  <file name="{name}">',
+             f"    <size>{os.path.getsize(src)}</size>"]
+    if whole:
+        lines.append(f'    <hash type="sha-256">{sha}</hash>')
+    if piece:
+        lines.append(f'    <pieces length="{piece}" type="sha-256">')
+        lines += [f"      <hash>{h}</hash>" for h in piece_hashes(src, piece)]
+        lines.append("    </pieces>")
+    lines += [f'    <url priority="1">{u}</url>' for u in urls]
+    lines += ["  </file>", "</metalink>", ""]
+    os.makedirs(os.path.dirname(meta_path), exist_ok=True)
+    open(meta_path, "w").write("\n".join(lines))
+    return meta_path
+
+
+def altered_copy(src, rel_dir, flip_at=None):
+    """DATA/REL_DIR/NAME beside src (DATA/NAME): src with the byte at flip_at
+    inverted, or, without flip_at, a different file (another keystream) of src's
+    size.  Either way it gets src's mtime, so that nginx (whose ETag is the mtime
+    and the size) sends the same ETag and Last-Modified for both: a client cannot
+    tell the copies apart by their validators.  Made once, cached like
+    data_file (checked against src's size and mtime).  Returns (path, sha256)."""
+    path = os.path.join(DATA, rel_dir, os.path.basename(src))
+    cache = path + ".sha256"
+    st = os.stat(src)
+    key = dict(size=st.st_size, src_mtime_ns=st.st_mtime_ns, flip_at=flip_at)
+    try:
+        c = json.load(open(cache))
+        if all(c.get(k) == v for k, v in key.items()) and os.stat(path).st_size == st.st_size:
+            return path, c["sha256"]
+    except (OSError, ValueError, KeyError):
+        pass
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    if flip_at is None:
+        if st.st_size >= 64 * MiB:
+            log(f"generating {os.path.relpath(path, REPO)} ({st.st_size // MiB} MiB, different bytes)")
+        sha = keystream(os.path.join(rel_dir, os.path.basename(src)), st.st_size, path)
+    else:
+        shutil.copyfile(src, path + ".tmp")
+        with open(path + ".tmp", "r+b") as f:
+            f.seek(flip_at)
+            b = f.read(1)
+            f.seek(flip_at)
+            f.write(bytes([b[0] ^ 0xFF]))
+        os.replace(path + ".tmp", path)
+        sha = sha256_of(path)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    json.dump(dict(key, sha256=sha), open(cache, "w"))
+    return path, sha
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -181,38 +269,52 @@ def make_certificate():
     return cert, key
 
 
-def start_nginx(cert=None, key=None):
-    """One nginx (daemon off, own pid/logs) with a server per NGINX_SERVERS entry
-    (TLS ones only with a certificate).
+def start_nginx(cert=None, key=None, servers=None, tag="nginx", ports=None):
+    """One nginx (daemon off, own pid/logs) with a server per entry of servers
+    (default NGINX_SERVERS; TLS ones only with a certificate).  An entry may set
+    root (default DATA) and headers ([(name, value)], nginx's add_header); ports
+    may fix some servers' ports (the others get free ones).  tag names the
+    config, pid and error log (WORK/TAG.conf ...), so a scenario can start an
+    nginx of its own beside the harness's.
     Returns (process, {name: port}, {name: access log path})."""
     nginx = which("nginx")
     if not nginx:
         raise SystemExit("nginx not found and could not be installed")
-    ports = {name: free_port() for name, o in NGINX_SERVERS.items() if cert or not o.get("tls")}
+    servers = NGINX_SERVERS if servers is None else servers
+    wanted = [name for name, o in servers.items() if cert or not o.get("tls")]
+    ports = {name: port for name, port in (ports or {}).items() if name in wanted}
+    for name in wanted:
+        # free_port() closes the port it found, so two calls may return the same one: nginx then
+        # serves both servers' requests from the first ("conflicting server name" in its error log)
+        while name not in ports or list(ports.values()).count(ports[name]) > 1:
+            ports[name] = free_port()
+    ports = {name: ports[name] for name in wanted}
     logs = {name: os.path.join(LOGS, f"nginx-{name}.access.log") for name in ports}
     for d in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
         os.makedirs(os.path.join(WORK, "nginx-tmp", d), exist_ok=True)
     # (nginx before 1.23.4 leaves TLSv1.3 out of its default ssl_protocols)
     tls = (f"ssl http2;\n        ssl_certificate {cert};\n        ssl_certificate_key {key};\n"
            f"        ssl_protocols TLSv1.2 TLSv1.3;")
-    servers = "".join(
+    servers_conf = "".join(
         f"""
     server {{  # {name}
         listen 127.0.0.1:{ports[name]}{" sndbuf=" + o["sndbuf"] if o.get("sndbuf") else ""}{" " + tls if o.get("tls") else ";"}
-        root {DATA};
+        root {o.get("root", DATA)};
         access_log {logs[name]} bench;
         limit_rate {o["rate"]};
         {f"sendfile_max_chunk {pacing_chunk(o['rate'])};" if o["rate"] != "0" and not o.get("bursty") else ""}
+        {"".join(f"add_header {n} '{v}';" for n, v in o.get("headers", ()))}
         location / {{ }}
-    }}""" for name, o in NGINX_SERVERS.items() if name in ports)
+    }}""" for name, o in servers.items() if name in ports)
     tmp = os.path.join(WORK, "nginx-tmp")
+    error_log = os.path.join(LOGS, f"{tag}-error.log")
     conf = f"""# generated by Benchmarks/run
 {"user root;" if os.geteuid() == 0 else ""}
 daemon off;
 master_process on;
 worker_processes auto;
-pid {WORK}/nginx.pid;
-error_log {LOGS}/nginx-error.log warn;
+pid {WORK}/{tag}.pid;
+error_log {error_log} warn;
 events {{ worker_connections 4096; }}
 http {{
     types {{ }}
@@ -229,22 +331,21 @@ http {{
     scgi_temp_path {tmp}/scgi;
     log_format bench '$msec $connection $server_protocol $ssl_protocol $status $bytes_sent $body_bytes_sent '
                      '"$http_range" $request_time "$request" "$http_user_agent"';
-{servers}
+{servers_conf}
 }}
 """
-    path = os.path.join(WORK, "nginx.conf")
+    path = os.path.join(WORK, f"{tag}.conf")
     open(path, "w").write(conf)
-    proc = subprocess.Popen([nginx, "-p", WORK, "-e", f"{LOGS}/nginx-error.log", "-c", path],
+    stderr = os.path.join(LOGS, f"{tag}.stderr")
+    proc = subprocess.Popen([nginx, "-p", WORK, "-e", error_log, "-c", path],
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=open(os.path.join(LOGS, "nginx.stderr"), "wb"),
-                            start_new_session=True)
+                            stderr=open(stderr, "wb"), start_new_session=True)
     LIVE.add(proc.pid)
     deadline = time.monotonic() + 10
     while not all(port_open(p) for p in ports.values()):
         if proc.poll() is not None or time.monotonic() > deadline:
-            err = open(os.path.join(LOGS, "nginx.stderr"), errors="replace").read()
-            err += open(os.path.join(LOGS, "nginx-error.log"), errors="replace").read() \
-                if os.path.exists(os.path.join(LOGS, "nginx-error.log")) else ""
+            err = open(stderr, errors="replace").read()
+            err += open(error_log, errors="replace").read() if os.path.exists(error_log) else ""
             stop_group(proc)
             raise SystemExit(f"nginx did not start:\n{err[-2000:]}")
         time.sleep(0.05)

@@ -1,6 +1,6 @@
 """The peers and rangeget: which tools run (TOOLS, LIST_ONLY), their variant rows
 (VARIANTS, STREAMS, BASELINE), how each is installed (PACKAGES, ensure_tools),
-built (build_rangeget) and invoked (command, bulk_command)."""
+built (build_rangeget) and invoked (command, metalink_command, bulk_command)."""
 import os
 import re
 import shlex
@@ -24,7 +24,13 @@ LIST_ONLY = {"wget2"}
 # (slowflush.c, SLOW_FLUSH_SKIP): what its durable completion costs, in the same run.
 VARIANTS = {"curl+sync": "curl", "rangeget (fast only)": "rangeget", "rangeget (baseline)": "rangeget",
             "rangeget -o - | sha256sum": "rangeget", "curl | sha256sum": "curl",
-            "rangeget (no flush)": "rangeget"}
+            "rangeget (no flush)": "rangeget",
+            # digest-headers: the origin's Digest header is wrong (exit 3 and the .part kept is right)
+            "rangeget (wrong Digest)": "rangeget", "aria2c (wrong Digest)": "aria2c",
+            # piece-hash-cost: the same download from a Metalink (rangeget and aria2c without one are
+            # the plain rows); "+ file hash": the Metalink also has the whole file's SHA-256
+            "rangeget (Metalink)": "rangeget", "rangeget (Metalink + file hash)": "rangeget",
+            "aria2c (Metalink)": "aria2c"}
 # Variants that write the file to stdout, into sha256sum, whose digest (in OUT.sha256) is checked.
 STREAMS = {"rangeget -o - | sha256sum", "curl | sha256sum"}
 # --baseline PATH: an earlier rangeget binary, run as the row "rangeget (baseline)"
@@ -127,6 +133,22 @@ def command(tool, rg, n, urls, out_dir, name, resume=False, ca=None):
         return ["lftp", "-c", f"{ssl}set net:max-retries 5; pget{' -c' if resume else ''} -n {n} {urls[0]} -o {out}"]
     if tool == "curl":
         return ["curl", "-s", *(["--cacert", ca] if tls else []), "-o", out, urls[0]]
+    raise ValueError(tool)
+
+
+def metalink_command(tool, rg, n, meta, out_dir, name):
+    """A download from the Metalink document meta into out_dir/name (the name
+    the document gives the file).  rangeget also prints its --json summary (the
+    per-mirror badPieces and dropped the scenarios report).  aria2c checks the
+    pieces as they land (--realtime-chunk-checksum, its default, made explicit);
+    it takes the name from the document (-o does not apply to a Metalink)."""
+    if base_tool(tool) == "rangeget":
+        rg = BASELINE if tool == "rangeget (baseline)" else rg
+        return [rg, "-q", "--json", "-n", str(n), "--metalink", meta, "-o", os.path.join(out_dir, name)]
+    if base_tool(tool) == "aria2c":
+        return ["aria2c", "-q", "-x", str(n), "-s", str(n), "-k", "1M", "--file-allocation=none",
+                "--allow-overwrite=true", "--auto-file-renaming=false", "--realtime-chunk-checksum=true",
+                "-d", out_dir, "-M", meta]
     raise ValueError(tool)
 
 
