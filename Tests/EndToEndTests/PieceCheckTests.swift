@@ -103,6 +103,10 @@ final class PieceCheckTests: EndToEndTestCase {
             dropped.contains("failed their checks") || dropped.contains("another file"), dropped)
         XCTAssertGreaterThanOrEqual(report.badPieces?.count ?? 0, 1)
         XCTAssertNil(result.mirrors.first { $0.url == server.url("f") }?.badPieces)
+        // On trial, it fetched one piece at a time, each checked before the
+        // next: two bad pieces (a trial piece may start mid-piece) and it was out.
+        XCTAssertLessThanOrEqual(report.bytes, 4 * pieceLength, "\(result.mirrors)")
+        XCTAssertLessThanOrEqual(result.bytesFetched, size + 4 * pieceLength)
     }
 
     func testTheOnlyMirrorServingABadPieceFailsTheDownloadAndKeepsThePart() throws {

@@ -14,17 +14,52 @@ extension Engine {
     /// Records the bytes a transfer wrote, and which mirror wrote them.
     func recordWritten(_ range: ByteRange, by mirror: Mirror) {
         written.insert(range)
-        if pieceCheck != nil, !range.isEmpty { writers.append((range, mirror.index)) }
+        guard let pieceCheck, !range.isEmpty else { return }
+        writers.append((range, mirror.index))
+        let whole = PieceCheck.pieces(inside: range, length: pieceCheck.hashes.length, size: pieceCheck.size)
+        if onTrial(mirror), !whole.isEmpty { mirror.awaitingVerdict = true }
+    }
+
+    /// The longest piece a mirror is put on trial with: one piece, hashed
+    /// before it gets another, costs a mirror serving another file one
+    /// piece; a longer piece would hold a good mirror to one connection
+    /// for too long.
+    static let trialPieceLimit: Int64 = 4 << 20
+
+    /// True when `mirror` must show a good piece before it gets more than
+    /// one transfer, one piece long: with piece hashes (of at most
+    /// `trialPieceLimit`), another mirror usable, and none of its pieces
+    /// matched yet (or one went bad since).
+    func onTrial(_ mirror: Mirror) -> Bool {
+        guard let pieceCheck, !mirror.proven, pieceCheck.hashes.length <= Self.trialPieceLimit else { return false }
+        return mirrors.contains { $0.isUsable && $0 !== mirror }
+    }
+
+    /// `piece` cut, for a mirror on trial, to end with the first whole hash
+    /// piece it covers (the rest back to the queue); as it is otherwise.
+    func trialCut(_ piece: Piece, for mirror: Mirror, now: Double) -> Piece {
+        guard let pieceCheck, onTrial(mirror) else { return piece }
+        let length = pieceCheck.hashes.length
+        let end = (piece.range.start + length - 1) / length * length + length
+        guard end < piece.range.end else { return piece }
+        requeue(piece, from: end, failures: piece.failures, notBefore: now)
+        var cut = piece
+        cut.range = ByteRange(piece.range.start, end)
+        return cut
     }
 
     /// Sends the pieces written since the last turn to be hashed, and acts
     /// on the verdicts that came back.
     func checkPieces(now: Double) -> EngineOutcome? {
         guard let pieceCheck else { return nil }
-        for verdict in pieceCheck.takeVerdicts() {
+        for verdict in pieceCheck.takeVerdicts() where pieceCheck.accept(verdict) {
             if let outcome = settle(verdict, now: now) { return outcome }
         }
-        pieceCheck.submit(within: writtenSnapshot())
+        // Pieces from a mirror none of whose pieces has matched yet are
+        // hashed first: a mirror serving another file shows it sooner.
+        pieceCheck.submit(within: writtenSnapshot()) { [self] range in
+            writerParts(of: range).contains { !mirrors[$0.mirror].proven }
+        }
         return nil
     }
 
@@ -39,8 +74,10 @@ extension Engine {
                 .pieceChecked(
                     index: verdict.index, range: verdict.range, matches: verdict.matches,
                     urls: suspects.map(\.remote.url))))
+        for mirror in suspects { mirror.awaitingVerdict = false }
         if verdict.matches {
             writers.removeAll { verdict.range.contains($0.range) }
+            if suspects.count == 1 { suspects[0].proven = true }
             guard let copy = badCopies.removeValue(forKey: verdict.index) else { return nil }
             heldCopyBytes -= Int64(copy.bytes.count)
             return judge(copy, piece: verdict.index, now: now)
@@ -92,24 +129,33 @@ extension Engine {
     /// What the good copy of a piece tells about its bad copy: each mirror
     /// whose bytes differ is counted against (unless it was already), and
     /// one whose bytes mostly differ serves another file and is dropped.
-    private func judge(_ copy: BadCopy, piece index: Int, now: Double) -> EngineOutcome? {
+    private func judge(_ copy: BadCopy, piece: Int, now: Double) -> EngineOutcome? {
         guard let good = try? pieceFile?.read(count: Int(copy.range.count), at: copy.range.start),
             good.count == copy.bytes.count
         else { return nil }
-        for part in copy.parts {
-            let mirror = mirrors[part.mirror]
+        // Each mirror is judged by the bytes it alone wrote: in a race, both
+        // sides' written ranges cover the bytes either wrote.
+        for index in Set(copy.parts.map(\.mirror)).sorted() {
+            let mirror = mirrors[index]
             guard mirror.isUsable else { continue }
-            let offsets = Int(part.range.start - copy.range.start)..<Int(part.range.end - copy.range.start)
-            let differing = offsets.count { copy.bytes[$0] != good[$0] }
+            let own = RangeSet(copy.parts.filter { $0.mirror == index }.map(\.range))
+                .subtracting(RangeSet(copy.parts.filter { $0.mirror != index }.map(\.range)))
+            var sent = 0
+            var differing = 0
+            for range in own.ranges {
+                let offsets = Int(range.start - copy.range.start)..<Int(range.end - copy.range.start)
+                sent += offsets.count
+                differing += offsets.count { copy.bytes[$0] != good[$0] }
+            }
             guard differing > 0 else { continue }
-            if differing * 2 > offsets.count, offsets.count >= 4096 {
+            if differing * 2 > sent, sent >= 4096 {
                 return dropForBadData(
                     mirror,
-                    because: "it serves another file: \(differing) of the \(offsets.count) bytes it sent of piece "
-                        + "\(index) differ from a good mirror's",
+                    because: "it serves another file: \(differing) of the \(sent) bytes it sent of piece "
+                        + "\(piece) differ from a good mirror's",
                     now: now)
             }
-            if !copy.counted.contains(mirror.index), let outcome = count(badPiece: index, against: mirror, now: now) {
+            if !copy.counted.contains(index), let outcome = count(badPiece: piece, against: mirror, now: now) {
                 return outcome
             }
         }
@@ -117,11 +163,18 @@ extension Engine {
     }
 
     /// Counts bad piece `index` against `mirror`: at its second, with
-    /// another mirror left, it is dropped.
+    /// another mirror left, it is dropped; at its first, it is on trial
+    /// again (its running transfers stop; `onTrial`).
     private func count(badPiece index: Int, against mirror: Mirror, now: Double) -> EngineOutcome? {
         mirror.badPieces.append(index)
-        guard mirror.isUsable, mirror.badPieces.count >= 2, mirrors.contains(where: { $0.isUsable && $0 !== mirror })
-        else { return nil }
+        guard mirror.isUsable, mirrors.contains(where: { $0.isUsable && $0 !== mirror }) else { return nil }
+        guard mirror.badPieces.count >= 2 else {
+            mirror.proven = false
+            for connection in connections where connection.isBusy && connection.mirror === mirror {
+                cancel(connection, reason: "its mirror sent a bad piece", requeue: true, now: now)
+            }
+            return nil
+        }
         let pieces = mirror.badPieces.map(String.init).joined(separator: ", ")
         return dropForBadData(mirror, because: "its pieces \(pieces) failed their checks", now: now)
     }
@@ -192,6 +245,8 @@ extension Engine {
     /// journal nor the manifest, and no longer verified.
     func untrust(_ range: ByteRange) {
         written.remove(range)
+        // A verdict on these bytes will not come.
+        for writer in writers where writer.range.overlaps(range) { mirrors[writer.mirror].awaitingVerdict = false }
         if writers.contains(where: { $0.range.overlaps(range) }) {
             writers = writers.flatMap { writer -> [(range: ByteRange, mirror: Int)] in
                 guard writer.range.overlaps(range) else { return [writer] }

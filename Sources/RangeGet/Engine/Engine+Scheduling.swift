@@ -35,10 +35,12 @@ extension Engine {
                 break
             }
             if needsSlot { slotsHeld += 1 }
+            // A mirror on trial fetches one hash piece (Engine+Pieces.swift).
+            let cut = race == nil ? trialCut(piece, for: mirror, now: now) : piece
             do {
                 let connection = if let reuse { reuse } else { try newConnection() }
-                if race != nil { onEvent(.transfer(.raced(connection: connection.id, range: piece.range))) }
-                try launch(connection, piece, from: mirror, race: race, now: now)
+                if race != nil { onEvent(.transfer(.raced(connection: connection.id, range: cut.range))) }
+                try launch(connection, cut, from: mirror, race: race, now: now)
             } catch {
                 return .failed(.network(url: mirror.remote.url, message: error.message, failure: error.failure))
             }
@@ -156,9 +158,13 @@ extension Engine {
             let measured =
                 mirror.activeConnections > 0 && now - mirror.steadySince >= Self.placementWindow
                 && mirror.meter.span >= 0.9 * Self.placementWindow
+            var room = mirror.isUsable ? max(0, settings.maxPerHost - perHost[mirror.host, default: 0]) : 0
+            // A mirror on trial fetches one piece at a time, each checked before the next.
+            if onTrial(mirror) {
+                room = mirror.activeConnections == 0 && !mirror.awaitingVerdict ? min(room, 1) : 0
+            }
             return MirrorPlacement.Observation(
-                connections: mirror.activeConnections, rate: measured ? mirror.meter.rate : nil,
-                room: mirror.isUsable ? max(0, settings.maxPerHost - perHost[mirror.host, default: 0]) : 0)
+                connections: mirror.activeConnections, rate: measured ? mirror.meter.rate : nil, room: room)
         }
     }
 

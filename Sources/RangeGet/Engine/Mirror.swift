@@ -21,6 +21,13 @@ final class Mirror {
     var errors = 0
     /// The pieces it wrote (alone or with others) that failed their checks.
     var badPieces: [Int] = []
+    /// True once a piece it wrote alone matched its digest (false again
+    /// after a bad one): until then, with piece hashes and another mirror,
+    /// it is on trial (`Engine.onTrial`).
+    var proven = false
+    /// True while a whole piece it wrote waits for its check: a mirror on
+    /// trial gets no other transfer meanwhile.
+    var awaitingVerdict = false
     var bytes: Int64 = 0
     var activeConnections = 0
     /// Seconds a transfer of this mirror was running, summed over its connections.

@@ -15,8 +15,8 @@ import Glibc
 import Darwin
 #endif
 
-/// Its vars are the loop thread's; the hashing queue touches only `verdicts`
-/// (a Mutex) and the constants.
+/// Its vars are the loop thread's; the hashing queue touches only `pending`
+/// and `verdicts` (Mutexes) and the constants.
 final class PieceCheck: @unchecked Sendable {
     /// A piece hashed: whether its bytes, as read, have its digest.
     struct Verdict: Sendable {
@@ -39,6 +39,17 @@ final class PieceCheck: @unchecked Sendable {
     private let descriptor: Int32
     private let queue = DispatchQueue(label: "rangeget.pieces")
     private let verdicts = Mutex<[Verdict]>([])
+    /// Pieces waiting to be hashed.
+    private let pending = Mutex<[Job]>([])
+
+    /// A piece waiting to be hashed.
+    private struct Job: Sendable {
+        let index: Int
+        let range: ByteRange
+        let epoch: Int
+        /// Hashed before the others (written by a mirror not proven yet).
+        let urgent: Bool
+    }
     private let wake: @Sendable () -> Void
 
     /// Checks `hashes` on the file open at `descriptor`, `size` bytes, whose
@@ -68,41 +79,56 @@ final class PieceCheck: @unchecked Sendable {
     var isIdle: Bool { checking.isEmpty }
 
     /// Sends every piece wholly inside `written`, neither verified nor
-    /// being checked, to be hashed.
-    func submit(within written: RangeSet) {
+    /// being checked, to be hashed; those `urgent` says so of first.
+    func submit(within written: RangeSet, urgent: (ByteRange) -> Bool) {
         let candidates = written.subtracting(verified).subtracting(checking)
+        guard !candidates.isEmpty else { return }
+        var jobs: [Job] = []
         for range in candidates.ranges {
             for index in Self.pieces(inside: range, length: hashes.length, size: size) {
                 let piece = hashes.range(ofPiece: index, size: size)
                 checking.insert(piece)
-                let (hashes, descriptor, epoch) = (self.hashes, self.descriptor, self.epoch)
-                queue.async { [self] in
-                    let matches = hashes.matches(
-                        piece: index, descriptor: descriptor, offset: piece.start, count: piece.count)
-                    verdicts.withLock {
-                        $0.append(Verdict(index: index, range: piece, matches: matches, epoch: epoch))
-                    }
-                    wake()
-                }
+                jobs.append(Job(index: index, range: piece, epoch: epoch, urgent: urgent(piece)))
             }
         }
+        pending.withLock { $0.append(contentsOf: jobs) }
+        for _ in jobs { queue.async { [self] in hashNext() } }
     }
 
-    /// The verdicts ready since the last call, current ones only; a piece
-    /// that matched is verified from now on.
+    /// Hashes the most urgent piece waiting (each submitted piece sends one
+    /// call here), on the queue.
+    private func hashNext() {
+        let next = pending.withLock { pending -> Job? in
+            guard let pick = pending.firstIndex(where: \.urgent) ?? pending.indices.first else { return nil }
+            return pending.remove(at: pick)
+        }
+        guard let job = next else { return }
+        let matches = hashes.matches(
+            piece: job.index, descriptor: descriptor, offset: job.range.start, count: job.range.count)
+        verdicts.withLock {
+            $0.append(Verdict(index: job.index, range: job.range, matches: matches, epoch: job.epoch))
+        }
+        wake()
+    }
+
+    /// The verdicts ready since the last call; each is acted on only if
+    /// `accept` takes it.
     func takeVerdicts() -> [Verdict] {
         let ready = verdicts.withLock { ready in
             defer { ready = [] }
             return ready
         }
-        var current: [Verdict] = []
-        for verdict in ready {
-            checking.remove(verdict.range)
-            guard verdict.epoch == epoch else { continue }
-            if verdict.matches { verified.insert(verdict.range) }
-            current.append(verdict)
-        }
-        return current
+        for verdict in ready { checking.remove(verdict.range) }
+        return ready
+    }
+
+    /// True when `verdict` is about the bytes written now (no `forget`
+    /// since its check began, also by an earlier verdict of the same
+    /// batch); a piece that matched is verified from now on.
+    func accept(_ verdict: Verdict) -> Bool {
+        guard verdict.epoch == epoch else { return false }
+        if verdict.matches { verified.insert(verdict.range) }
+        return true
     }
 
     /// `range` is no longer written as it was: the pieces it touches are
