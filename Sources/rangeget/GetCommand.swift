@@ -203,7 +203,8 @@ enum GetCommand {
     static let listSyntax = """
         Lists (-i FILE, '-' for stdin): one file per line. Several URLs on a line are mirrors of one
         file. out=NAME on the line, or on an indented line below it, names the output (a base name
-        inside -d DIR). '#' starts a comment; blank lines are skipped. For example:
+        inside -d DIR). A line of one URL ending in .meta4 or .metalink stands for the files that
+        Metalink lists. '#' starts a comment; blank lines are skipped. For example:
           https://a.example/big.iso https://b.example/big.iso out=big.iso
           # named by the server (Content-Disposition) or by the URL:
           https://example.org/get?id=42
@@ -261,7 +262,9 @@ enum GetCommand {
                     throw UsageError("-o names one file; with -i use out=NAME in the list")
                 }
                 try validate(urls: ["http://list/"], settings: settings)
-                let reading = ListFile(parsing: try readList(list))
+                // A line naming a Metalink (`*.meta4`, `*.metalink`) stands for the files it lists.
+                let reading = MetalinkInput.expanding(
+                    ListFile(parsing: try readList(list)), options: settings.options)
                 guard !reading.entries.isEmpty || !reading.problems.isEmpty else {
                     throw UsageError("\(list) lists no URL")
                 }

@@ -29,6 +29,36 @@ enum MetalinkInput {
         return metalink.list
     }
 
+    /// `list` with each entry that is one Metalink URL replaced by the
+    /// files that Metalink lists, on the entry's line; one that cannot be
+    /// read is a problem of that line.
+    static func expanding(_ list: ListFile, options: DownloadOptions) -> ListFile {
+        guard list.entries.contains(where: { $0.urls.count == 1 && namesMetalink($0.urls[0]) }) else { return list }
+        var expanded = ListFile()
+        expanded.problems = list.problems
+        for entry in list.entries {
+            guard entry.urls.count == 1, namesMetalink(entry.urls[0]) else {
+                expanded.entries.append(entry)
+                continue
+            }
+            do throws(UsageError) {
+                let files = try read(entry.urls[0], options: options)
+                for var file in files.entries {
+                    file.line = entry.line
+                    expanded.entries.append(file)
+                }
+                expanded.problems += files.problems.map {
+                    DownloadList.Problem(line: entry.line, message: "input line \(entry.line): \($0.message)")
+                }
+            } catch {
+                expanded.problems.append(
+                    DownloadList.Problem(line: entry.line, message: "input line \(entry.line): \(error.description)"))
+            }
+        }
+        expanded.problems.sort { $0.line < $1.line }
+        return expanded
+    }
+
     /// The bytes of the document at `source`.
     private static func document(at source: String, options: DownloadOptions) throws(UsageError) -> [UInt8] {
         let lower = source.lowercased()

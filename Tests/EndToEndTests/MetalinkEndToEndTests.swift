@@ -105,6 +105,21 @@ final class MetalinkEndToEndTests: EndToEndTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: path("d/c.bin")))
     }
 
+    func testAListLineNamingAMetalinkStandsForItsFiles() throws {
+        let small = Resource.generated(size: 300_000, seed: 6)
+        server.setResource(good, at: "a")
+        server.setResource(small, at: "plain")
+        let document = try metalink([fileElement("from-meta.bin", good, urls: [server.url("a")])])
+        server.setResource(.data(Array(try Data(contentsOf: URL(fileURLWithPath: document)))), at: "m.meta4")
+        try "\(server.url("plain"))\n\(server.url("m.meta4"))\n\(server.url("missing.meta4"))\n"
+            .write(toFile: path("list"), atomically: true, encoding: .utf8)
+        let run = try CLI.run(["-q", "-d", path("d"), "-i", path("list")], in: directory)
+        XCTAssertNotEqual(run.status, 0)
+        assertSameBytes(path("d/plain"), small)
+        assertSameBytes(path("d/from-meta.bin"), good)
+        XCTAssertTrue(run.stderr.contains("input line 3"), run.stderr)
+    }
+
     func testHostileDocumentsAreRefusedWithOneLineAndNothingWritten() throws {
         let secret = path("secret")
         try "TOP-SECRET-42".write(toFile: secret, atomically: true, encoding: .utf8)
