@@ -55,6 +55,11 @@ extension Engine {
         for verdict in pieceCheck.takeVerdicts() where pieceCheck.accept(verdict) {
             if let outcome = settle(verdict, now: now) { return outcome }
         }
+        // Every 2 ms at most while transfers run (the snapshot and its
+        // arithmetic each turn cost more than the wait: a 1 MiB piece takes
+        // about 1 ms to hash), at once when none does.
+        guard now - lastPieceSubmit >= 0.002 || !connections.contains(where: \.isBusy) else { return nil }
+        lastPieceSubmit = now
         // Pieces from a mirror none of whose pieces has matched yet are
         // hashed first: a mirror serving another file shows it sooner.
         pieceCheck.submit(within: writtenSnapshot()) { [self] range in

@@ -92,6 +92,8 @@ final class Engine: LoopClient {
     var badCopies: [Int: BadCopy] = [:]
     /// The bytes `badCopies` hold.
     var heldCopyBytes: Int64 = 0
+    /// When written pieces were last sent to be hashed.
+    var lastPieceSubmit = 0.0
 
     var connections: [Connection] = []
     var queue: [Piece] = []
