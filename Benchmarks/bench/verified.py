@@ -1,11 +1,11 @@
 """The scenarios of verified downloads, as Bench methods (VerifiedDownloads):
 a Metalink with piece hashes and two bad mirrors (metalink), a damaged .part
 resumed from a Metalink (metalink_resume), the Link: rel=duplicate and
-Digest headers of an origin (digest_headers), and what checking the pieces
-costs (piece_hash_cost), and
-a finished file with a byte flipped, repaired from a Metalink
-(verify_repair).  Each returns what Bench's other kinds return (the
-runs per tool, notes, ideal, size), plus per-run keys that the scenario's
+Digest headers of an origin (digest_headers), what checking the pieces
+costs (piece_hash_cost, unthrottled and under a cap that leaves a core
+free), and a finished file with a byte flipped, repaired from a Metalink
+(verify_repair).  Each returns what Bench's other kinds return (the runs
+per tool, notes, ideal, size), plus per-run keys that the scenario's
 `columns` and goals read."""
 import base64
 import hashlib
@@ -21,8 +21,8 @@ import urllib.parse
 
 from .common import GiB, LOGS, MiB, WORK
 from .measure import last_line, make_room, run_process, sha256_seconds_per_gib, timed_out, warm_page_cache
-from .servers import (altered_copy, data_file, free_port, log_entries, log_size, start_nginx, stop_group,
-                      write_metalink)
+from .servers import (altered_copy, data_file, delivered_rate, free_port, log_entries, log_size, start_nginx,
+                      stop_group, write_metalink)
 from .tools import READERS, TOOLS, base_tool, command, metalink_command, repair_command, slug
 
 
@@ -304,7 +304,11 @@ class VerifiedDownloads:
     def piece_hash_cost(self, name, sc):
         """The same loopback download by plain URL and from a Metalink with 1 MiB
         piece hashes (rows "(Metalink)"), in the same rounds; openssl's SHA-256
-        speed on this machine is the yardstick of the CPU the hashes add."""
+        speed on this machine is the yardstick of the CPU the hashes add.  The
+        server is the scenario's: unthrottled (piece-hash-cost), or capped so that
+        the plain download leaves a core free (piece-hash-cost-capped).  Per run:
+        cores (the tool's CPU / its wall) and what nginx delivered per
+        connection."""
         size, piece = self.pick(sc["size"]), sc["piece"]
         src, sha = data_file(f"rand-{size // MiB}M.bin", size)
         fname = os.path.basename(src)
@@ -336,6 +340,9 @@ class VerifiedDownloads:
             entries = log_entries(access, offset)
             res["conns"] = len({e[0] for e in entries})
             res["protocols"] = sorted({e[1] for e in entries})
+            res["cores"] = res["cpu"] / res["wall"] if res["wall"] else None  # the tool's CPU / its wall
+            rate = delivered_rate(entries)
+            res["delivered"], res["delivered_mib"] = rate, rate / MiB if rate else None
             shutil.rmtree(out_dir, ignore_errors=True)
             return res
 
