@@ -470,8 +470,57 @@ SCENARIOS = {
         cpu_per_gib=True,
         goals=[ratio("rangeget", "wall", 1.15, "Metalink / plain wall", tool="rangeget (Metalink)"),
                added_cpu("rangeget (Metalink)", "rangeget", 1.1)],
+        columns=[("cores (CPU / wall)", "cores")],
         compare=[("aria2c Metalink / plain wall", "aria2c (Metalink)", "aria2c", "wall"),
                  ("rangeget (Metalink + file hash) / plain wall", "rangeget (Metalink + file hash)", "rangeget",
                   "wall")],
+        skip={"axel": NO_METALINK, "lftp": NO_METALINK, "curl": NO_METALINK}),
+    "piece-hash-cost-capped": dict(
+        kind="piece_hash_cost", size=(1 * GiB, 256 * MiB), server="cap50", n=8, piece=MiB, openssl_seconds=3,
+        variants=["rangeget (Metalink)", "rangeget (Metalink + file hash)", "aria2c (Metalink)"],
+        what=("nginx limit_rate 50m per connection, smoothed (8 x 50 = 400 MiB/s in all): `piece-hash-cost` "
+              "with a core free for the hashes"),
+        ideal=None, ideal_tool="rangeget",
+        ideal_text="median wall of rangeget by plain URL (no hashes) in this run; the cap's own is size / "
+                   "(8 x 50 MiB/s)",
+        note=("The tidy variant of `piece-hash-cost`, for the issue's \"while a core is free\": unthrottled, "
+              "nginx and rangeget's loop thread keep both of this machine's cores busy and the hashes "
+              "compete with them; under the cap nginx sends less per second and the plain download uses well "
+              "under one core (`cores`: the tool's CPU / its wall, median), so the hashes have a core of "
+              "their own.  nginx delivered: body bytes / the responses' $request_time, per connection "
+              "(nominal 50).  Added CPU as in `piece-hash-cost`."),
+        cpu_per_gib=True,
+        columns=[("cores (CPU / wall)", "cores"), ("nginx delivered MiB/s per conn", "delivered_mib")],
+        goals=[ratio("rangeget", "wall", 1.15, "Metalink / plain wall", tool="rangeget (Metalink)"),
+               added_cpu("rangeget (Metalink)", "rangeget", 1.1)],
+        compare=[("aria2c Metalink / plain wall", "aria2c (Metalink)", "aria2c", "wall"),
+                 ("rangeget (Metalink + file hash) / plain wall", "rangeget (Metalink + file hash)", "rangeget",
+                  "wall")],
+        skip={"axel": NO_METALINK, "lftp": NO_METALINK, "curl": NO_METALINK}),
+    "verify-repair": dict(
+        kind="verify_repair", size=(1 * GiB, 256 * MiB), server="open", n=8, piece=MiB, allowance=64 << 10,
+        variants=["sha256sum (read once)", "openssl sha256 (read once)"],
+        what=("a finished file with one byte flipped in one piece (the middle byte of piece floor(3/8 x pieces)), "
+              "a fresh copy of it for every run; a Metalink 4 with 1 MiB SHA-256 pieces and the file's SHA-256, "
+              "its one mirror unthrottled nginx serving the good file"),
+        ideal=None, ideal_tool="openssl sha256 (read once)",
+        ideal_text="median wall of `openssl dgst -sha256 FILE` (the same damaged copy, read once from the page "
+                   "cache, hashed with the CPU's SHA instructions) in this run: the lower bound for reading the "
+                   "file once and checking it",
+        note=("rangeget: `rangeget verify --repair --json -n 8 -M F FILE`; aria2c: its Metalink command line "
+              "with `--check-integrity=true` (-V), the damaged file in the directory.  Each run's copy is "
+              "synced before the clock starts.  KiB served: nginx's `$body_bytes_sent` over the run's "
+              "requests; one piece = exit 0, the file right and at most 1 MiB + 64 KiB served (the allowance "
+              "for probes and samples).  Bad pieces and KiB fetched: rangeget's --json (`badPieces`, "
+              "`bytesFetched`).  `sha256sum` (coreutils 9.1 here) hashes in software, several times slower "
+              "than OpenSSL's SHA-256 on this CPU (SHA-NI), which rangeget and aria2c use: it is the issue's "
+              "yardstick, `openssl dgst -sha256` the true lower bound (the ideal)."),
+        columns=[("flipped piece", "flipped"), ("requests", "requests"), ("KiB served", "served_kib"),
+                 ("one piece, file right", "one_piece"), ("bad pieces (--json)", "bad_pieces"),
+                 ("KiB fetched (--json)", "fetched_kib")],
+        goals=[every("one_piece", "one piece served (<= 1 MiB + 64 KiB) and the file right, in every run")],
+        compare=[("rangeget / sha256sum wall", "rangeget", "sha256sum (read once)", "wall"),
+                 ("rangeget / openssl dgst wall", "rangeget", "openssl sha256 (read once)", "wall"),
+                 ("rangeget / aria2c wall", "rangeget", "aria2c", "wall")],
         skip={"axel": NO_METALINK, "lftp": NO_METALINK, "curl": NO_METALINK}),
 }

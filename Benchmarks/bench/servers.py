@@ -32,6 +32,8 @@ NGINX_SERVERS = {"open": dict(rate="0"), "cap20": dict(rate="20m"), "tls": dict(
                  "cap20b": dict(rate="20m", bursty=True),
                  "r10": dict(rate="10m"), "r10b": dict(rate="10m", bursty=True), "b20": dict(rate="20m"),
                  "lists": dict(rate="0"),
+                 # piece-hash-cost-capped: 50 MiB/s per connection, smoothed; 8 connections: 400 MiB/s in all
+                 "cap50": dict(rate="50m"),
                  # metalink: three unthrottled mirrors of one path, each from a root of its own (see
                  # altered_copy: the same size and mtime, so the same ETag and Last-Modified)
                  "ml-other": dict(rate="0", label="different file", root=os.path.join(DATA, "metalink-other")),

@@ -30,7 +30,12 @@ VARIANTS = {"curl+sync": "curl", "rangeget (fast only)": "rangeget", "rangeget (
             # piece-hash-cost: the same download from a Metalink (rangeget and aria2c without one are
             # the plain rows); "+ file hash": the Metalink also has the whole file's SHA-256
             "rangeget (Metalink)": "rangeget", "rangeget (Metalink + file hash)": "rangeget",
-            "aria2c (Metalink)": "aria2c"}
+            "aria2c (Metalink)": "aria2c",
+            # verify-repair: yardsticks, one read of the same damaged file with coreutils' SHA-256 and
+            # with OpenSSL's; rows of rangeget's group, so they run whenever rangeget does (--tools rangeget)
+            "sha256sum (read once)": "rangeget", "openssl sha256 (read once)": "rangeget"}
+# Rows that read a file and print its SHA-256 (verify-repair): checked against the digest they print.
+READERS = {"sha256sum (read once)", "openssl sha256 (read once)"}
 # Variants that write the file to stdout, into sha256sum, whose digest (in OUT.sha256) is checked.
 STREAMS = {"rangeget -o - | sha256sum", "curl | sha256sum"}
 # --baseline PATH: an earlier rangeget binary, run as the row "rangeget (baseline)"
@@ -149,6 +154,29 @@ def metalink_command(tool, rg, n, meta, out_dir, name):
         return ["aria2c", "-q", "-x", str(n), "-s", str(n), "-k", "1M", "--file-allocation=none",
                 "--allow-overwrite=true", "--auto-file-renaming=false", "--realtime-chunk-checksum=true",
                 "-d", out_dir, "-M", meta]
+    raise ValueError(tool)
+
+
+def repair_command(tool, rg, n, meta, path):
+    """A finished file at path, damaged, checked against the Metalink meta and
+    its bad pieces fetched again from the document's mirrors (verify-repair).
+    rangeget: `verify --repair`, with its --json summary (badPieces,
+    bytesFetched).  aria2c: its Metalink download command line with
+    --check-integrity=true (-V), which hashes the pieces of the file already in
+    the directory and fetches only those that do not match; without it,
+    --allow-overwrite=true fetches the whole file again, and -c alone takes a
+    file of the right size as done, unchecked.  READERS: the file read once,
+    hashed by coreutils (sha256sum) or by OpenSSL (`openssl dgst -sha256`)."""
+    if tool == "sha256sum (read once)":
+        return ["sha256sum", path]
+    if tool == "openssl sha256 (read once)":
+        return ["openssl", "dgst", "-sha256", path]
+    if base_tool(tool) == "rangeget":
+        rg = BASELINE if tool == "rangeget (baseline)" else rg
+        return [rg, "verify", "--repair", "--json", "-n", str(n), "-M", meta, path]
+    if base_tool(tool) == "aria2c":
+        return metalink_command(tool, rg, n, meta, os.path.dirname(path), os.path.basename(path)) + [
+            "--check-integrity=true"]
     raise ValueError(tool)
 
 

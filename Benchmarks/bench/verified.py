@@ -1,9 +1,11 @@
 """The scenarios of verified downloads, as Bench methods (VerifiedDownloads):
 a Metalink with piece hashes and two bad mirrors (metalink), a damaged .part
 resumed from a Metalink (metalink_resume), the Link: rel=duplicate and
-Digest headers of an origin (digest_headers), and what checking the pieces
-costs (piece_hash_cost).  Each returns what Bench's other kinds return (the
-runs per tool, notes, ideal, size), plus per-run keys that the scenario's
+Digest headers of an origin (digest_headers), what checking the pieces
+costs (piece_hash_cost, unthrottled and under a cap that leaves a core
+free), and a finished file with a byte flipped, repaired from a Metalink
+(verify_repair).  Each returns what Bench's other kinds return (the runs
+per tool, notes, ideal, size), plus per-run keys that the scenario's
 `columns` and goals read."""
 import base64
 import hashlib
@@ -18,10 +20,10 @@ import time
 import urllib.parse
 
 from .common import GiB, LOGS, MiB, WORK
-from .measure import last_line, make_room, run_process, sha256_seconds_per_gib, warm_page_cache
-from .servers import (altered_copy, data_file, free_port, log_entries, log_size, start_nginx, stop_group,
-                      write_metalink)
-from .tools import TOOLS, base_tool, command, metalink_command, slug
+from .measure import last_line, make_room, run_process, sha256_seconds_per_gib, timed_out, warm_page_cache
+from .servers import (altered_copy, data_file, delivered_rate, free_port, log_entries, log_size, start_nginx,
+                      stop_group, write_metalink)
+from .tools import READERS, TOOLS, base_tool, command, metalink_command, repair_command, slug
 
 
 def json_summary(out_log):
@@ -302,7 +304,11 @@ class VerifiedDownloads:
     def piece_hash_cost(self, name, sc):
         """The same loopback download by plain URL and from a Metalink with 1 MiB
         piece hashes (rows "(Metalink)"), in the same rounds; openssl's SHA-256
-        speed on this machine is the yardstick of the CPU the hashes add."""
+        speed on this machine is the yardstick of the CPU the hashes add.  The
+        server is the scenario's: unthrottled (piece-hash-cost), or capped so that
+        the plain download leaves a core free (piece-hash-cost-capped).  Per run:
+        cores (the tool's CPU / its wall) and what nginx delivered per
+        connection."""
         size, piece = self.pick(sc["size"]), sc["piece"]
         src, sha = data_file(f"rand-{size // MiB}M.bin", size)
         fname = os.path.basename(src)
@@ -334,6 +340,9 @@ class VerifiedDownloads:
             entries = log_entries(access, offset)
             res["conns"] = len({e[0] for e in entries})
             res["protocols"] = sorted({e[1] for e in entries})
+            res["cores"] = res["cpu"] / res["wall"] if res["wall"] else None  # the tool's CPU / its wall
+            rate = delivered_rate(entries)
+            res["delivered"], res["delivered_mib"] = rate, rate / MiB if rate else None
             shutil.rmtree(out_dir, ignore_errors=True)
             return res
 
@@ -348,3 +357,87 @@ class VerifiedDownloads:
                       if speed else "openssl speed sha256: not measured")
         return dict(results=results, notes=notes, ideal=statistics.median(walls) if walls else None, size=size,
                     timeout=timeout, sha256_s_per_gib=speed, extra=speed_text)
+
+    def verify_repair(self, name, sc):
+        """A finished download with one byte flipped in one piece, checked and
+        repaired from a Metalink (1 MiB SHA-256 pieces and the file's SHA-256)
+        whose one mirror is the harness's unthrottled nginx serving the good
+        file.  Every run starts from a fresh copy of the damaged file, synced
+        before the clock starts (no writeback of it inside a run; it is read
+        from the page cache).  Rows: `rangeget verify --repair`, aria2c -M with
+        --check-integrity, and the same copy read once by `sha256sum` and by
+        `openssl dgst -sha256` (the yardsticks: coreutils' SHA-256 is software,
+        OpenSSL's uses the CPU's SHA instructions).  Per run: what nginx sent, and rangeget's --json."""
+        size, piece = self.pick(sc["size"]), sc["piece"]
+        src, sha = data_file(f"rand-{size // MiB}M.bin", size)
+        fname = os.path.basename(src)
+        flip_piece = -(-size // piece) * 3 // 8
+        flip_at = flip_piece * piece + piece // 2
+        damaged, damaged_sha = altered_copy(src, "repair-flip", flip_at=flip_at)
+        server = sc["server"]
+        why = self.start_servers([server])
+        if why:
+            return dict(skipped="skipped: " + why, size=size)
+        tools, notes = self.tools_for(sc)
+        url = f"{self.base_url(server)}/{fname}"
+        meta = write_metalink(os.path.join(WORK, f"{name}.meta4"), src, sha, [url], piece=piece)
+        access = self.logs[server]
+        timeout = self.timeout_for(size / (100 * MiB))
+        allowance = sc["allowance"]
+        yardstick = sc["ideal_tool"]  # (the ideal: its median wall)
+
+        def fn(tool, r):
+            out_dir = self.out_dir(tool)
+            path = os.path.join(out_dir, fname)
+            shutil.copyfile(damaged, path)
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            out_log = os.path.join(LOGS, f"{name}-{slug(tool)}-{r + 1}.log")
+            offset = log_size(access)
+            res = run_process(repair_command(tool, self.rg, sc["n"], meta, path), timeout, out_log)
+            res["tail"] = last_line(out_log)
+            if tool in READERS:  # ok: it read the damaged copy whole (its digest is the damaged file's)
+                digest = open(out_log, errors="replace").read().splitlines()[1:2]
+                why = (timed_out(res) if res["timeout"] else f"exit {res['rc']}" if res["rc"] else
+                       "" if digest and damaged_sha in digest[0].replace("=", " ").split()
+                       else "digest not the damaged file's")
+                res["ok"], res["why"] = not why, why
+                shutil.rmtree(out_dir, ignore_errors=True)
+                return res
+            self.check(res, path, size, sha)
+            res["flipped"] = str(flip_piece)
+            left = sorted(set(os.listdir(out_dir)) - {fname})
+            if left:
+                res["left"] = ", ".join(left)
+            time.sleep(0.3)  # requests the tool cut are logged when nginx sees the close
+            entries = log_entries(access, offset)
+            served = sum(e[2] for e in entries)
+            res.update(conns=len({e[0] for e in entries}), protocols=sorted({e[1] for e in entries}),
+                       requests=len(entries), served_kib=served / 1024, served=served / size,
+                       one_piece=res["ok"] and served <= piece + allowance)
+            js = json_summary(out_log) if base_tool(tool) == "rangeget" else None
+            if js:
+                res["bad_pieces"] = ",".join(map(str, js.get("badPieces") or [])) or "none"
+                if js.get("bytesFetched") is not None:
+                    res["fetched_kib"] = js["bytesFetched"] / 1024
+            elif base_tool(tool) == "rangeget":
+                res["bad_pieces"] = "no --json summary"
+            shutil.rmtree(out_dir, ignore_errors=True)
+            return res
+
+        warm_page_cache(src)
+        make_room(os.path.join(WORK, "out"), size)
+        results, gave_up = self.rounds(tools, fn, name)
+        for t in gave_up:
+            notes[t] = "timed out: not repeated (--quick)"
+        for t, runs in results.items():
+            left = "; ".join(dict.fromkeys(x["left"] for x in runs if x.get("left")))
+            if left:
+                notes[t] = "; ".join(x for x in (notes.get(t), f"left in the directory: {left}") if x)
+        walls = [x["wall"] for x in results.get(yardstick, []) if x["ok"]]
+        return dict(results=results, notes=notes, ideal=statistics.median(walls) if walls else None, size=size,
+                    timeout=timeout,
+                    extra=f"byte {flip_at} (piece {flip_piece}) flipped, allowance {allowance // 1024} KiB")
