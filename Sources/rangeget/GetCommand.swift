@@ -495,12 +495,13 @@ func fail(_ message: String, _ code: ExitCode) -> Int32 {
 extension GetSettings {
     /// Downloads the one file of a Metalink as a single file: its URLs
     /// (returned), its name unless -o gives one, its size and pieces, and
-    /// its hash unless --checksum gives one.
+    /// its hash unless --checksum gives one or pieces prove every byte.
     mutating func take(_ entry: DownloadList.Entry) throws(UsageError) -> [String] {
         if output == nil, let name = entry.output {
             output = name
         }
-        if options.checksum == nil { options.checksum = entry.checksum }
+        // Pieces prove every byte; the whole-file hash is checked when there are none.
+        if options.checksum == nil, entry.pieces == nil { options.checksum = entry.checksum }
         options.pieces = entry.pieces
         options.expectedSize = entry.size
         return entry.urls

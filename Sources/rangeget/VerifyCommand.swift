@@ -73,7 +73,8 @@ enum VerifyCommand {
             var mirrors = operands
             if let metalink = settings.metalink {
                 let entry = try entry(for: path, in: MetalinkInput.read(metalink, options: settings.options))
-                if settings.options.checksum == nil { settings.options.checksum = entry.checksum }
+                // Pieces prove every byte: the whole-file hash only without them.
+                if settings.options.checksum == nil, entry.pieces == nil { settings.options.checksum = entry.checksum }
                 settings.options.pieces = entry.pieces
                 mirrors = entry.urls + mirrors.filter { !entry.urls.contains($0) }
             }

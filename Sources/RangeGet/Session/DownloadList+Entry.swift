@@ -19,8 +19,9 @@ extension DownloadList {
         public var line: Int
         /// Says so when `output` is not the `out=` name as the list gave it.
         public var outputNotice: String?
-        /// The digest the finished file must have (a Metalink's `<hash>`);
-        /// nil: the list's options decide (`checksum`, `checksumList`).
+        /// The digest the finished file must have (a Metalink's `<hash>`),
+        /// checked when `pieces` is nil (pieces prove every byte); nil: the
+        /// list's options decide (`checksum`, `checksumList`).
         public var checksum: Checksum?
         /// The digest of each piece (a Metalink's `<pieces>`), checked as
         /// each piece lands; nil: none published.

@@ -399,7 +399,8 @@ public final class DownloadList: Sendable {
         options.syncGroup = session.syncGroup
         options.sharedDirectory = listedDirectory
         // What the entry's publisher gave (a Metalink) wins over the list's own.
-        if let checksum = entry.checksum { options.checksum = checksum }
+        // Pieces prove every byte: the whole-file hash only without them.
+        if let checksum = entry.checksum, entry.pieces == nil { options.checksum = checksum }
         if let pieces = entry.pieces { options.pieces = pieces }
         if let size = entry.size { options.expectedSize = size }
         if wholeFileOpenings {
