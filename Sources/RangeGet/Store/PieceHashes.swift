@@ -6,6 +6,12 @@
 // 100,000 strings).
 internal import Digests
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// The digest of every piece of a file: piece `i` covers bytes
 /// `i * length ..< min((i + 1) * length, size)`.
 public struct PieceHashes: Sendable, Equatable {
@@ -73,8 +79,28 @@ public struct PieceHashes: Sendable, Equatable {
     /// True when the `count` bytes at `offset` of the file at `descriptor`
     /// are piece `index` as published (false also when they cannot be read).
     func matches(piece index: Int, descriptor: Int32, offset: Int64, count: Int64) -> Bool {
-        algorithm.digest.hex(ofFileDescriptor: descriptor, from: offset, count: count) == hex(ofPiece: index)
+        // Hashed where the page cache holds it (mapped, not copied: a read
+        // copied a GiB in 0.2 s of system time); read where it cannot be mapped.
+        let page = Int64(sysconf(Int32(_SC_PAGESIZE)))
+        let start = offset / page * page
+        let length = Int(offset - start + count)
+        // The engine's `.part` keeps its full size while pieces are hashed
+        // (preallocated, truncated only once the engine and its hashing end).
+        let mapped = mmap(nil, length, PROT_READ, MAP_SHARED | Self.populate, descriptor, off_t(start))
+        guard let mapped, mapped != MAP_FAILED else {
+            return algorithm.digest.hex(ofFileDescriptor: descriptor, from: offset, count: count) == hex(ofPiece: index)
+        }
+        defer { munmap(mapped, length) }
+        let bytes = UnsafeRawBufferPointer(start: mapped + Int(offset - start), count: Int(count))
+        return algorithm.digest.hex(of: bytes) == hex(ofPiece: index)
     }
+
+    #if os(Linux)
+    /// Maps a piece's pages in at once, not one fault at a time.
+    private static let populate = MAP_POPULATE
+    #else
+    private static let populate: Int32 = 0
+    #endif
 
     /// Names this list of digests in a manifest: the algorithm, the piece
     /// length and the SHA-256 of every digest, so a resume knows whether
