@@ -65,7 +65,10 @@ extension Download {
         }
         var remote = sources[0]
         onEvent(.probed(remote))
-        try checkPublishedSize(of: remote)
+        // The options the bytes are checked by: the caller's, or what the
+        // Metalink the response points to publishes (DescribedMetalink).
+        let checked = await describedIntegrity(options, of: remote, onEvent: onEvent)
+        try checkPublishedSize(of: remote, options: checked)
         // Named as guessed unless the server named it (choosing a name parses the URL).
         let output =
             remote.contentDisposition == nil && remote.url == url
@@ -97,7 +100,7 @@ extension Download {
             && (vouched || (output == guessed && !fresh ? !partial : !PartialFile.exists(beside: output)))
         let part = try PartialFile.claim(
             output: output, remote: remote, replacingOthers: restart, unnamed: unnamed,
-            options: options)
+            options: checked)
         controller.setPartPath(part.files.data)
         try part.resume(
             from: sources, restart: restart, nothingBeside: !partial && output == guessed,
@@ -129,12 +132,14 @@ extension Download {
             }
             let outcome: EngineOutcome
             if let held = opening, let body = held.heldBody {
-                outcome = write(held: body, from: held, of: remote, into: part.file, tally: &tally, onEvent: onEvent)
+                outcome = write(
+                    held: body, from: held, of: remote, into: part.file, pieces: checked.pieces, tally: &tally,
+                    onEvent: onEvent)
             } else {
                 let engine = Engine(
                     mirrors: sources, sink: .file(part.file), manifest: part.manifest,
                     manifestPath: part.files.manifest,
-                    settings: options, plain: plain, loop: loop, opening: opening, unprobed: unprobed,
+                    settings: checked, plain: plain, loop: loop, opening: opening, unprobed: unprobed,
                     onEvent: onEvent)
                 outcome = await run(engine, tally: &tally)
             }
@@ -166,13 +171,13 @@ extension Download {
                 unprobed = false
                 (sources, probeReports, _) = try await probeMirrors(prober, onEvent: onEvent)
                 remote = sources[0]
-                try checkPublishedSize(of: remote)
+                try checkPublishedSize(of: remote, options: checked)
                 try part.resume(from: sources, restart: false, compare: spotCheck, onEvent: onEvent)
             case let .startOver(reason):
                 onEvent(.restarting(reason: "the remote file changed (\(reason)); starting over"))
                 (sources, probeReports, _) = try await probeMirrors(prober, skipHead: true, onEvent: onEvent)
                 remote = sources[0]
-                try checkPublishedSize(of: remote)
+                try checkPublishedSize(of: remote, options: checked)
                 try part.discard()
             case let .resolve(index):
                 // Go on from the manifest with where the original URL leads now.
@@ -217,9 +222,16 @@ extension Download {
     /// fetched it, as an engine reports them.
     private func write(
         held body: [UInt8], from opening: Opening, of remote: RemoteFile, into file: OutputFile,
-        tally: inout Tally, onEvent: (DownloadEvent) -> Void
+        pieces: PieceHashes?, tally: inout Tally, onEvent: (DownloadEvent) -> Void
     ) -> EngineOutcome {
         if controller.isStopRequested { return .stopped }
+        // Pieces learned after the body came (a Metalink the response pointed to) are checked here.
+        if let pieces, let bad = body.withUnsafeBytes({ pieces.badPieces(in: $0) }).first {
+            return .failed(
+                .verification(
+                    "piece \(bad) of \(remote.url) does not match its published \(pieces.algorithm.rawValue) "
+                        + "(the whole file came in one response)"))
+        }
         let range = ByteRange(0, Int64(body.count))
         onEvent(.transfer(.pieceStarted(connection: 0, range: range, url: remote.url)))
         let failure = body.withUnsafeBytes { bytes -> IOError? in
@@ -366,7 +378,7 @@ extension Download {
 extension Download {
     /// Refuses a file whose size is not the one its publisher gave
     /// (`expectedSize`, or what `pieces` describe), before a byte is written.
-    func checkPublishedSize(of remote: RemoteFile) throws(DownloadError) {
+    func checkPublishedSize(of remote: RemoteFile, options: DownloadOptions) throws(DownloadError) {
         guard let size = remote.size else { return }
         if let expected = options.expectedSize, expected != size {
             throw .server(

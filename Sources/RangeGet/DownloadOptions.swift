@@ -74,8 +74,11 @@ public struct DownloadOptions: Sendable {
     /// gives one; the mirrors the first URL's response lists in `Link: <URL>;
     /// rel=duplicate` headers (RFC 6249) join the download after the ones
     /// given, each probed and compared with them as a given mirror is, and
-    /// reported with ``MirrorReport/discoveredIn``. False: such headers are
-    /// ignored (`--no-discovery`).
+    /// reported with ``MirrorReport/discoveredIn``; and the Metalink a
+    /// `Link: <URL>; rel=describedby; type="application/metalink4+xml"`
+    /// names lends the download its size and piece hashes (or whole-file
+    /// hash) when the caller gave none. False: such headers are ignored
+    /// (`--no-discovery`).
     public var discovery = true
     /// The most connections to one `scheme://host:port` (mirrors on one host share it).
     public var maxPerHost = 16

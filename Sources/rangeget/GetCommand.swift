@@ -115,7 +115,7 @@ enum GetCommand {
                 },
                 .flag(
                     nil, "no-discovery",
-                    "ignore what the server publishes beyond the bytes: a Repr-Digest or Digest header's SHA-256 or SHA-512 (else checked as --checksum is) and the mirrors its Link: rel=duplicate headers list (else used as mirrors given are)"
+                    "ignore what the server publishes beyond the bytes: a Repr-Digest or Digest header's SHA-256 or SHA-512 (else checked as --checksum is), the mirrors its Link: rel=duplicate headers list (else used as mirrors given are) and the Metalink a Link: rel=describedby names (else its pieces are checked as --metalink's are)"
                 ) { $0.options.discovery = false },
                 .flag(nil, "force", "overwrite an existing complete file") { $0.options.overwrite = true },
                 .flag(

@@ -120,6 +120,53 @@ final class MetalinkEndToEndTests: EndToEndTestCase {
         XCTAssertTrue(run.stderr.contains("input line 3"), run.stderr)
     }
 
+    func testAMetalinkTheServerPointsToChecksEveryPiece() throws {
+        // The server serves a flipped byte in piece 2, and points to a Metalink of the right file.
+        var bytes = good.bytes(in: 0..<size)
+        bytes[2 * pieceLength + 9] ^= 0x40
+        server.setResource(.data(bytes), at: "f")
+        let document = try metalink([fileElement("f", good, urls: [server.url("f")])])
+        server.setResource(.data(Array(try Data(contentsOf: URL(fileURLWithPath: document)))), at: "f.meta4")
+        server.setFaults([
+            FaultRule(
+                .header(
+                    name: "Link",
+                    value: "<\(server.url("f.meta4"))>; rel=describedby; type=\"application/metalink4+xml\""))
+        ])
+        let bad = try CLI.run(["--retries", "1", "-o", path("bad"), server.url("f")], in: directory)
+        XCTAssertEqual(bad.status, 3, bad.stderr)
+        XCTAssertTrue(bad.stderr.contains("checking its 24 pieces from the Metalink"), bad.stderr)
+        XCTAssertTrue(bad.stderr.contains("piece 2"), bad.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: path("bad")))
+
+        server.setResource(good, at: "f")
+        let right = try CLI.run(["-o", path("right"), server.url("f")], in: directory)
+        XCTAssertEqual(right.status, 0, right.stderr)
+        assertSameBytes(path("right"), good)
+
+        let ignored = try CLI.run(["-q", "--no-discovery", "-o", path("ignored"), server.url("f")], in: directory)
+        XCTAssertEqual(ignored.status, 0, ignored.stderr)
+        XCTAssertEqual(server.statistics.requests(to: "f.meta4").count, 2, "fetched by the first two runs only")
+    }
+
+    func testASmallFileTheOpeningBroughtWholeIsCheckedByTheDescribedPieces() throws {
+        let small = Resource.generated(size: 100_000, seed: 8)
+        var bytes = small.bytes(in: 0..<small.size)
+        bytes[500] ^= 0x01
+        server.setResource(.data(bytes), at: "s")
+        let document = try metalink([fileElement("s", small, urls: [server.url("s")])])
+        server.setResource(.data(Array(try Data(contentsOf: URL(fileURLWithPath: document)))), at: "s.meta4")
+        server.setFaults([
+            FaultRule(
+                .header(
+                    name: "Link", value: "<\(server.url("s.meta4"))>; rel=describedby; type=application/metalink4+xml"))
+        ])
+        let run = try CLI.run(["-o", path("s"), server.url("s")], in: directory)
+        XCTAssertEqual(run.status, 3, run.stderr)
+        XCTAssertTrue(run.stderr.contains("the whole file came in one response"), run.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: path("s")))
+    }
+
     func testHostileDocumentsAreRefusedWithOneLineAndNothingWritten() throws {
         let secret = path("secret")
         try "TOP-SECRET-42".write(toFile: secret, atomically: true, encoding: .utf8)

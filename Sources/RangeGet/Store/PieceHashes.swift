@@ -95,6 +95,18 @@ public struct PieceHashes: Sendable, Equatable {
         return algorithm.digest.hex(of: bytes) == hex(ofPiece: index)
     }
 
+    /// The pieces of a whole file held in memory, `bytes`, that do not
+    /// match their digests (all of them when the size is not this list's).
+    func badPieces(in bytes: UnsafeRawBufferPointer) -> [Int] {
+        let size = Int64(bytes.count)
+        guard fits(size: size) else { return Array(0..<count) }
+        return (0..<count).filter { index in
+            let range = self.range(ofPiece: index, size: size)
+            let piece = UnsafeRawBufferPointer(rebasing: bytes[Int(range.start)..<Int(range.end)])
+            return algorithm.digest.hex(of: piece) != hex(ofPiece: index)
+        }
+    }
+
     #if os(Linux)
     /// Maps a piece's pages in at once, not one fault at a time.
     private static let populate = MAP_POPULATE
