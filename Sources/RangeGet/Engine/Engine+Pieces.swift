@@ -7,8 +7,9 @@
 // lands: each mirror whose bytes in it differ is counted against, dropped
 // at its second bad piece, or at once when most of the bytes it sent of the
 // piece differ (another file). A piece one mirror wrote alone counts against
-// it at once. A dropped mirror's unverified bytes are all fetched again. A piece bad more times than the retries allow
-// fails the download.
+// it at once. A dropped mirror's unverified bytes are all fetched again. A
+// piece bad more times than the retries allow fails the download. Until one
+// of its pieces matched, a mirror is on trial: one piece at a time.
 
 extension Engine {
     /// Records the bytes a transfer wrote, and which mirror wrote them.
