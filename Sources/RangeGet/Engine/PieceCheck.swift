@@ -105,10 +105,13 @@ final class PieceCheck: @unchecked Sendable {
         guard let job = next else { return }
         let matches = hashes.matches(
             piece: job.index, descriptor: descriptor, offset: job.range.start, count: job.range.count)
-        verdicts.withLock {
+        let first = verdicts.withLock {
             $0.append(Verdict(index: job.index, range: job.range, matches: matches, epoch: job.epoch))
+            return $0.count == 1
         }
-        wake()
+        // One wake-up for the verdicts the loop has not taken yet: the
+        // first of them wakes it, the rest are taken on the same turn.
+        if first { wake() }
     }
 
     /// The verdicts ready since the last call; each is acted on only if
