@@ -5,7 +5,6 @@
 // pieces into it and renames it over the file. The file keeps its name and
 // its bytes until the repaired copy replaces it whole; a repair killed
 // midway leaves a `.part` that the same command, or a download, resumes.
-internal import Digests
 import SystemSupport
 
 #if canImport(Glibc)
@@ -33,7 +32,7 @@ public struct FileVerification: Sendable, Equatable {
 
 extension Download {
     /// Checks the file at `path` against `pieces` (each piece's digest) and
-    /// `checksum` (the whole file's), reading it once.
+    /// `checksum` (the whole file's).
     ///
     /// Throws ``DownloadError/usage(_:remedy:)`` when neither is given (a file with
     /// no hashes cannot be checked), and ``DownloadError/verification(_:remedy:)``
@@ -55,11 +54,25 @@ extension Download {
                 "\(path) has \(size) bytes; its \(pieces.count) published pieces of \(pieces.length) bytes "
                     + "describe another size")
         }
-        var reading = FileHashing(pieces: pieces, checksum: checksum)
-        guard reading.read(descriptor, size: size) else { throw .io(IOError("read", path)) }
+        // Each piece as the engine checks it, mapped in place; the whole
+        // file's checksum in a pass of its own (both only when both are given).
+        var badPieces: [Int] = []
+        if let pieces {
+            badPieces = (0..<pieces.count).filter { index in
+                let range = pieces.range(ofPiece: index, size: size)
+                return !pieces.matches(piece: index, descriptor: descriptor, offset: range.start, count: range.count)
+            }
+        }
+        var checksumMatches: Bool?
+        if let checksum {
+            do { checksumMatches = try Checksum.digest(of: path, algorithm: checksum.algorithm) == checksum.hex } catch
+            {
+                throw .io(error)
+            }
+        }
         return FileVerification(
-            path: path, size: size, piecesChecked: pieces?.count ?? 0, badPieces: reading.badPieces,
-            checksumMatches: reading.checksumMatches)
+            path: path, size: size, piecesChecked: pieces?.count ?? 0, badPieces: badPieces,
+            checksumMatches: checksumMatches)
     }
 
     /// Checks the file at `path` against `options.pieces` (and
@@ -136,51 +149,5 @@ extension Download {
                 offset += Int64(got)
             }
         }
-    }
-}
-
-/// One pass over a file feeding each piece's digest and the whole file's.
-private struct FileHashing {
-    let pieces: PieceHashes?
-    let checksum: Checksum?
-    private(set) var badPieces: [Int] = []
-    private(set) var checksumMatches: Bool?
-
-    init(pieces: PieceHashes?, checksum: Checksum?) {
-        self.pieces = pieces
-        self.checksum = checksum
-    }
-
-    /// Reads `size` bytes of `descriptor` from its start; false when a read fails.
-    mutating func read(_ descriptor: Int32, size: Int64) -> Bool {
-        let whole = checksum.flatMap { Digester($0.algorithm.digest) }
-        let block = 1 << 20
-        let buffer = UnsafeMutableRawPointer.allocate(byteCount: block, alignment: 4096)
-        defer { buffer.deallocate() }
-        // Piece by piece (the whole file, as one piece, without piece hashes).
-        let length = pieces?.length ?? max(size, 1)
-        var index = 0
-        var start: Int64 = 0
-        while start < size || (size == 0 && index == 0) {
-            let end = min(start + length, size)
-            let piece = pieces.flatMap { Digester($0.algorithm.digest) }
-            var offset = start
-            while offset < end {
-                let got = retryingOnInterrupt {
-                    pread(descriptor, buffer, Int(min(Int64(block), end - offset)), off_t(offset))
-                }
-                guard got > 0 else { return false }
-                let bytes = UnsafeRawBufferPointer(start: buffer, count: got)
-                piece?.update(bytes)
-                whole?.update(bytes)
-                offset += Int64(got)
-            }
-            if let pieces, let piece, piece.finish() != pieces.hex(ofPiece: index) { badPieces.append(index) }
-            index += 1
-            start = end
-            if size == 0 { break }
-        }
-        if let checksum, let whole { checksumMatches = whole.finish() == checksum.hex }
-        return true
     }
 }

@@ -206,6 +206,15 @@ extension String {
 /// become milliseconds, sizes are doubled): sizes and rates up to 1T, seconds
 /// from 1 ms to one day, counts as each option says.
 enum Parse {
+    /// `--checksum ALGO=HEX`, for the download and `verify`.
+    static func checksum(_ text: String) throws(UsageError) -> Checksum {
+        guard let checksum = Checksum(text) else {
+            throw UsageError(
+                "--checksum needs sha256=HEX (or sha512, sha1, md5) with a digest of the right length, not '\(text)'")
+        }
+        return checksum
+    }
+
     /// The largest size or rate: 1 TiB (per second).
     static let largestSize: Int64 = 1 << 40
     /// The shortest and the longest duration in seconds: 1 ms and one day.

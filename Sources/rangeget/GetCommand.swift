@@ -100,12 +100,7 @@ enum GetCommand {
                     nil, "checksum", "ALGO=HEX",
                     "verify the file (sha256, sha512, sha1 or md5) before it is renamed into place"
                 ) { settings, text throws(UsageError) in
-                    guard let checksum = Checksum(text) else {
-                        throw UsageError(
-                            "--checksum needs sha256=HEX (or sha512, sha1, md5) with a digest of the right length, not '\(text)'"
-                        )
-                    }
-                    settings.options.checksum = checksum
+                    settings.options.checksum = try Parse.checksum(text)
                 },
                 .value(
                     nil, "checksum-file", "FILE",

@@ -68,15 +68,9 @@ enum MetalinkInput {
             }
             return Array(data)
         }
-        var fetching = options
-        fetching.checksum = nil
-        fetching.pieces = nil
-        fetching.expectedSize = nil
-        fetching.discovery = false
-        switch waitFor({ [fetching] () async throws(DownloadError) in
-            try await Download.data(from: source, options: fetching)
-        }) {
-        case let .success(data): return Array(data)
+        switch waitFor({ () async throws(DownloadError) in try await Metalink.document(at: source, options: options) })
+        {
+        case let .success(bytes): return bytes
         case let .failure(error): throw UsageError("cannot fetch Metalink \(source): \(error.commandLineText)")
         }
     }

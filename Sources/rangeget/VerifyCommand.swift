@@ -36,10 +36,7 @@ enum VerifyCommand {
                 },
                 .value(nil, "checksum", "ALGO=HEX", "the whole file's digest (sha256, sha512, sha1 or md5)") {
                     settings, text throws(UsageError) in
-                    guard let checksum = Checksum(text) else {
-                        throw UsageError("--checksum needs sha256=HEX (or sha512, sha1, md5), not '\(text)'")
-                    }
-                    settings.options.checksum = checksum
+                    settings.options.checksum = try Parse.checksum(text)
                 },
                 .flag(nil, "repair", "fetch the bad pieces again (needs a Metalink's piece hashes)") {
                     $0.repair = true

@@ -17,8 +17,11 @@ extension Engine {
         written.insert(range)
         guard let pieceCheck, !range.isEmpty else { return }
         writers.append((range, mirror.index))
-        let whole = PieceCheck.pieces(inside: range, length: pieceCheck.hashes.length, size: pieceCheck.size)
-        if onTrial(mirror), !whole.isEmpty { mirror.awaitingVerdict = true }
+        if onTrial(mirror),
+            !PieceCheck.pieces(inside: range, length: pieceCheck.hashes.length, size: pieceCheck.size).isEmpty
+        {
+            mirror.awaitingVerdict = true
+        }
     }
 
     /// The longest piece a mirror is put on trial with: one piece, hashed

@@ -82,7 +82,7 @@ final class Engine: LoopClient {
     let stop: StopSignal
     /// Checks each piece against its published digest (nil: no piece hashes).
     let pieceCheck: PieceCheck?
-    /// The `.part` the piece checks read, for samples of a bad piece.
+    /// The `.part` the piece checks read: a bad piece's copy, and its good one.
     let pieceFile: OutputFile?
     /// Who wrote which bytes not yet verified: (range, mirror index), with piece hashes only.
     var writers: [(range: ByteRange, mirror: Int)] = []

@@ -38,12 +38,9 @@ extension Download {
         {
             return skip("the request headers were given for \(HeaderPolicy.origin(of: url)) only")
         }
-        var fetching = options
-        fetching.discovery = false
-        fetching.restart = false
         let bytes: [UInt8]
         do throws(DownloadError) {
-            bytes = Array(try await Download.data(from: document, options: fetching))
+            bytes = try await Metalink.document(at: document, options: options)
         } catch {
             return skip("\(error)")
         }
@@ -73,5 +70,21 @@ extension Download {
         let what = entry.pieces.map { "its \($0.count) pieces" } ?? "its \(entry.checksum!.algorithm.rawValue)"
         onEvent(.notice("checking \(what) from the Metalink \(document) (\(Self.describedByLink))"))
         return described
+    }
+}
+
+extension Metalink {
+    /// The bytes of the Metalink document at `url`, fetched into memory
+    /// (16 MiB at most) with `options`' transfer settings, and none of its
+    /// checks or discovery: those are for the file it describes.
+    package static func document(at url: String, options: DownloadOptions) async throws(DownloadError) -> [UInt8] {
+        var fetching = options
+        fetching.checksum = nil
+        fetching.checksumList = nil
+        fetching.pieces = nil
+        fetching.expectedSize = nil
+        fetching.discovery = false
+        fetching.restart = false
+        return Array(try await Download.data(from: url, options: fetching))
     }
 }

@@ -60,7 +60,7 @@ public struct PieceHashes: Sendable, Equatable {
     }
 
     /// The pieces a file of `size` bytes has at this length.
-    public static func pieceCount(size: Int64, length: Int64) -> Int64 {
+    static func pieceCount(size: Int64, length: Int64) -> Int64 {
         size == 0 ? 0 : (size - 1) / length + 1
     }
 
