@@ -197,7 +197,9 @@ extension Download {
         if let session { return try session.transferLoop() }
         do {
             return try TransferLoop(
-                threaded: false, multiplex: options.transfer.multiplex, connections: options.connections)
+                threaded: false, multiplex: options.transfer.multiplex,
+                connections: options.automaticConnections
+                    ? max(options.connections, options.maxPerHost) : options.connections)
         } catch {
             throw .network(url: url, message: "cannot set up libcurl: \(error.message)", failure: error.failure)
         }
@@ -211,6 +213,7 @@ extension Download {
         tally.fetched += engine.bytesFetched
         tally.retries += engine.retries
         tally.connectionsUsed = max(tally.connectionsUsed, engine.connectionsUsed)
+        tally.connectionCount = engine.connectionCountReport
         tally.add(engine.mirrorReports)
         return outcome
     }
@@ -273,7 +276,8 @@ extension Download {
             path: path, size: size, seconds: tally.seconds + MonotonicClock.now() - started,
             bytesFetched: tally.fetched, bytesReused: tally.reused ?? 0, retries: tally.retries,
             mirrors: merge(probed, tally.mirrors), connectionsUsed: tally.connectionsUsed,
-            tcpConnections: tally.tcpConnections + prober.connectionsOpened.total, remoteFile: remote)
+            tcpConnections: tally.tcpConnections + prober.connectionsOpened.total,
+            connectionCount: tally.connectionCount, remoteFile: remote)
         onEvent(.finished(result))
         return result
     }

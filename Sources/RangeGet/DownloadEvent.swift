@@ -94,6 +94,9 @@ public enum TransferEvent: Sendable {
     /// The placement moved `count` connections from the mirror at `from`
     /// to the one at `to`, where they add more (their ranges go back to the queue).
     case connectionsMoved(from: String, to: String, count: Int)
+    /// The learned connection count (``DownloadOptions/automaticConnections``)
+    /// changed to `count`; `reason` says what the measurements showed.
+    case connectionCountChanged(count: Int, reason: String)
     /// A free connection fetches the rest of a slow connection's piece too; the first to finish wins.
     case raced(connection: Int, range: ByteRange)
     /// The manifest now records this many durable bytes.
@@ -128,6 +131,9 @@ public struct DownloadResult: Sendable, Equatable {
     public var connectionsUsed: Int
     /// TCP connections opened, probes included (keep-alive reuse opens none).
     public var tcpConnections: Int
+    /// How many connections ran and why: learned or fixed. Nil when no
+    /// transfer ran (the file was complete, or one response brought it).
+    public var connectionCount: ConnectionCountReport?
     /// True when the file was there already, complete and still the
     /// server's (same size and validators): nothing was fetched.
     public var alreadyComplete = false
@@ -136,6 +142,19 @@ public struct DownloadResult: Sendable, Equatable {
     /// (``RemoteFile/headers``, ``RemoteFile/contentType``) and validators.
     /// Nil only for a result made by hand.
     public var remoteFile: RemoteFile?
+}
+
+/// How many connections a download ran, and why.
+public struct ConnectionCountReport: Sendable, Equatable, Codable {
+    /// True when the count was learned (``DownloadOptions/automaticConnections``).
+    public var automatic: Bool
+    /// The count the download settled at: its last learned count, or the fixed one
+    /// (less when the server refused more).
+    public var settled: Int
+    /// The most connections it asked for at once.
+    public var peak: Int
+    /// What the measurements showed, e.g. "settled at 16; 16 added 96%".
+    public var reason: String
 }
 
 /// What one mirror contributed to a download.

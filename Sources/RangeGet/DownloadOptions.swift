@@ -12,8 +12,17 @@ public enum Destination: Sendable, Equatable {
 
 /// Settings of a download.
 public struct DownloadOptions: Sendable {
-    /// Connections to use at once.
+    /// Connections to use at once; with `automaticConnections`, the count to start from.
     public var connections = 8
+    /// Learn the connection count while the download runs, from `connections`
+    /// up to `maxPerHost`: more while each added connection adds at least a
+    /// quarter of what the others average, fewer while the total holds, again
+    /// whenever the total moves by a third; never more than a server accepted
+    /// (it refused one with 503 or 429). ``DownloadResult/connectionCount``
+    /// says what it settled at and why. Applies to a download from one URL to
+    /// a file, run on its own (not a list's shared connections, a stream or
+    /// several mirrors, which keep `connections`).
+    public var automaticConnections = false
     /// No piece is split below this many bytes.
     public var minimumSplit: Int64 = 1 << 20
     /// Attempts at one piece that end with no byte written before giving up.

@@ -14,6 +14,8 @@ struct Tally: Sendable {
     var retries = 0
     /// The most connections that carried a transfer in one engine run.
     var connectionsUsed = 0
+    /// How the last engine run chose its connection count.
+    var connectionCount: ConnectionCountReport?
     /// TCP connections opened, probes included.
     var tcpConnections = 0
     /// Per URL: engine figures added up over every engine run.

@@ -72,9 +72,15 @@ enum GetCommand {
                     settings.jobs = try Parse.positiveInteger(text, "jobs", max: 1000)
                 },
                 .value(
-                    "n", "connections", "N",
-                    "connections at once, for the whole run, shared by the files of a list (default 8, at most 256)"
+                    "n", "connections", "N|auto",
+                    "connections at once, for the whole run, shared by the files of a list (default 8, at most 256); "
+                        + "auto: learned as one URL downloads, from 8 up to --max-per-host"
                 ) { settings, text throws(UsageError) in
+                    if text == "auto" {
+                        settings.options.automaticConnections = true
+                        return
+                    }
+                    settings.options.automaticConnections = false
                     settings.options.connections = try Parse.positiveInteger(text, "connections", max: 256)
                 },
                 .value("k", "min-split", "SIZE", "never split a piece below SIZE bytes (default 1M, at most 1T)") {

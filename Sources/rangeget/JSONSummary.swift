@@ -25,12 +25,22 @@ struct JSONSummary: Encodable {
     var bytesReused: Int64?
     var retries: Int?
     var connectionsUsed: Int?
+    /// How many connections ran and why (`-n auto` or a fixed count).
+    var connectionCount: ConnectionCount?
     var tcpConnections: Int?
     /// True when the file was there already and still the server's: nothing fetched.
     var alreadyComplete: Bool?
     var mirrors: [Mirror]
     /// The line of `-i LIST` the file (or the bad line) is on; null for a single download.
     var line: Int?
+
+    struct ConnectionCount: Encodable {
+        /// "auto" or "fixed".
+        var mode: String
+        var settled: Int
+        var peak: Int
+        var reason: String
+    }
 
     struct Mirror: Encodable {
         var url: String
@@ -79,6 +89,10 @@ struct JSONSummary: Encodable {
         bytesReused = result.bytesReused
         retries = result.retries
         connectionsUsed = result.connectionsUsed
+        connectionCount = result.connectionCount.map {
+            ConnectionCount(
+                mode: $0.automatic ? "auto" : "fixed", settled: $0.settled, peak: $0.peak, reason: $0.reason)
+        }
         tcpConnections = result.tcpConnections
         alreadyComplete = result.alreadyComplete
         mirrors = result.mirrors.map {
@@ -111,7 +125,7 @@ struct JSONSummary: Encodable {
     private enum CodingKeys: String, CodingKey {
         case outcome, exitCode, error, httpStatus, failure, file, size, seconds, averageBytesPerSecond, bytesFetched,
             bytesReused,
-            retries, connectionsUsed, tcpConnections, alreadyComplete, mirrors, line
+            retries, connectionsUsed, connectionCount, tcpConnections, alreadyComplete, mirrors, line
     }
 
     /// Every field, null when it does not apply, so that a script finds each
@@ -131,6 +145,7 @@ struct JSONSummary: Encodable {
         try container.encode(bytesReused, forKey: .bytesReused)
         try container.encode(retries, forKey: .retries)
         try container.encode(connectionsUsed, forKey: .connectionsUsed)
+        try container.encode(connectionCount, forKey: .connectionCount)
         try container.encode(tcpConnections, forKey: .tcpConnections)
         try container.encodeIfPresent(alreadyComplete, forKey: .alreadyComplete)
         try container.encode(mirrors, forKey: .mirrors)

@@ -74,7 +74,7 @@ extension Engine {
             partnerBusy: partnerBusy, redirected: mirror.remote.effectiveURL != mirror.remote.url,
             sizeDisagreementsReached: sizeDisagreements >= (unprobed ? 1 : Self.sizeDisagreementLimit))
         let decision = RetryPolicy(settings: settings, url: mirror.remote.url, size: size).decide(failure)
-        if decision.fewerConnections { connectionLimit = max(1, connections.count(where: \.isBusy)) }
+        if decision.fewerConnections { connectionRefused(now: now) }
         if decision.restartCounted { plainRestarts += 1 }
         if let why = decision.dropMirror, let outcome = drop(mirror, because: why, now: now) { return outcome }
         switch decision.verdict {

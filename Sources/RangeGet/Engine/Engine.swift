@@ -121,6 +121,18 @@ final class Engine: LoopClient {
     /// How many connections each mirror gets.
     var placement: MirrorPlacement
     var lastPlacement = 0.0
+    /// The learned connection count (`DownloadOptions.automaticConnections`);
+    /// nil for a fixed count.
+    var tuner: ConnectionTuner?
+    /// All bytes received (time, bytes), over the tuner's longest window.
+    var tuningSamples: [(time: Double, bytes: Int64)] = []
+    /// The longest silence of a delivering transfer lately: a bursty
+    /// server's pause, which the tuner's window must span several times.
+    var tuningGap = (seconds: 0.0, at: 0.0)
+    /// Since when `tuningCount` transfers all deliver.
+    var tuningSince = 0.0
+    var tuningCount = 0
+    var lastTuning = 0.0
     var lastReport = 0.0
 
     /// An engine for the file behind `mirrors` (the first one's size is the
@@ -165,6 +177,13 @@ final class Engine: LoopClient {
             pieceCheck = nil
             pieceFile = nil
         }
+        // One URL to a file on a loop of its own: the count may be learned,
+        // up to the per-host cap (a list's shared slots, a stream's window and
+        // the placement over several mirrors keep the fixed count).
+        if settings.automaticConnections, !plain, window == nil, remotes.count == 1, loop.freeSlots == nil {
+            tuner = ConnectionTuner(start: settings.maxPerHost, ceiling: settings.maxPerHost)
+        }
+        let mostConnections = max(settings.connections, tuner?.ceiling ?? 0)
         if let file, let manifestPath, var manifest {
             manifest.pieceList = pieceCheck?.hashes.fingerprint
             checkpointer = Checkpointer(
@@ -173,7 +192,7 @@ final class Engine: LoopClient {
             // kill costs what was written since the last durable save.
             journal = try? WriteJournal(
                 path: PartialFiles(data: file.path).journal, file: file, size: manifest.size,
-                slots: settings.connections, written: done)
+                slots: mostConnections, written: done)
         } else {
             checkpointer = nil
             journal = nil
@@ -183,7 +202,7 @@ final class Engine: LoopClient {
         self.opening = opening
         planner = Planner(connections: settings.connections, minimumSplit: settings.minimumSplit)
         placement = MirrorPlacement(connections: settings.connections, room: mirrors.map { _ in settings.maxPerHost })
-        connectionLimit = plain ? 1 : settings.connections
+        connectionLimit = plain ? 1 : tuner?.target ?? settings.connections
     }
 
     var isStopping: Bool { stop.isRequested }
@@ -192,7 +211,7 @@ final class Engine: LoopClient {
     var bytesFetched: Int64 { finalFetched ?? connections.reduce(0) { $0 + $1.totalBytes } }
 
     /// Bytes received so far, running transfers included.
-    private var bytesReceived: Int64 {
+    var bytesReceived: Int64 {
         connections.reduce(bytesFetched) { $0 + ($1.isBusy ? $1.transferBytes : 0) }
     }
 
@@ -304,6 +323,7 @@ final class Engine: LoopClient {
         if let outcome = watchTransfers(now: now) { return ended(outcome) }
         if let outcome = checkPieces(now: now) { return ended(outcome) }
         placeConnections(now: now)
+        tuneConnections(now: now)
         if let failure = checkpointer?.failure { return ended(.failed(.io(failure))) }
         checkpointIfDue(now: now)
         reportSavedCheckpoint()
