@@ -12,10 +12,11 @@ public enum Destination: Sendable, Equatable {
 
 /// Settings of a download.
 public struct DownloadOptions: Sendable {
-    /// Connections to use at once; with `automaticConnections`, the count to start from.
+    /// Connections to use at once (without `automaticConnections`).
     public var connections = 8
-    /// Learn the connection count while the download runs, from `connections`
-    /// up to `maxPerHost`: more while each added connection adds at least a
+    /// Learn the connection count while the download runs, starting at
+    /// `maxPerHost` (every connection added later costs a round trip) and
+    /// never above it: more while each added connection adds at least a
     /// quarter of what the others average, fewer while the total holds, again
     /// whenever the total moves by a third; never more than a server accepted
     /// (it refused one with 503 or 429). ``DownloadResult/connectionCount``
