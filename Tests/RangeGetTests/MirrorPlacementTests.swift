@@ -183,4 +183,32 @@ final class MirrorPlacementTests: XCTestCase {
         XCTAssertEqual(placement.targets[1], 0, "\(placement.targets)")
         XCTAssertEqual(placement.targets.reduce(0, +), 12)
     }
+
+    /// A count's total is its latest measurement: a burst measured first
+    /// (nginx sends 2 MiB at once) is not remembered as the mirror's pace.
+    func testACurveKeepsTheLatestTotalNotTheBest() {
+        var curve = ThroughputCurve()
+        curve.record(20 * mib, at: 1)
+        curve.record(2 * mib, at: 1)
+        XCTAssertEqual(curve.total(at: 1, optimistic: true), 2 * mib)
+    }
+
+    /// A mirror whose rate is only an upper bound (a bursty mirror not yet
+    /// seen over its pauses) never receives a connection, however high the
+    /// bound; measured, it does.
+    func testAnUpperBoundNeverAttractsConnections() {
+        var placement = MirrorPlacement(connections: 8, room: [16, 16])
+        func observe(_ rate: Double, bounded: Bool) -> [MirrorPlacement.Observation] {
+            [
+                .init(connections: placement.targets[0], rate: 4 * mib * Double(placement.targets[0]), room: 12),
+                .init(connections: placement.targets[1], rate: rate, room: 12, bounded: bounded)
+            ]
+        }
+        for _ in 0..<5 {
+            XCTAssertEqual(placement.update(observe(80 * mib, bounded: true), worthMoving: true), [])
+        }
+        XCTAssertEqual(placement.targets, [4, 4])
+        let moves = placement.update(observe(80 * mib, bounded: false), worthMoving: true)
+        XCTAssertEqual(moves.first?.to, 1, "measured, the faster mirror takes connections: \(moves)")
+    }
 }

@@ -21,6 +21,8 @@ final class PieceTransfer {
     /// When the position was last seen to move, and where it was then.
     var lastProgress: Double
     var progressMark: Int64
+    /// The longest silence since the first byte (a bursty server's pause).
+    var longestSilence = 0.0
     var recent = RateMeter(window: 1)
 
     init(mirror: Mirror, requested: ByteRange?, measuresSetup: Bool, start: Int64, now: Double) {

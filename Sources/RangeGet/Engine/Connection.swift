@@ -289,6 +289,9 @@ final class Connection {
     func sample(now: Double) -> (idle: Double, timeToFirstByte: Double?) {
         guard let transfer else { return (0, nil) }
         var timeToFirstByte: Double?
+        if transfer.firstByteAt != nil {
+            transfer.longestSilence = max(transfer.longestSilence, now - transfer.lastProgress)
+        }
         if cursor.position != transfer.progressMark {
             transfer.progressMark = cursor.position
             transfer.lastProgress = now
@@ -315,6 +318,19 @@ final class Connection {
             transfer.recent.span >= 0.1
         else { return nil }
         return transfer.recent.rate
+    }
+
+    /// Bytes per second of the current transfer since its first byte, over
+    /// all its bursts: a bursty server's pace shows, where the last second
+    /// may hold one burst or none. `exact` once the transfer has run twice
+    /// its longest silence; before, an upper bound (the first burst, which
+    /// nginx sends at once, counts whole, and the next may be a second
+    /// away). Nil before a tenth of a second of data.
+    func averageRate(now: Double) -> (rate: Double, exact: Bool)? {
+        guard let transfer, let firstByteAt = transfer.firstByteAt, now - firstByteAt >= 0.1 else { return nil }
+        let elapsed = now - firstByteAt
+        let silence = max(transfer.longestSilence, now - transfer.lastProgress)
+        return (Double(cursor.bytes) / elapsed, elapsed >= 2 * silence)
     }
 
     /// True once the current transfer's first byte arrived.

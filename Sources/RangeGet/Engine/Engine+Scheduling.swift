@@ -155,17 +155,42 @@ extension Engine {
         var perHost: [String: Int] = [:]
         for mirror in mirrors { perHost[mirror.host, default: 0] += mirror.activeConnections }
         return mirrors.map { mirror in
-            let measured =
-                mirror.activeConnections > 0 && now - mirror.steadySince >= Self.placementWindow
-                && mirror.meter.span >= 0.9 * Self.placementWindow
+            let measured = mirror.activeConnections > 0 && now - mirror.steadySince >= Self.placementWindow
             var room = mirror.isUsable ? max(0, settings.maxPerHost - perHost[mirror.host, default: 0]) : 0
             // A mirror on trial fetches one piece at a time, each checked before the next.
             if onTrial(mirror) {
                 room = mirror.activeConnections == 0 && !mirror.awaitingVerdict ? min(room, 1) : 0
             }
+            let total = measured ? total(of: mirror, now: now) : nil
             return MirrorPlacement.Observation(
-                connections: mirror.activeConnections, rate: measured ? mirror.meter.rate : nil, room: room)
+                connections: mirror.activeConnections, rate: total?.rate, room: room, bounded: total?.exact == false)
         }
+    }
+
+    /// A mirror's bytes per second for the placement: over all the time its
+    /// connections have delivered at this count (up to
+    /// `longestPlacementWindow`) once that spans its pauses twice; before
+    /// that, the sum of its transfers' rates since their first bytes, which
+    /// is not `exact` (an upper bound) while one of them has not run twice
+    /// its longest pause. A fixed tenth of a second saw a bursty mirror
+    /// (nginx: 2 MiB at once, then a sleep) at its burst's speed or at zero,
+    /// and the placement moved connections to an 8 MiB/s mirror it had
+    /// measured at 0 with 3.
+    private func total(of mirror: Mirror, now: Double) -> (rate: Double, exact: Bool)? {
+        let steady = now - mirror.steadySince
+        if steady >= min(Self.longestPlacementWindow, 2 * mirror.pause.seconds),
+            let rate = mirror.meter.rate(since: max(mirror.steadySince, now - Self.longestPlacementWindow))
+        {
+            return (rate, true)
+        }
+        var sum = 0.0
+        var exact = true
+        for connection in connections where connection.isBusy && connection.mirror === mirror {
+            guard let average = connection.averageRate(now: now) else { return nil }
+            sum += average.rate
+            exact = exact && average.exact
+        }
+        return (sum, exact)
     }
 
     /// Measures every mirror's total and carries out the placement's moves:
@@ -178,6 +203,7 @@ extension Engine {
         for mirror in mirrors {
             let running = connections.filter { $0.isBusy && $0.mirror === mirror }
             mirror.meter.add(bytes: running.reduce(mirror.bytes) { $0 + $1.transferBytes }, at: now)
+            mirror.pause.note(running, now: now)
             // A window counts from when this many connections all deliver.
             if running.count != mirror.measuredConnections || !running.allSatisfy(\.hasDelivered) {
                 mirror.steadySince = now
@@ -220,6 +246,9 @@ extension Engine {
     /// short enough that the placement settles within a fraction of a
     /// second (a slow start costs the whole gain), long enough to measure.
     static let placementWindow = 0.1
+    /// The longest span a mirror's total is measured over: a slow bursty
+    /// mirror's pauses (2 MiB at 2 MiB/s: a second) spanned twice.
+    static let longestPlacementWindow = 2.0
 
     /// A mirror's bytes per second per connection, for a transfer with no
     /// rate of its own yet: its delivering transfers' recent rates, else its

@@ -15,28 +15,18 @@ extension Engine {
         guard var tuner, now - lastTuning >= 0.01 else { return }
         lastTuning = now
         let running = connections.filter(\.isBusy)
-        tuningSamples.append((now, bytesReceived))
-        if let stale = tuningSamples.firstIndex(where: { $0.time >= now - ConnectionTuner.longestWindow - 0.05 }),
-            stale > 1
-        {
-            tuningSamples.removeFirst(stale - 1)
-        }
-        // The longest silence of a delivering transfer within the last second or so.
-        let silence = running.filter(\.hasDelivered).map { $0.silence(now: now) }.max() ?? 0
-        if silence >= tuningGap.seconds || now - tuningGap.at > 1 { tuningGap = (silence, now) }
+        tuningMeter.add(bytes: bytesReceived, at: now)
+        tuningPause.note(running, now: now)
         // A window counts from when this many transfers all deliver.
         if running.count != tuningCount || !running.allSatisfy(\.hasDelivered) {
             tuningSince = now
             tuningCount = running.count
         }
-        let window = ConnectionTuner.window(longestGap: tuningGap.seconds)
-        var rate: Double?
-        if running.count == tuner.target, now - tuningSince >= window,
-            let first = tuningSamples.last(where: { $0.time <= now - window }), now > first.time
-        {
-            rate = Double(bytesReceived - first.bytes) / (now - first.time)
-        }
-        tuner.update(rate: rate, now: now, worthProbing: worthProbing(now: now, window: window))
+        let window = ConnectionTuner.window(longestGap: tuningPause.seconds)
+        let steady = running.count == tuner.target && now - tuningSince >= window
+        tuner.update(
+            rate: steady ? tuningMeter.rate(since: now - window) : nil, now: now,
+            worthProbing: worthProbing(window: window))
         self.tuner = tuner
         apply(tuner, now: now)
     }
@@ -72,9 +62,9 @@ extension Engine {
 
     /// True while enough is left that a round of the tuner pays back its
     /// new requests: several windows at the present total.
-    private func worthProbing(now: Double, window: Double) -> Bool {
-        guard let size, let first = tuningSamples.first, now > first.time else { return false }
-        let rate = Double(bytesReceived - first.bytes) / (now - first.time)
+    private func worthProbing(window: Double) -> Bool {
+        guard let size else { return false }
+        let rate = tuningMeter.rate
         guard rate > 0 else { return true }
         return Double(size - currentlyDone) / rate > 4 * (window + setupDelay)
     }

@@ -124,11 +124,11 @@ final class Engine: LoopClient {
     /// The learned connection count (`DownloadOptions.automaticConnections`);
     /// nil for a fixed count.
     var tuner: ConnectionTuner?
-    /// All bytes received (time, bytes), over the tuner's longest window.
-    var tuningSamples: [(time: Double, bytes: Int64)] = []
+    /// All bytes received, over the tuner's longest window.
+    var tuningMeter = RateMeter(window: ConnectionTuner.longestWindow)
     /// The longest silence of a delivering transfer lately: a bursty
     /// server's pause, which the tuner's window must span several times.
-    var tuningGap = (seconds: 0.0, at: 0.0)
+    var tuningPause = RecentPause(memory: 1)
     /// Since when `tuningCount` transfers all deliver.
     var tuningSince = 0.0
     var tuningCount = 0

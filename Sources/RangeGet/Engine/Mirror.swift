@@ -39,8 +39,10 @@ final class Mirror {
     /// The shortest wait for a first byte of this run's requests to it: how
     /// near it is, whatever else the loop was busy with at the time.
     var fastestFirstByte: Double?
-    /// Its total bytes (finished transfers plus running ones) over the placement's window.
-    var meter = RateMeter(window: Engine.placementWindow)
+    /// Its total bytes (finished transfers plus running ones) over the placement's longest window.
+    var meter = RateMeter(window: Engine.longestPlacementWindow)
+    /// The longest silence of its delivering transfers lately.
+    var pause = RecentPause(memory: Engine.longestPlacementWindow)
     /// Since when the same number of connections deliver data from it.
     var steadySince = 0.0
     /// Its connections at the last measurement.

@@ -28,6 +28,11 @@ struct MirrorPlacement: Sendable {
         var rate: Double?
         /// How many more connections it may take (0 when dropped or its host is full).
         var room: Int
+        /// True when `rate` is an upper bound, not yet a measurement (a
+        /// bursty mirror not yet seen over two of its pauses): it may give
+        /// connections, never receive them, and a move to it is judged once
+        /// it is measured.
+        var bounded = false
     }
 
     /// Connections to take off `from` and start on `to`.
@@ -122,7 +127,9 @@ struct MirrorPlacement: Sendable {
                 && (targets[index] == 0 || observations[index].rate != nil)
         }
         if let trial {
-            guard trial.before.keys.allSatisfy(measured) else { return [] }
+            guard trial.before.keys.allSatisfy(measured),
+                trial.moves.allSatisfy({ !observations[$0.to].bounded })
+            else { return [] }
             record(observations)
             self.trial = nil
             return judge(trial, observations)
@@ -160,7 +167,7 @@ struct MirrorPlacement: Sendable {
         // Differences below a tenth of the average connection's rate are noise.
         let noise = 0.1 * total / Double(connections)
         let recipients = observations.indices.filter {
-            observations[$0].room > 0 && gain(at: $0, observations[$0].connections) > noise
+            observations[$0].room > 0 && !observations[$0].bounded && gain(at: $0, observations[$0].connections) > noise
         }
         .sorted { gain(at: $0, observations[$0].connections) > gain(at: $1, observations[$1].connections) }
         for recipient in recipients {
@@ -239,14 +246,12 @@ struct MirrorPlacement: Sendable {
 /// A mirror's measured total at each connection count, and what it predicts
 /// between and beyond the measured counts.
 struct ThroughputCurve: Sendable, Equatable {
-    /// Bytes per second at each connection count: the best of the recent
-    /// measurements there. A dip (the local disk throttling writes, a
-    /// scheduling hiccup) is noise that must not read as a ceiling; a mirror
-    /// that really slowed down is seen once its recent measurements all say so.
+    /// Bytes per second at each connection count: the latest measurement
+    /// there, which the engine takes over all the time the count held (up
+    /// to two seconds). The best of recent 0.1 s windows remembered a
+    /// bursty mirror's bursts (nginx: 2 MiB at once, then a sleep) as its
+    /// pace: 2/8/32 MiB/s mirrors reached 0.66 of the best allocation.
     private(set) var totals: [Int: Double] = [:]
-    private var recent: [Int: [Double]] = [:]
-    /// Measurements kept per count (the engine measures every 10 ms or so: about 0.3 s).
-    static let recentCount = 32
     /// More connections that add less than this share of what the ones
     /// before added each count as adding nothing (a ceiling). Totals measured
     /// over long windows (bench: seconds) can be judged at a half; the
@@ -260,11 +265,7 @@ struct ThroughputCurve: Sendable, Equatable {
     }
 
     mutating func record(_ total: Double, at connections: Int) {
-        var kept = recent[connections, default: []]
-        kept.append(total)
-        if kept.count > Self.recentCount { kept.removeFirst(kept.count - Self.recentCount) }
-        recent[connections] = kept
-        totals[connections] = kept.max()
+        totals[connections] = total
     }
 
     /// The best rate per connection seen.
