@@ -95,7 +95,7 @@ enum ServeCommand {
                 },
                 .value(
                     nil, "report-every", "SECONDS",
-                    "print 'report SECONDS BYTES' on stdout every SECONDS once a request came: the seconds since the first request and the body bytes sent"
+                    "print a line 'report t=SECONDS bytes=N signed=N forbidden=N over-limit=N' on stdout every SECONDS once a request came, and at exit: seconds since the first request, body bytes sent, signed URLs issued, 403s and 503s"
                 ) { settings, text throws(UsageError) in
                     settings.reportEvery = try Parse.seconds(text, "report-every")
                 },
@@ -181,8 +181,10 @@ enum ServeCommand {
         TerminalText.printLine("serving \(directory) on http://127.0.0.1:\(server.port)/")
         fflush(nil)
         let reports = settings.reportEvery.map { report(server, every: $0) }
+        let reporting = reports != nil
         let interrupts = InterruptHandler {
             server.stop()
+            if reporting { printReport(server.statistics) }
             exit(ExitCode.success.rawValue)
         }
         withExtendedLifetime((interrupts, reports)) { dispatchMain() }
@@ -194,19 +196,26 @@ enum ServeCommand {
         return rate == 0 ? nil : Int(rate)
     }
 
-    /// Prints `report SECONDS BYTES` every `interval` seconds once the server
-    /// had a request: what a benchmark reads to see the rate over time.
+    /// Prints a report line (see ``printReport(_:)``) every `interval`
+    /// seconds once the server had a request: what a benchmark reads to see
+    /// the rate over time and what the server refused.
     private static func report(_ server: RangeServer, every interval: Double) -> DispatchSourceTimer {
         let timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "serve report"))
         timer.schedule(deadline: .now() + interval, repeating: interval)
-        timer.setEventHandler {
-            let statistics = server.statistics
-            guard let first = statistics.firstRequestAt else { return }
-            let seconds = Date().timeIntervalSince(first)
-            print("report \((seconds * 1000).rounded() / 1000) \(statistics.bodyBytesSent)")
-            fflush(nil)
-        }
+        timer.setEventHandler { printReport(server.statistics) }
         timer.resume()
         return timer
+    }
+
+    /// `report t=SECONDS bytes=N signed=N forbidden=N over-limit=N`: seconds
+    /// since the first request, body bytes sent, signed URLs issued, 403s for
+    /// tokens and 503s over the connection limit; nothing before a request.
+    private static func printReport(_ statistics: Statistics) {
+        guard let first = statistics.firstRequestAt else { return }
+        let seconds = (Date().timeIntervalSince(first) * 1000).rounded() / 1000
+        print(
+            "report t=\(seconds) bytes=\(statistics.bodyBytesSent) signed=\(statistics.urlsSigned) "
+                + "forbidden=\(statistics.refusedForToken) over-limit=\(statistics.refusedOverLimit)")
+        fflush(nil)
     }
 }
