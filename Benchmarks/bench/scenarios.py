@@ -608,7 +608,7 @@ SCENARIOS = {
                                        "auto's rate after change + 3 s / the best fixed count's")],
         **{k: v for k, v in AUTO.items() if k not in ("columns", "goals")}),
     "expiring-urls": dict(
-        kind="expiring_urls", size=(128 * MiB, 32 * MiB), server="serve", n=8, lifetime=2, in_flight=MiB,
+        kind="expiring_urls", size=(128 * MiB, 96 * MiB), server="serve", n=8, lifetime=2, in_flight=MiB,
         serve=["--expiring-urls", "2", "--rate-per-connection", "4M"],
         ideal=lambda s: s / (8 * 4 * MiB), ideal_text="size / (8 x 4 MiB/s)",
         what="RangeServer (`rangeget serve --expiring-urls 2 --rate-per-connection 4M`): the file only at a "
