@@ -15,6 +15,8 @@
     verified    the verified downloads (Metalink pieces and bad mirrors, a
                 damaged .part resumed, Link/Digest headers, the cost of
                 piece hashes), mixed into Bench
+    adaptive    issue 41: the connection count learned (-n auto against every
+                fixed count) and expiring signed URLs, mixed into Bench
     report      tables, goals checked, the results .md and .csv
 
 Python 3 stdlib only."""

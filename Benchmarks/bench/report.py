@@ -53,7 +53,7 @@ def check_goals(name, sc, out):
 
     def add(g, outcome, value=None, why="", shown=None, target_shown=None):
         """value: the measured number (shown with decisive digits); shown: a text instead."""
-        target = target_shown or (goal_number(g["target"]) if g["target"] is not None else "")
+        target = target_shown or (goal_number(g["target"]) if g["target"] is not None else g.get("target_text", ""))
         if value is not None:
             shown = decisive(value, g["op"], g["target"])
         results.append(dict(goal=g["label"] + (f" {g['op']} {target}" if g["op"] else ""), label=g["label"],
@@ -95,6 +95,17 @@ def check_goals(name, sc, out):
             continue
         if not good:
             add(g, "MISSED", why="rangeget had no ok run", shown="no ok run")
+            continue
+        if kind == "derived":  # a number the scenario's kind computed across its rows (out["derived"])
+            d = out.get("derived", {}).get(g["key"]) or dict(value=None, why="not computed")
+            if d["value"] is None:
+                add(g, "MISSED", why=d.get("why", ""), shown="none")
+                continue
+            if d.get("target") is not None:
+                g = dict(g, target=d["target"])
+            value = d["value"]
+            met = value >= g["target"] if g["op"] == ">=" else value <= g["target"]
+            add(g, "met" if met else "MISSED", value, target_shown=d.get("target_text"))
             continue
         if kind == "value":
             value = median(g["tool"], g["key"])

@@ -15,10 +15,11 @@ from .scenarios import SCENARIOS
 from .servers import (NGINX_SERVERS, RELAYS, data_file, delivered_rate, file_set, log_entries, log_size,
                       served_bytes, start_relay, start_serve, stop_group)
 from .tools import AXEL_TLS_NOTE, BULK_NOTES, STREAMS, base_tool, bulk_command, command, row_order, slug
+from .adaptive import AdaptiveDownloads
 from .verified import VerifiedDownloads
 
 
-class Bench(VerifiedDownloads):
+class Bench(VerifiedDownloads, AdaptiveDownloads):
     def __init__(self, args):
         self.args = args
         self.quick = args.quick

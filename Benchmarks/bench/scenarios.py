@@ -28,6 +28,13 @@ from .common import GiB, MiB
 # the last, fastest, mirror).  Resume scenarios: signal and when; timeouts: see
 # Bench.timeout_for.
 #
+# auto_count scenarios (bench/adaptive.py): rows rangeget (`-n auto`) and
+# `rangeget -n N` for N in 1, 2, 4, 8, 16; slowest(size): the seconds the slowest
+# row (-n 1) needs, for the timeout; change_after, settle: the server's rate
+# change and how long after it the rate is measured.  expiring_urls: lifetime
+# (the server's --expiring-urls), in_flight (the bytes one connection may have
+# in flight when its URL expires: the bound on bytes served is size + n x it).
+#
 # GOAL KINDS (constructors below): fraction(X): ideal / rangeget's median wall
 # >= X.  ratio(OTHER, KEY, Y): rangeget's median KEY ("wall" or "cpu") / OTHER's
 # <= Y (the same file for both, so a CPU ratio is also the CPU s/GiB ratio).
@@ -36,7 +43,8 @@ from .common import GiB, MiB
 # RSS(1x) + 2 MiB.  peak(N): rangeget's median peak RSS <= N MiB.
 # files_rate(OTHER, Y): rangeget's files/s / OTHER's >= Y (list scenarios).
 # value(KEY, OP, X, LABEL, TOOL): the median of the runs' own number KEY over
-# TOOL's ok runs OP X.  every(KEY, LABEL, TOOL): the flag KEY set in every run of
+# TOOL's ok runs OP X.  derived(KEY, OP, X, LABEL): out["derived"][KEY] OP X (or OP the
+# target the kind computed for the run).  every(KEY, LABEL, TOOL): the flag KEY set in every run of
 # TOOL, ok or not (shown k/n).  added_cpu(TOOL, OTHER, F): (TOOL's median CPU -
 # OTHER's) per GiB <= F x openssl's SHA-256 s/GiB measured in the run.  A goal
 # about another tool (the peer is not run, or has no ok run) is "not checked";
@@ -98,6 +106,13 @@ def added_cpu(tool, other, factor):
                 label=f"added CPU s/GiB ({tool} - {other})")
 
 
+def derived(key, op, target, label, target_text=None):
+    """A number the scenario's kind computed across its rows (out["derived"][KEY]:
+    its value, and a target that depends on the run, such as 1.5 x F + 1) op
+    target; target_text: how the goal names a target known only in the run."""
+    return dict(kind="derived", key=key, label=label, op=op, target=target, target_text=target_text)
+
+
 ONE_STREAM = "one stream: not a segmented downloader"
 NO_METALINK = "reads no Metalink"
 # The resume scenarios' notes (smoothed and bursty alike).
@@ -126,6 +141,20 @@ STREAM_NOTE = ("`rangeget -o - | sha256sum` against `rangeget -o FILE` in the sa
                "(64 MiB, the default) + 10 MiB above it.  sha256sum is the reader (its digest is checked); on "
                "this machine it needs about 1.2 s of CPU for 256 MiB, so on two cores it competes with the "
                "download.  curl streams one connection: 1/8 of the ideal by construction.")
+# The auto_count scenarios' shared parts: rows, columns, goals, ideal.
+NO_LEARNING = "no peer learns its connection count: the rows are rangeget's own fixed counts"
+AUTO = dict(
+    n="auto", variants=[f"rangeget -n {n}" for n in (1, 2, 4, 8, 16)], ideal=None,
+    ideal_text="the best fixed count's median wall in this run",
+    columns=[("wall / best fixed", "to_best"), ("settled (--json)", "settled"), ("peak (--json)", "peak")],
+    goals=[derived("to_best", "<=", 1.10, "auto / best fixed count wall"),
+           derived("settled", "<=", None, "auto's settled count (median)", "1.5 x F + 1"),
+           derived("peak", "<=", 16, "auto's peak count, every run (max; --max-per-host)")],
+    skip={t: NO_LEARNING for t in ("aria2c", "axel", "lftp", "curl")})
+AUTO_NOTE = ("The row `rangeget` is `rangeget -n auto`; every row prints --json, whose `connectionCount` "
+             "({mode, settled, peak, reason}) gives the settled and peak columns (\"-\" without it).  F: the "
+             "fewest fixed count whose median wall is within 3% of the best's; goal: auto's settled count "
+             "<= 1.5 x F + 1.  The peak goal is over every run (its maximum), against --max-per-host 16.")
 SCENARIOS = {
     "loopback": dict(
         size=(1 * GiB, 256 * MiB), server="open", n=8,
@@ -536,4 +565,74 @@ SCENARIOS = {
                  ("rangeget / openssl dgst wall", "rangeget", "openssl sha256 (read once)", "wall"),
                  ("rangeget / aria2c wall", "rangeget", "aria2c", "wall")],
         skip={"axel": NO_METALINK, "lftp": NO_METALINK, "curl": NO_METALINK}),
+    # Issue 41: the connection count learned.  Rows: rangeget -n auto (the row `rangeget`) and every
+    # fixed count; each sized so that the best fixed count takes >= 3 s (full size).
+    "auto-loopback": dict(
+        kind="auto_count", size=(4 * GiB, 1 * GiB), server="open", slowest=lambda s: s / (100 * MiB),
+        what="unthrottled nginx", note=AUTO_NOTE + "  BENCHMARKS.md names 1 GiB, which takes about 1 s here: "
+                                                   "the file is 4 GiB so the best fixed count takes >= 3 s.",
+        **AUTO),
+    "auto-cap": dict(
+        kind="auto_count", size=(1 * GiB, 256 * MiB), server="cap20", slowest=lambda s: s / (20 * MiB),
+        what="nginx limit_rate 20m per connection, smoothed", note=AUTO_NOTE, **AUTO),
+    "auto-cap-bursty": dict(
+        kind="auto_count", size=(1 * GiB, 256 * MiB), server="cap20b", slowest=lambda s: s / (20 * MiB),
+        what="nginx limit_rate 20m per connection with nginx's default pacing (2 MiB per connection at a time, "
+             "then a sleep)", note=AUTO_NOTE, **AUTO),
+    "auto-uplink": dict(
+        kind="auto_count", size=(256 * MiB, 64 * MiB), server="serve", serve=["--rate-total", "40000000"],
+        slowest=lambda s: s / 40e6,
+        what="RangeServer (`rangeget serve --rate-total 40000000`): one uplink of 40 MB/s shared by all "
+             "connections, fresh for every run", note=AUTO_NOTE, **AUTO),
+    "auto-limit": dict(
+        kind="auto_count", size=(64 * MiB, 16 * MiB), server="serve",
+        serve=["--rate-per-connection", "5M", "--connection-limit", "4"], slowest=lambda s: s / (5 * MiB),
+        what="RangeServer (`rangeget serve --rate-per-connection 5M --connection-limit 4`): 5 MiB/s per "
+             "connection, and 503 (Retry-After: 1, connection closed) to a request beyond 4 in progress, as "
+             "nginx's limit_conn; fresh for every run",
+        note=AUTO_NOTE + "  503s: the server's count (its `--report-every` lines).",
+        columns=AUTO["columns"] + [("503s (server)", "over_limit")],
+        **{k: v for k, v in AUTO.items() if k != "columns"}),
+    "auto-latency": dict(
+        kind="auto_count", size=(256 * MiB, 64 * MiB), server="serve",
+        serve=["--latency", "300", "--rate-per-connection", "5000000"], slowest=lambda s: 0.3 + s / 5e6,
+        what="RangeServer (`rangeget serve --latency 300 --rate-per-connection 5000000`): 300 ms before every "
+             "response, 5 MB/s per connection; fresh for every run", note=AUTO_NOTE, **AUTO),
+    "auto-h2": dict(
+        kind="auto_count", size=(256 * MiB, 64 * MiB), server="h2cap", slowest=lambda s: s / (5 * MiB),
+        what="nginx `ssl http2` behind relay.py at 5 MiB/s per TCP connection (as `h2-cap`)", note=AUTO_NOTE,
+        **AUTO),
+    "auto-change": dict(
+        kind="auto_count", size=(2 * GiB, 2 * GiB), server="serve", change_after=5, settle=3,
+        serve=["--rate-total", "40000000", "--change-after", "5", "--then-rate-per-connection", "20M"],
+        slowest=lambda s: 5 + (s - 5 * 40e6) / (20 * MiB),
+        what="RangeServer (`rangeget serve --rate-total 40000000 --change-after 5 --then-rate-per-connection "
+             "20M`): a shared 40 MB/s uplink for 5 s after the first request, then 20 MiB/s per connection "
+             "and no total cap; fresh for every run",
+        note=AUTO_NOTE + "  Rate after the change: from the server's own reports (`--report-every 0.1`: "
+                         "seconds since its first request and body bytes sent), (bytes at the end - bytes at "
+                         "5 + 3 s) / (the time of the last byte - 8 s), the last byte's time within 0.1 s; "
+                         "rangeget has no machine-readable progress.  The file is 2 GiB in --quick too: the "
+                         "best fixed count must still be downloading 3 s after the change.",
+        columns=AUTO["columns"] + [("MB/s after change + 3 s", "rate_after")],
+        goals=AUTO["goals"] + [derived("rate_after", ">=", 0.8,
+                                       "auto's rate after change + 3 s / the best fixed count's")],
+        **{k: v for k, v in AUTO.items() if k not in ("columns", "goals")}),
+    "expiring-urls": dict(
+        kind="expiring_urls", size=(128 * MiB, 96 * MiB), server="serve", n=8, lifetime=2, in_flight=MiB,
+        serve=["--expiring-urls", "2", "--rate-per-connection", "4M"],
+        ideal=lambda s: s / (8 * 4 * MiB), ideal_text="size / (8 x 4 MiB/s)",
+        what="RangeServer (`rangeget serve --expiring-urls 2 --rate-per-connection 4M`): the file only at a "
+             "signed URL valid 2 s from its issue (`/NAME?token=T`, from `GET /sign/NAME`; 403 otherwise); "
+             "`rangeget -n 8 --refresh-cmd \"Benchmarks/refresh-url.sh SIGN_URL\" SIGNED_URL`; fresh for "
+             "every run",
+        note=("Refresh invocations: the signed URLs the server issued (its `--report-every` lines) less the "
+              "one the harness fetched for the first URL.  Expiries: wall / 2 s, the URLs that ran out during "
+              "the run.  Bytes served: the server's body bytes; the bound is size + 8 x 1 MiB, what 8 "
+              "connections may have in flight (asked for and not yet read) when their URL is refused."),
+        columns=[("refresh invocations", "refreshes"), ("expiries (wall / 2 s)", "expiries"),
+                 ("403s", "forbidden"), ("bytes served / size", "served")],
+        goals=[every("refresh_ok", "refresh invocations <= expiries + 1, in every run"),
+               every("bytes_ok", "bytes served <= size + 8 x 1 MiB, in every run")],
+        skip={t: "cannot refresh an expiring URL (no --refresh-cmd)" for t in ("aria2c", "axel", "lftp", "curl")}),
 }

@@ -374,12 +374,13 @@ def start_relay(name, backend_port, timeout=10.0):
     return None, f"relay.py did not start: {tail[0][:120]}"
 
 
-def start_serve(rangeget, args, timeout=10.0):
-    """`rangeget serve DATA --port P ARGS...`; returns (process, port) or (None, why)."""
+def start_serve(rangeget, args, timeout=10.0, log_name="serve.log"):
+    """`rangeget serve DATA --port P ARGS...`, its output into LOGS/log_name;
+    returns (process, port) or (None, why)."""
     if not rangeget:
         return None, "no rangeget binary"
     port = free_port()
-    out = os.path.join(LOGS, "serve.log")
+    out = os.path.join(LOGS, log_name)
     proc = subprocess.Popen([rangeget, "serve", DATA, "--port", str(port), *args],
                             stdin=subprocess.DEVNULL, stdout=open(out, "wb"),
                             stderr=subprocess.STDOUT, start_new_session=True)

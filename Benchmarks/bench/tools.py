@@ -34,6 +34,10 @@ VARIANTS = {"curl+sync": "curl", "rangeget (fast only)": "rangeget", "rangeget (
             # verify-repair: yardsticks, one read of the same damaged file with coreutils' SHA-256 and
             # with OpenSSL's; rows of rangeget's group, so they run whenever rangeget does (--tools rangeget)
             "sha256sum (read once)": "rangeget", "openssl sha256 (read once)": "rangeget"}
+# auto_count (bench/adaptive.py): rangeget with each fixed connection count, beside the row
+# `rangeget`, which there is `rangeget -n auto`.
+FIXED_COUNTS = (1, 2, 4, 8, 16)
+VARIANTS.update({f"rangeget -n {n}": "rangeget" for n in FIXED_COUNTS})
 # Rows that read a file and print its SHA-256 (verify-repair): checked against the digest they print.
 READERS = {"sha256sum (read once)", "openssl sha256 (read once)"}
 # Variants that write the file to stdout, into sha256sum, whose digest (in OUT.sha256) is checked.

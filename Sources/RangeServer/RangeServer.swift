@@ -10,7 +10,8 @@ import FoundationEssentials
 /// Every method is thread-safe; settings changed while running apply to the
 /// next response (the rate to the next slice of a body).
 public final class RangeServer: Sendable {
-    /// How a server starts out; everything but the port can change later.
+    /// How a server starts out; everything but the port and the rate change
+    /// can change later.
     public struct Configuration: Sendable {
         /// The port to listen on; 0 picks a free one.
         public var port: UInt16
@@ -38,12 +39,29 @@ public final class RangeServer: Sendable {
         /// The most requests ``Statistics/requests`` keeps, so a long-running
         /// server stays small; later ones are only counted.
         public var maxRecordedRequests: Int
+        /// The most requests processed at once, from reading a request's head
+        /// to the end of its response body, as nginx's `limit_conn` counts;
+        /// a request beyond gets 503 with `Retry-After: 1` and the connection
+        /// closes. Nil for no limit.
+        public var connectionLimit: Int?
+        /// Seconds a signed URL stays valid; nil serves every resource at its
+        /// plain URL. When set, `GET /sign/NAME` answers with a fresh URL
+        /// `http://127.0.0.1:PORT/NAME?token=T`, and a request for `/NAME`
+        /// without a token that is valid now gets 403. A request admitted
+        /// before its token expires is answered in full.
+        public var urlLifetime: Double?
+        /// Rate limits that replace ``ratePerConnection`` and ``totalRate``
+        /// a set time after the first request since ``RangeServer/start()``;
+        /// nil for none.
+        public var rateChange: RateChange?
 
         /// A configuration; the defaults give an ephemeral port, no limits,
-        /// smooth pacing, no latency, no faults, a 30 s idle timeout and 100,000 records.
+        /// smooth pacing, no latency, no faults, a 30 s idle timeout, 100,000
+        /// records, plain URLs and no rate change.
         public init(
             port: UInt16 = 0, ratePerConnection: Int? = nil, totalRate: Int? = nil, burst: Int? = nil,
-            latency: Double = 0, faults: [FaultRule] = [], idleTimeout: Double = 30, maxRecordedRequests: Int = 100_000
+            latency: Double = 0, faults: [FaultRule] = [], idleTimeout: Double = 30, maxRecordedRequests: Int = 100_000,
+            connectionLimit: Int? = nil, urlLifetime: Double? = nil, rateChange: RateChange? = nil
         ) {
             self.port = port
             self.ratePerConnection = ratePerConnection
@@ -53,6 +71,9 @@ public final class RangeServer: Sendable {
             self.faults = faults
             self.idleTimeout = idleTimeout
             self.maxRecordedRequests = maxRecordedRequests
+            self.connectionLimit = connectionLimit
+            self.urlLifetime = urlLifetime
+            self.rateChange = rateChange
         }
     }
 
@@ -136,6 +157,20 @@ public final class RangeServer: Sendable {
     /// connection's next burst or slice.
     public func setBurst(_ bytes: Int?) {
         core.state.withLock { $0.burst = bytes.map { max(1, $0) } }
+    }
+
+    /// Sets the most requests processed at once (see
+    /// ``Configuration/connectionLimit``); nil for no limit. Applies to the
+    /// next request.
+    public func setConnectionLimit(_ requests: Int?) {
+        core.state.withLock { $0.connectionLimit = requests.map { max(0, $0) } }
+    }
+
+    /// Sets how long a signed URL stays valid (see
+    /// ``Configuration/urlLifetime``); nil serves plain URLs again. URLs
+    /// issued before keep their deadlines.
+    public func setURLLifetime(_ seconds: Double?) {
+        core.state.withLock { $0.urlLifetime = seconds.map { max(0, $0) } }
     }
 
     /// Sets the delay before each response's headers, in seconds.

@@ -227,6 +227,41 @@ struct ResponsePlan: Equatable {
             ending: context.keepAlive ? .complete : .close)
     }
 
+    /// `status` with an empty body (`Content-Length: 0`), e.g. the 403 to a
+    /// URL whose token is missing or expired.
+    static func empty(_ status: Int, _ context: Context) -> ResponsePlan {
+        let fields = [
+            Field(name: "Date", value: context.date), Field(name: "Server", value: "RangeServer"),
+            Field(name: "Content-Length", value: "0")
+        ]
+        return ResponsePlan(
+            status: status, fields: fields + connectionFields(context), body: [],
+            ending: context.keepAlive ? .complete : .close)
+    }
+
+    /// The 503 to a request over the connection limit: `Retry-After: 1`, no
+    /// body, and the connection closed, as nginx's `limit_conn` answers.
+    static func overLimit(_ context: Context) -> ResponsePlan {
+        var closing = context
+        closing.keepAlive = false
+        var plan = empty(503, closing)
+        plan.fields.insert(Field(name: "Retry-After", value: "1"), at: 2)
+        return plan
+    }
+
+    /// 200 with `text` as a `text/plain` body (none to HEAD), not to be cached.
+    static func text(_ text: String, _ context: Context) -> ResponsePlan {
+        let bytes = Array(text.utf8)
+        let fields = [
+            Field(name: "Date", value: context.date), Field(name: "Server", value: "RangeServer"),
+            Field(name: "Content-Type", value: "text/plain; charset=utf-8"),
+            Field(name: "Content-Length", value: String(bytes.count)), Field(name: "Cache-Control", value: "no-store")
+        ]
+        return ResponsePlan(
+            status: 200, fields: fields + connectionFields(context),
+            body: context.method == "HEAD" ? [] : [.bytes(bytes)], ending: context.keepAlive ? .complete : .close)
+    }
+
     private static func connectionFields(_ context: Context) -> [Field] {
         if !context.keepAlive { return [Field(name: "Connection", value: "close")] }
         return context.isHTTP10 ? [Field(name: "Connection", value: "keep-alive")] : []

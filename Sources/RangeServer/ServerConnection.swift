@@ -100,12 +100,18 @@ final class ServerConnection {
         return true
     }
 
-    /// Plans, records and sends the response to `request`; false when the
-    /// connection must close afterwards.
+    /// Plans, records and sends the response to `request`, holding one of
+    /// the connection limit's places meanwhile; false when the connection
+    /// must close afterwards.
     private func answer(_ request: HTTPRequest) -> Bool {
+        core.noteRequest()
         var context = ResponsePlan.Context(
             method: request.method, rangeHeader: request.header("range"), ifRangeHeader: request.header("if-range"),
             isHTTP10: request.minorVersion == 0, keepAlive: request.keepAlive, date: HTTPDate.format(Date()))
+        guard core.admit() else {
+            return carryOut(ResponsePlan.overLimit(context), for: request, context: context, fault: nil, resource: nil)
+        }
+        defer { core.release() }
         var plan: ResponsePlan
         var fault: Fault?
         var resource: Resource?
@@ -113,17 +119,36 @@ final class ServerConnection {
             plan = ResponsePlan.page(405, context)
             plan.fields.insert(ResponsePlan.Field(name: "Allow", value: "GET, HEAD"), at: 1)
         } else if let path = request.path {
-            let specs = context.rangeHeader.flatMap(RangeSpec.parseHeader)
-            let preparation = core.prepare(
-                method: request.method, path: path, rangeStart: specs?.count == 1 ? specs?[0].first : nil)
-            context.requestNumber = preparation.requestNumber
-            fault = preparation.fault
-            resource = preparation.resource
-            plan = ResponsePlan.plan(context, resource: resource, fault: fault)
+            switch core.access(path: path, target: request.target) {
+            case .signed(let url):
+                plan = ResponsePlan.text(url + "\n", context)
+            case .notFound:
+                plan = ResponsePlan.page(404, context)
+            case .forbidden:
+                plan = ResponsePlan.empty(403, context)
+            case .granted:
+                let specs = context.rangeHeader.flatMap(RangeSpec.parseHeader)
+                let preparation = core.prepare(
+                    method: request.method, path: path, rangeStart: specs?.count == 1 ? specs?[0].first : nil)
+                context.requestNumber = preparation.requestNumber
+                fault = preparation.fault
+                resource = preparation.resource
+                plan = ResponsePlan.plan(context, resource: resource, fault: fault)
+            }
         } else {
             context.keepAlive = false
             plan = ResponsePlan.page(400, context)
         }
+        return carryOut(plan, for: request, context: context, fault: fault, resource: resource)
+    }
+
+    /// Records and sends `plan` after the latency (and a `delay` fault's
+    /// wait); false when the connection must close afterwards.
+    private func carryOut(
+        _ plan: ResponsePlan, for request: HTTPRequest, context: ResponsePlan.Context, fault: Fault?,
+        resource: Resource?
+    ) -> Bool {
+        var plan = plan
 
         // File content is read through a descriptor opened now, so a file
         // removed since the lookup gives 404 rather than a broken body.

@@ -5,6 +5,7 @@
 import Dispatch
 import FoundationEssentials
 import Synchronization
+import SystemSupport
 
 #if canImport(Glibc)
 import Glibc
@@ -34,6 +35,14 @@ final class ServerCore: Sendable {
         var idleTimeout: Double
         var maxRecordedRequests: Int
         var faults: [FaultRule]
+        var connectionLimit: Int?
+        /// Requests between head read and the end of their response.
+        var activeRequests = 0
+        var urlLifetime: Double?
+        var signedURLs = SignedURLs()
+        var rateChange: RateChange?
+        /// The rate change waits for the run's first request.
+        var rateChangeArmed = false
         /// Resources by path, without leading `/`.
         var resources: [String: Resource] = [:]
         var directory: String?
@@ -57,6 +66,21 @@ final class ServerCore: Sendable {
         var index: Int?
     }
 
+    /// Whether a request for a path may be served, with signed URLs on.
+    enum Access: Equatable {
+        /// Signed URLs are off, or the request's token is valid.
+        case granted
+        /// A `/sign/NAME` request for a resource: the signed URL to send.
+        case signed(String)
+        /// A `/sign/NAME` request for nothing.
+        case notFound
+        /// A resource request without a valid token.
+        case forbidden
+    }
+
+    /// The path prefix that asks for a signed URL.
+    static let signPrefix = "/sign/"
+
     /// What a request needs from the shared state before it is planned.
     struct Preparation {
         var requestNumber: Int
@@ -75,7 +99,8 @@ final class ServerCore: Sendable {
                 totalRate: configuration.totalRate.map { max(1, $0) }, burst: configuration.burst.map { max(1, $0) },
                 latency: configuration.latency,
                 idleTimeout: configuration.idleTimeout, maxRecordedRequests: configuration.maxRecordedRequests,
-                faults: configuration.faults))
+                faults: configuration.faults, connectionLimit: configuration.connectionLimit,
+                urlLifetime: configuration.urlLifetime, rateChange: configuration.rateChange))
     }
 
     // MARK: Listening
@@ -102,6 +127,7 @@ final class ServerCore: Sendable {
             guard state.run == nil else { return false }
             state.run = run
             state.port = boundPort
+            state.rateChangeArmed = state.rateChange != nil
             return true
         }
         guard started else {
@@ -259,6 +285,73 @@ final class ServerCore: Sendable {
     }
 
     // MARK: Requests
+
+    /// Notes a request whose head was read: the first since the start or
+    /// the last reset sets ``Statistics/firstRequestAt``, and the first of a
+    /// run starts the clock of the rate change.
+    func noteRequest() {
+        let due = state.withLock { state -> (RateChange, Run)? in
+            if state.statistics.firstRequestAt == nil { state.statistics.firstRequestAt = Date() }
+            guard state.rateChangeArmed, let change = state.rateChange, let run = state.run else { return nil }
+            state.rateChangeArmed = false
+            return (change, run)
+        }
+        guard let (change, run) = due else { return }
+        DispatchQueue.global().asyncAfter(deadline: .now() + max(0, change.after)) { [weak self] in
+            self?.state.withLock { state in
+                // A server stopped (and maybe started again) since keeps its rates.
+                guard state.run === run else { return }
+                state.rate = change.ratePerConnection.map { max(1, $0) }
+                state.totalRate = change.totalRate.map { max(1, $0) }
+            }
+        }
+    }
+
+    /// Takes one of the connection limit's places for a request, or counts
+    /// the request as refused when they are all taken.
+    func admit() -> Bool {
+        state.withLock { state in
+            if let limit = state.connectionLimit, state.activeRequests >= limit {
+                state.statistics.refusedOverLimit += 1
+                return false
+            }
+            state.activeRequests += 1
+            return true
+        }
+    }
+
+    /// Gives back the place ``admit()`` took.
+    func release() {
+        state.withLock { $0.activeRequests -= 1 }
+    }
+
+    /// Whether a request for `path` (decoded) with `target` (as sent) is
+    /// served, with signed URLs on; issues and counts signed URLs and counts
+    /// refusals.
+    func access(path: String, target: String) -> Access {
+        let signPath = path.hasPrefix(Self.signPrefix) ? String(path.dropFirst(Self.signPrefix.count)) : nil
+        let exists = signPath.map { resource(at: $0) != nil } ?? false
+        return state.withLock { state in
+            guard let lifetime = state.urlLifetime else { return .granted }
+            let now = MonotonicClock.now()
+            if let signPath {
+                guard exists else { return .notFound }
+                let token = state.signedURLs.issue(for: Self.key(signPath), lifetime: lifetime, now: now)
+                state.statistics.urlsSigned += 1
+                // The name as the client wrote it, escapes kept, when it can be cut from the target.
+                let written =
+                    target.hasPrefix(Self.signPrefix)
+                    ? String(target.dropFirst(Self.signPrefix.count).prefix { $0 != "?" }) : signPath
+                return .signed("http://127.0.0.1:\(state.port)/\(written)?token=\(token)")
+            }
+            let token = SignedURLs.token(inTarget: target)
+            guard state.signedURLs.admits(token: token, path: Self.key(path), now: now) else {
+                state.statistics.refusedForToken += 1
+                return .forbidden
+            }
+            return .granted
+        }
+    }
 
     /// Counts the request on its path, picks the first fault rule that
     /// matches and applies, and finds the resource (changing it first when

@@ -1,4 +1,5 @@
 // What the server did: every request, and the body bytes it really wrote.
+import FoundationEssentials
 
 /// One request as the server saw and answered it.
 public struct RequestRecord: Sendable, Equatable {
@@ -32,6 +33,15 @@ public struct Statistics: Sendable, Equatable {
     public var bodyBytesSent: Int64 = 0
     /// Connections accepted.
     public var connectionsAccepted = 0
+    /// When the first request since the start or the last reset was read.
+    public var firstRequestAt: Date?
+    /// Requests answered 503 because ``RangeServer/Configuration/connectionLimit``
+    /// others were being processed.
+    public var refusedOverLimit = 0
+    /// Signed URLs issued by `GET /sign/NAME` (with ``RangeServer/Configuration/urlLifetime``).
+    public var urlsSigned = 0
+    /// Requests answered 403 for a missing, unknown or expired token.
+    public var refusedForToken = 0
     /// Requests answered but left out of ``requests`` (over the configured
     /// ``RangeServer/Configuration/maxRecordedRequests``).
     public var requestsNotRecorded = 0

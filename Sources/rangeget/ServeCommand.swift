@@ -13,6 +13,15 @@ import Darwin
 
 struct ServeSettings {
     var configuration = RangeServer.Configuration()
+    /// `--change-after`: seconds from the first request to the rate change.
+    var changeAfter: Double?
+    /// The limits after the change (`--then-*`; nil: none of that kind).
+    var thenRatePerConnection: Int?
+    var thenTotalRate: Int?
+    /// Whether a `--then-*` option was given (they need `--change-after`).
+    var thenGiven = false
+    /// `--report-every`: seconds between progress lines on stdout.
+    var reportEvery: Double?
     var help = false
 }
 
@@ -51,6 +60,44 @@ enum ServeCommand {
                         throw UsageError("--latency needs milliseconds from 0 to 86400000, not '\(text)'")
                     }
                     settings.configuration.latency = milliseconds / 1000
+                },
+                .value(
+                    nil, "connection-limit", "K",
+                    "answer 503 (Retry-After: 1, connection closed) to a request that arrives while K others are being processed, as nginx's limit_conn does"
+                ) { settings, text throws(UsageError) in
+                    settings.configuration.connectionLimit = try Parse.positiveInteger(text, "connection-limit")
+                },
+                .value(
+                    nil, "expiring-urls", "SECONDS",
+                    "serve each file only at a signed URL valid for SECONDS, issued by GET /sign/NAME; other requests for it get 403"
+                ) { settings, text throws(UsageError) in
+                    settings.configuration.urlLifetime = try Parse.seconds(text, "expiring-urls")
+                },
+                .value(
+                    nil, "change-after", "SECONDS",
+                    "SECONDS after the first request, replace both rate limits by the --then-* ones (absent: no limit)"
+                ) { settings, text throws(UsageError) in
+                    settings.changeAfter = try Parse.seconds(text, "change-after")
+                },
+                .value(
+                    nil, "then-rate-per-connection", "RATE",
+                    "with --change-after: each connection's cap from then on (0: none; at most 1T)"
+                ) { settings, text throws(UsageError) in
+                    settings.thenRatePerConnection = try rateOrNone(text, "then-rate-per-connection")
+                    settings.thenGiven = true
+                },
+                .value(
+                    nil, "then-rate-total", "RATE",
+                    "with --change-after: the whole server's cap from then on (0: none; at most 1T)"
+                ) { settings, text throws(UsageError) in
+                    settings.thenTotalRate = try rateOrNone(text, "then-rate-total")
+                    settings.thenGiven = true
+                },
+                .value(
+                    nil, "report-every", "SECONDS",
+                    "print a line 'report t=SECONDS bytes=N signed=N forbidden=N over-limit=N' on stdout every SECONDS once a request came, and at exit: seconds since the first request, body bytes sent, signed URLs issued, 403s and 503s"
+                ) { settings, text throws(UsageError) in
+                    settings.reportEvery = try Parse.seconds(text, "report-every")
                 },
                 .value(nil, "fault", "SPEC", "inject a fault, e.g. stall:1048576@request=3 (repeatable)") {
                     settings, text throws(UsageError) in
@@ -110,6 +157,9 @@ enum ServeCommand {
                 return ExitCode.success.rawValue
             }
             guard positional.count == 1 else { throw UsageError("serve needs exactly one directory") }
+            if settings.thenGiven && settings.changeAfter == nil {
+                throw UsageError("--then-rate-per-connection and --then-rate-total need --change-after")
+            }
         } catch {
             return fail("\(error)", .usage)
         }
@@ -117,7 +167,11 @@ enum ServeCommand {
         guard isDirectory(directory) else {
             return fail("\(directory) is not a directory", .usage)
         }
-        let server = RangeServer(configuration: settings.configuration)
+        var configuration = settings.configuration
+        configuration.rateChange = settings.changeAfter.map {
+            RateChange(after: $0, ratePerConnection: settings.thenRatePerConnection, totalRate: settings.thenTotalRate)
+        }
+        let server = RangeServer(configuration: configuration)
         server.serveDirectory(directory)
         do {
             try server.start()
@@ -126,10 +180,42 @@ enum ServeCommand {
         }
         TerminalText.printLine("serving \(directory) on http://127.0.0.1:\(server.port)/")
         fflush(nil)
+        let reports = settings.reportEvery.map { report(server, every: $0) }
+        let reporting = reports != nil
         let interrupts = InterruptHandler {
             server.stop()
+            if reporting { printReport(server.statistics) }
             exit(ExitCode.success.rawValue)
         }
-        withExtendedLifetime(interrupts) { dispatchMain() }
+        withExtendedLifetime((interrupts, reports)) { dispatchMain() }
+    }
+
+    /// A rate given as 0 means no limit.
+    private static func rateOrNone(_ text: String, _ option: String) throws(UsageError) -> Int? {
+        let rate = try Parse.bytes(text, option, range: 0...Parse.largestSize)
+        return rate == 0 ? nil : Int(rate)
+    }
+
+    /// Prints a report line (see ``printReport(_:)``) every `interval`
+    /// seconds once the server had a request: what a benchmark reads to see
+    /// the rate over time and what the server refused.
+    private static func report(_ server: RangeServer, every interval: Double) -> DispatchSourceTimer {
+        let timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "serve report"))
+        timer.schedule(deadline: .now() + interval, repeating: interval)
+        timer.setEventHandler { printReport(server.statistics) }
+        timer.resume()
+        return timer
+    }
+
+    /// `report t=SECONDS bytes=N signed=N forbidden=N over-limit=N`: seconds
+    /// since the first request, body bytes sent, signed URLs issued, 403s for
+    /// tokens and 503s over the connection limit; nothing before a request.
+    private static func printReport(_ statistics: Statistics) {
+        guard let first = statistics.firstRequestAt else { return }
+        let seconds = (Date().timeIntervalSince(first) * 1000).rounded() / 1000
+        print(
+            "report t=\(seconds) bytes=\(statistics.bodyBytesSent) signed=\(statistics.urlsSigned) "
+                + "forbidden=\(statistics.refusedForToken) over-limit=\(statistics.refusedOverLimit)")
+        fflush(nil)
     }
 }
