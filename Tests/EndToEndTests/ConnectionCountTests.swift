@@ -47,6 +47,18 @@ final class ConnectionCountTests: EndToEndTestCase {
         XCTAssertTrue((count["reason"] as? String ?? "").contains("lost"), "\(count)")
     }
 
+    /// A server that takes 3 requests at once answers the others 503: the
+    /// count stays at what it accepted, and the download completes.
+    func testAServersConnectionLimitCapsTheCount() throws {
+        server.setRatePerConnection(2 << 20)
+        server.setConnectionLimit(3)
+        let run = try downloadAuto(Resource.generated(size: 12 << 20, seed: 405), most: 8)
+        let count = try connectionCount(run)
+        XCTAssertLessThanOrEqual(try XCTUnwrap(count["settled"] as? Int), 3, "\(count)")
+        XCTAssertTrue((count["reason"] as? String ?? "").contains("refused more than"), "\(count)")
+        XCTAssertGreaterThan(server.statistics.refusedOverLimit, 0, "the limit was reached")
+    }
+
     /// A fixed count says so; `-n auto` on a list keeps the fixed count it
     /// starts from (the list's connections are shared).
     func testAFixedCountIsReportedAsFixed() throws {
