@@ -39,6 +39,8 @@ extension Engine {
             connectionLimit = max(1, running)
             return
         }
+        // Refused with nothing else running: a busy server, not a limit.
+        guard running > 0 else { return }
         tuner.refused(running: running)
         self.tuner = tuner
         apply(tuner, now: now)

@@ -193,6 +193,15 @@ struct RetryPolicy {
             // Else an extra connection was refused: the mirror's connection
             // limit came down (rule 3), and its working connections take the piece.
         }
+        // An extra connection refused (429, 503) while others of the mirror
+        // run: the Retry-After is for that connection, which the lower count
+        // no longer opens; the piece is not at fault, and a working
+        // connection takes it as soon as one frees (waiting out the server's
+        // second made -n 8 against a 4-connection server 1.7x -n 4's wall).
+        if decision.fewerConnections, failure.mirrorHasOtherTransfers {
+            delay = 0
+            failures = failure.pieceFailures
+        }
         if !usable { delay = 0 }
         return ending(.requeue(delay: delay, failures: failures))
     }
