@@ -72,6 +72,7 @@ extension Engine {
             otherMirrors: mirrors.count { $0.isUsable && $0 !== mirror },
             mirrorHasOtherTransfers: connections.contains { $0.isBusy && $0.mirror === mirror && $0.id != connection },
             partnerBusy: partnerBusy, redirected: mirror.remote.effectiveURL != mirror.remote.url,
+            refreshable: settings.refreshURL != nil, mirrorServed: mirror.bytes + mirror.servedBefore,
             sizeDisagreementsReached: sizeDisagreements >= (unprobed ? 1 : Self.sizeDisagreementLimit))
         let decision = RetryPolicy(settings: settings, url: mirror.remote.url, size: size).decide(failure)
         if decision.fewerConnections { connectionRefused(now: now) }
@@ -100,6 +101,13 @@ extension Engine {
         case let .fail(error):
             return .failed(error)
         }
+    }
+
+    /// Credits each mirror with the bytes it served this download before this
+    /// run (`served`, by the URL given), so that a refusal after them reads
+    /// as a signed link's expiry (RetryPolicy rule 4). Before the run starts.
+    func credit(served: [String: Int64]) {
+        for mirror in mirrors { mirror.servedBefore = served[mirror.remote.url] ?? 0 }
     }
 
     /// Answers in a row naming the same other size before the size counts as changed.
