@@ -239,4 +239,27 @@ final class RefreshTests: EndToEndTestCase {
         XCTAssertTrue(server.statistics.requests.contains { $0.status == 403 }, "the racer was not refused")
         XCTAssertEqual(calls.withLock { $0 }, 0, "a refused duplicate is no expiry")
     }
+
+    /// A stream (`-o -`, `Download.bytes(from:)`) renews an expired link by
+    /// the same step: one call, and the reader gets every byte once.
+    func testAStreamRenewsAnExpiredLinkOnce() async throws {
+        let size: Int64 = 3 << 20
+        let (resource, fresh) = try expiringLink(size: size, seed: 4107, status: 410, expiresAt: 3)
+        let calls = Mutex(0)
+        var options = DownloadOptions()
+        options.connections = 2
+        options.minimumSplit = 256 << 10
+        options.retryWait = 0.02
+        options.refreshURL = { [renewed = fresh.url("f")] _ in
+            calls.withLock { $0 += 1 }
+            return renewed
+        }
+        var bytes: [UInt8] = []
+        for try await chunk in Download.bytes(from: server.url("f"), options: options) { bytes += chunk }
+        let output = path("streamed")
+        try Data(bytes).write(to: URL(fileURLWithPath: output))
+        assertSameBytes(output, resource)
+        XCTAssertEqual(calls.withLock { $0 }, 1)
+        XCTAssertGreaterThan(partialBytes(fresh), 0, "the rest came from the renewed URL")
+    }
 }
