@@ -366,7 +366,7 @@ enum GetCommand {
         guard kept, settings.options.refreshURL == nil, let status = error.httpStatus,
             [401, 403, 410].contains(status)
         else { return "" }
-        return "; if a signed link expired, --refresh-cmd CMD renews it"
+        return "; --refresh-cmd CMD renews an expired link"
     }
 
     private static func readList(_ path: String) throws(UsageError) -> String {

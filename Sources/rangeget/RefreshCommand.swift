@@ -44,10 +44,10 @@ struct RefreshCommand: Sendable {
         let name = "--refresh-cmd '\(command)'"
         var output: [Int32] = [-1, -1]
         var errors: [Int32] = [-1, -1]
+        defer { for descriptor in output + errors where descriptor >= 0 { close(descriptor) } }
         guard pipe(&output) == 0, pipe(&errors) == 0 else {
             throw Failure(description: "\(name) could not be started: \(String(cString: strerror(errno)))")
         }
-        defer { for descriptor in output + errors where descriptor >= 0 { close(descriptor) } }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }

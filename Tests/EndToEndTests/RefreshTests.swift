@@ -155,15 +155,18 @@ final class RefreshTests: EndToEndTestCase {
         server.setFaults([FaultRule(.status(403, retryAfter: nil), when: .fromRequest(2))])
         let output = path("out")
         let refresh = try refreshScript(printing: "", failing: true)
+        // The URL reaches the command as one argument, none of it read by the shell.
+        let url = server.url("f") + "?sig='x';touch>pwned;c=$(touch>pwned)&d=`touch>pwned`"
         let run = try CLI.run(
-            ["-q", "-n", "1", "--min-split", "512K", "--refresh-cmd", refresh, "-o", output, server.url("f")],
+            ["-q", "-n", "1", "--min-split", "512K", "--refresh-cmd", refresh, "-o", output, url],
             in: directory, timeout: 30)
         XCTAssertEqual(run.status, 1, run.stderr)
         XCTAssertEqual(run.stderr.split(separator: "\n").count, 1, run.stderr)
         XCTAssertTrue(
             run.stderr.contains("--refresh-cmd '\(refresh)' failed with exit status 3: token service unavailable"),
             run.stderr)
-        XCTAssertEqual(refreshCalls(), [server.url("f")])
+        XCTAssertEqual(refreshCalls(), [url])
+        XCTAssertFalse(FileManager.default.fileExists(atPath: path("pwned")), "the shell ran part of the URL")
         XCTAssertTrue(FileManager.default.fileExists(atPath: output + ".part"), "the partial download is kept")
     }
 
