@@ -113,6 +113,7 @@ extension Download {
             let held = part.manifest?.done.byteCount ?? 0
             tally.reused = min(tally.reused ?? held, held)
             if controller.isStopRequested { throw .stopped }
+            let fetchedBefore = tally.fetched
             let plain = !remote.acceptsRanges || remote.size == nil
             if plain { sources = [remote] }
             // A file of at most the minimum split that the opening request
@@ -144,7 +145,10 @@ extension Download {
                 outcome = await run(engine, tally: &tally)
             }
             opening = nil
-            switch policy.next(after: outcome, url: url, mirrors: sources.map(\.url), unprobed: unprobed) {
+            let step = policy.next(
+                after: outcome, url: url, mirrors: sources.map(\.url), unprobed: unprobed,
+                progressed: tally.fetched > fetchedBefore)
+            switch step {
             case let .finish(size):
                 onEvent(.fetched(bytes: size))
                 if controller.handsOffCommit, let group = options.syncGroup {
@@ -179,9 +183,9 @@ extension Download {
                 remote = sources[0]
                 try checkPublishedSize(of: remote, options: checked)
                 try part.discard()
-            case let .resolve(index):
-                // Go on from the manifest with where the original URL leads now.
-                try await resolveAnew(&sources, index: index, prober: prober)
+            case let .renew(index):
+                // Go on from the manifest with the mirror's new URL.
+                try await renew(&sources, index: index, prober: prober, onEvent: onEvent)
                 if index == 0 { remote = sources[0] }
                 try part.reload()
             case let .singleStream(reason):
@@ -207,6 +211,10 @@ extension Download {
 
     /// Runs `engine` until it ends, stoppable through the controller, and adds its figures to `tally`.
     func run(_ engine: Engine, tally: inout Tally) async -> EngineOutcome {
+        // The bytes each mirror served in earlier runs, and a resumed partial download's (the first mirror's).
+        var served = tally.mirrors.mapValues(\.bytes)
+        if let reused = tally.reused, reused > 0, let first = mirrors.first { served[first, default: 0] += reused }
+        engine.credit(served: served)
         if controller.register(engine.stop) { engine.stop.request() }
         let outcome = await engine.run()
         _ = controller.register(nil)
@@ -282,14 +290,43 @@ extension Download {
         return result
     }
 
-    /// A signed URL mirror `index` was redirected to has expired: asks its
-    /// original URL again, which must still lead to the same file.
-    func resolveAnew(_ sources: inout [RemoteFile], index: Int, prober: Prober) async throws(DownloadError) {
-        let fresh = try await prober.probe(sources[index].url)
-        if let problem = Self.disagreement(fresh, with: sources[0]) ?? sources[index].differs(from: fresh) {
-            throw .server(url: fresh.url, message: "resolved anew, it now \(problem)")
+    /// The signed URL of mirror `index` expired: gives the mirror a new one
+    /// for the same file, from `DownloadOptions.refreshURL` when there is
+    /// one (handed the URL in use), else where its original URL leads now.
+    /// The mirror keeps its given URL as its identity (`RemoteFile.url`);
+    /// the new one must show the same size and validators before a byte of
+    /// it is written.
+    func renew(
+        _ sources: inout [RemoteFile], index: Int, prober: Prober, onEvent: @Sendable (DownloadEvent) -> Void
+    ) async throws(DownloadError) {
+        let expired = sources[index]
+        guard let refreshURL = options.refreshURL else {
+            let fresh = try await prober.probe(expired.url)
+            if let problem = Self.disagreement(fresh, with: sources[0]) ?? expired.differs(from: fresh) {
+                throw .server(url: fresh.url, message: "resolved anew, it now \(problem)")
+            }
+            sources[index] = fresh
+            return
         }
+        let next: String
+        do {
+            next = try await refreshURL(expired.effectiveURL)
+        } catch let error as DownloadError {
+            throw error
+        } catch {
+            throw .server(url: expired.url, message: "its expired URL could not be refreshed: \(error)")
+        }
+        if let problem = RemoteURL.problem(next) {
+            throw .server(url: expired.url, message: "its expired URL was refreshed to \(problem)")
+        }
+        // The headers given for the mirror's URL go to the new one as they go along a redirect.
+        var fresh = try await prober.sending(to: next, headersGivenFor: expired.url).probe(next)
+        if let problem = expired.differs(from: fresh) {
+            throw .server(url: expired.url, message: "the refreshed URL serves another file: \(next) \(problem)")
+        }
+        fresh.url = expired.url
         sources[index] = fresh
+        onEvent(.notice("the URL of \(expired.url) expired; refreshed, the download goes on where it was"))
     }
 
     /// The output path, named (for a directory) from `contentDisposition` or `url`.

@@ -227,8 +227,12 @@ extension Download {
                 mirrors: sources, sink: .stream(window), manifest: nil, manifestPath: nil, settings: options,
                 plain: plain, loop: loop, opening: opening, onEvent: onEvent)
             opening = nil
+            let fetchedBefore = tally.fetched
             let outcome = await run(engine, tally: &tally)
-            switch policy.next(after: outcome, url: url, mirrors: sources.map(\.url), unprobed: false) {
+            let step = policy.next(
+                after: outcome, url: url, mirrors: sources.map(\.url), unprobed: false,
+                progressed: tally.fetched > fetchedBefore)
+            switch step {
             case let .finish(size):
                 try await window.finishWriting(size: size)
                 if let checksum = options.checksum, let actual = window.finishDigest(), actual != checksum.hex {
@@ -252,8 +256,8 @@ extension Download {
                 onEvent(.restarting(reason: "the remote file changed (\(reason)); starting over"))
                 (sources, probeReports, _) = try await probeMirrors(prober, skipHead: true, onEvent: onEvent)
                 remote = window.record(sources[0])
-            case let .resolve(index):
-                try await resolveAnew(&sources, index: index, prober: prober)
+            case let .renew(index):
+                try await renew(&sources, index: index, prober: prober, onEvent: onEvent)
                 if index == 0 { remote = sources[0] }
             case let .singleStream(reason):
                 // One stream from byte 0: the bytes the reader has are skipped as they come again.

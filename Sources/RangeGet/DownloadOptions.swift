@@ -132,6 +132,21 @@ public struct DownloadOptions: Sendable {
     /// for a file from one URL.
     /// Nil: the opening asks for `minimumSplit`.
     package var filesTakeFreeSlots: (@Sendable (_ freeSlots: Int) -> Bool)?
+    /// Renews a signed link that expired (S3, a model hub, a CDN): given
+    /// the URL a mirror was fetched from (``RemoteFile/effectiveURL``) when
+    /// it answers 401, 403 or 410 after serving bytes, returns a new http or
+    /// https URL of the same file. Called once per expiry, however many
+    /// connections were refused. The new URL must show the same size and
+    /// validators before a byte of it is written, else the download fails
+    /// and keeps its partial file; bytes already written are kept and not
+    /// fetched again. The mirror keeps the URL it was given as its identity
+    /// (``RemoteFile/url``, ``MirrorReport/url``). An error it throws fails
+    /// the download, its partial file kept. After three renewals in a row
+    /// that brought no byte, the download fails. Nil: a URL reached through
+    /// a redirect is resolved again from the URL given, and any other mirror
+    /// refused after serving bytes is dropped (or, the last one, fails the
+    /// download, its partial file kept).
+    public var refreshURL: (@Sendable (_ expiredURL: String) async throws -> String)?
     /// How requests are made.
     public var transfer = TransferOptions()
     /// The disk calls used; tests inject faults here.

@@ -144,6 +144,14 @@ enum GetCommand {
                     settings.options.longestRetryAfter = try Parse.seconds(text, "max-wait")
                 },
                 .value(
+                    nil, "refresh-cmd", "CMD",
+                    "renew a signed link that expired (401, 403 or 410 after serving bytes): run CMD through /bin/sh with the expired URL as its last argument; the first line it prints is the new URL, which must serve the same file (at most 60 s)"
+                ) { settings, text throws(UsageError) in
+                    guard !text.allSatisfy(\.isWhitespace) else { throw UsageError("--refresh-cmd needs a command") }
+                    let command = RefreshCommand(command: text)
+                    settings.options.refreshURL = { expired in try await command.refresh(expired) }
+                },
+                .value(
                     nil, "stall-timeout", "SECONDS",
                     "hand a connection's range to another after this long without data (default 5; 0.001 to 86400)"
                 ) { settings, text throws(UsageError) in
@@ -345,8 +353,20 @@ enum GetCommand {
             // --restart) is not followed by a promise that the same command resumes.
             let resumes = (code == .network || code == .local) && error.remedy == nil
             let note = resumes ? resumability.withLock { $0 }.keptMessage(kept.withLock { $0 }) : nil
-            return fail(error.commandLineText + (note.map { "; " + $0 } ?? ""), code)
+            return fail(
+                error.commandLineText + expiryHint(error, settings: settings, kept: kept.withLock { $0 })
+                    + (note.map { "; " + $0 } ?? ""), code)
         }
+    }
+
+    /// What renews a signed link that expired, after a refusal a link's
+    /// expiry gives (401, 403, 410) once bytes were `kept`, when nothing was
+    /// given to renew it.
+    static func expiryHint(_ error: DownloadError, settings: GetSettings, kept: Bool) -> String {
+        guard kept, settings.options.refreshURL == nil, let status = error.httpStatus,
+            [401, 403, 410].contains(status)
+        else { return "" }
+        return "; --refresh-cmd CMD renews an expired link"
     }
 
     private static func readList(_ path: String) throws(UsageError) -> String {

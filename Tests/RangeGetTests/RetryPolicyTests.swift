@@ -13,7 +13,8 @@ final class RetryPolicyTests: XCTestCase {
         var failure = RetryPolicy.Failure(
             cause: .cut, reason: "transfer closed", rejection: nil, curlError: nil, progressed: false, plain: false,
             plainRestarts: 0, pieceFailures: 0, mirrorFailuresInARow: 1, mirrorUsable: true, otherMirrors: 0,
-            mirrorHasOtherTransfers: false, partnerBusy: false, redirected: false, sizeDisagreementsReached: false)
+            mirrorHasOtherTransfers: false, partnerBusy: false, redirected: false, refreshable: false,
+            mirrorServed: 0, sizeDisagreementsReached: false)
         change(&failure)
         return failure
     }
@@ -97,6 +98,70 @@ final class RetryPolicyTests: XCTestCase {
             ),
             (
                 "403 at the URL itself", failure { $0.rejection = .status(403, retryAfter: nil) },
+                decision(.requeue(delay: 0.5, failures: 1))
+            ),
+            // Issue 41: a signed link's expiry.
+            (
+                "401 after bytes, refreshable",
+                failure {
+                    $0.rejection = .status(401, retryAfter: nil)
+                    $0.refreshable = true
+                    $0.mirrorServed = 5000
+                    $0.mirrorHasOtherTransfers = true
+                },
+                decision(.expired)
+            ),
+            (
+                "410 before any byte, refreshable: no expiry",
+                failure {
+                    $0.rejection = .status(410, retryAfter: nil)
+                    $0.refreshable = true
+                },
+                decision(.requeue(delay: 0.5, failures: 1))
+            ),
+            (
+                "403 after bytes, a race's duplicate: it loses the race",
+                failure {
+                    $0.rejection = .status(403, retryAfter: nil)
+                    $0.refreshable = true
+                    $0.mirrorServed = 5000
+                    $0.partnerBusy = true
+                },
+                decision(.none)
+            ),
+            (
+                "403 after a redirect, a race's duplicate",
+                failure {
+                    $0.rejection = .status(403, retryAfter: nil)
+                    $0.redirected = true
+                    $0.partnerBusy = true
+                },
+                decision(.none)
+            ),
+            (
+                "403 after bytes, nothing to refresh it, alone",
+                failure {
+                    $0.rejection = .status(403, retryAfter: nil)
+                    $0.mirrorServed = 5000
+                },
+                decision(.fail(.server(url: url, message: RetryPolicy.expiry(403, served: 5000), status: 403)))
+            ),
+            (
+                "403 after bytes, nothing to refresh it, with others",
+                failure {
+                    $0.rejection = .status(403, retryAfter: nil)
+                    $0.mirrorServed = 5000
+                    $0.otherMirrors = 1
+                },
+                decision(.requeue(delay: 0, failures: 0), drop: RetryPolicy.expiry(403, served: 5000))
+            ),
+            (
+                "403 after bytes beside working transfers, nothing to refresh it: an extra connection refused",
+                failure {
+                    $0.rejection = .status(403, retryAfter: nil)
+                    $0.mirrorServed = 5000
+                    $0.mirrorHasOtherTransfers = true
+                },
                 decision(.requeue(delay: 0.5, failures: 1))
             ),
             // 5. Failing in a row, with others: the mirror goes, the piece waits for nobody.

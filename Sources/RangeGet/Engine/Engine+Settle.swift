@@ -72,6 +72,7 @@ extension Engine {
             otherMirrors: mirrors.count { $0.isUsable && $0 !== mirror },
             mirrorHasOtherTransfers: connections.contains { $0.isBusy && $0.mirror === mirror && $0.id != connection },
             partnerBusy: partnerBusy, redirected: mirror.remote.effectiveURL != mirror.remote.url,
+            refreshable: settings.refreshURL != nil, mirrorServed: served(by: mirror),
             sizeDisagreementsReached: sizeDisagreements >= (unprobed ? 1 : Self.sizeDisagreementLimit))
         let decision = RetryPolicy(settings: settings, url: mirror.remote.url, size: size).decide(failure)
         if decision.fewerConnections { connectionRefused(now: now) }
@@ -99,6 +100,21 @@ extension Engine {
             return .rangesUnsupported(reason)
         case let .fail(error):
             return .failed(error)
+        }
+    }
+
+    /// Credits each mirror with the bytes it served this download before this
+    /// run (`served`, by the URL given), so that a refusal after them reads
+    /// as a signed link's expiry (RetryPolicy rule 4). Before the run starts.
+    func credit(served: [String: Int64]) {
+        for mirror in mirrors { mirror.servedBefore = served[mirror.remote.url] ?? 0 }
+    }
+
+    /// Bytes `mirror` served this download: before this run, in this run's
+    /// finished transfers, and so far in its running ones.
+    func served(by mirror: Mirror) -> Int64 {
+        connections.reduce(mirror.bytes + mirror.servedBefore) { total, connection in
+            total + (connection.isBusy && connection.mirror === mirror ? connection.transferBytes : 0)
         }
     }
 

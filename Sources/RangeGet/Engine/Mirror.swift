@@ -29,6 +29,8 @@ final class Mirror {
     /// trial gets no other transfer meanwhile.
     var awaitingVerdict = false
     var bytes: Int64 = 0
+    /// Bytes it served this download before this run (`Engine.credit`).
+    var servedBefore: Int64 = 0
     var activeConnections = 0
     /// Seconds a transfer of this mirror was running, summed over its connections.
     var busySeconds = 0.0

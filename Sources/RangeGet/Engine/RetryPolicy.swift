@@ -13,8 +13,15 @@
 //     mirror that ends the run (start over, or one stream); else the mirror
 //     is dropped.
 //  3. 429 or 503: fewer connections at once from now on.
-//  4. A redirect libcurl may not follow, or 403/410 from where a signed URL
-//     led: the URL expired; resolve it anew.
+//  4. A signed link's expiry: a redirect libcurl may not follow, or 401, 403
+//     or 410 from where a redirect led, or from a mirror that served bytes
+//     when the URL can be refreshed: the URL expired, and the run ends to
+//     renew it (once, however many connections see the refusal). A race's
+//     duplicate that is refused only loses its race. With no way to renew
+//     it, a mirror that served bytes and is now refused while none of its
+//     other transfers runs is dropped while others remain, else the run
+//     fails, saying it looks like an expired link (a refusal beside working
+//     transfers is an extra connection turned away: rule 9).
 //  5. A failure another attempt would repeat, or `mirrorFailureLimit`
 //     failures in a row: the mirror is dropped while others remain.
 //  6. A permanent libcurl failure on a mirror still in use ends the run.
@@ -59,6 +66,11 @@ struct RetryPolicy {
         var partnerBusy: Bool
         /// True when the mirror's URL was redirected (a signed URL, say).
         var redirected: Bool
+        /// True when an expired URL can be refreshed (`DownloadOptions.refreshURL`).
+        var refreshable: Bool
+        /// Bytes the mirror served this download: this run, earlier runs,
+        /// and for the first mirror the partial download's when it resumed.
+        var mirrorServed: Int64
         /// True when answers naming the same other total size reached the
         /// limit (one, for a download that has not probed).
         var sizeDisagreementsReached: Bool
@@ -80,7 +92,7 @@ struct RetryPolicy {
             case requeue(delay: Double, failures: Int)
             /// A race partner still runs on the piece: nothing to requeue.
             case none
-            /// The URL expired: requeue the rest at once (unless a partner runs) and resolve it anew.
+            /// The URL expired: requeue the rest at once and renew the URL.
             case expired
             /// The remote file changed.
             case remoteChanged(String)
@@ -104,6 +116,15 @@ struct RetryPolicy {
     /// the server says it is throttling, not for how long, and retrying on
     /// the usual schedule would only be refused again.
     static let tooManyRequestsFactor = 4.0
+
+    /// The answers a signed link gives once it has expired.
+    static let expiryStatuses: Set<Int> = [401, 403, 410]
+
+    /// Why a mirror that served `served` bytes and now answers `code` is
+    /// given up when nothing can renew its URL.
+    static func expiry(_ code: Int, served: Int64) -> String {
+        "answered \(code) after serving \(served) bytes: a signed link that expired? nothing was given to refresh it"
+    }
 
     func decide(_ failure: Failure) -> Decision {
         var decision = Decision(verdict: .none)
@@ -135,9 +156,16 @@ struct RetryPolicy {
         case let .status(code, _)? where code == 429 || code == 503:
             decision.fewerConnections = true
         // 4. An expired URL.
-        case let .status(code, _)? where (code == 403 || code == 410) && failure.redirected,
-            let .status(code, _)? where (300..<400).contains(code):
-            return ending(.expired)
+        case let .status(code, _)? where Self.expiryStatuses.contains(code) || (300..<400).contains(code):
+            let served = failure.mirrorServed > 0
+            let renewable = !Self.expiryStatuses.contains(code) || failure.redirected || failure.refreshable && served
+            guard renewable || served && !failure.mirrorHasOtherTransfers else { break }
+            // A race's duplicate refused: its partner goes on with the piece.
+            if failure.partnerBusy { return ending(.none) }
+            if renewable { return ending(.expired) }
+            let expiry = Self.expiry(code, served: failure.mirrorServed)
+            if others == 0 { return ending(.fail(.server(url: url, message: expiry, status: code))) }
+            drop(expiry)
         default:
             break
         }

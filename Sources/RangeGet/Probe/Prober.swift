@@ -13,7 +13,7 @@ import Synchronization
 struct Prober {
     let options: TransferOptions
     /// TCP connections the probes opened, from every thread probing with this prober.
-    let connectionsOpened = ConnectionCount()
+    let connectionsOpened: ConnectionCount
     /// Ends the probes under way within about a second of its request (a
     /// pause or cancel while a server keeps a probe waiting); nil: they run
     /// to their timeouts.
@@ -22,14 +22,29 @@ struct Prober {
     /// loop without a thread of its own: each probe runs on a thread of its own.
     let loop: TransferLoop?
 
-    init(options: TransferOptions, loop: TransferLoop? = nil) {
+    init(
+        options: TransferOptions, loop: TransferLoop? = nil,
+        counting connectionsOpened: ConnectionCount = ConnectionCount()
+    ) {
         self.options = options
         self.loop = loop
+        self.connectionsOpened = connectionsOpened
     }
 
     /// This prober (counting into the same figures), its probes ended by `stop`.
     func stopping(on stop: StopSignal) -> Prober {
         var prober = self
+        prober.stop = stop
+        return prober
+    }
+
+    /// This prober (counting into the same figures), sending `target` only
+    /// the headers given for `origin` that may go there, as along a
+    /// redirect (`HeaderPolicy`): for a URL that stands in for another.
+    func sending(to target: String, headersGivenFor origin: String) -> Prober {
+        var transfer = options
+        transfer.headerLines = HeaderPolicy.headers(options.headerLines, givenFor: origin, sentTo: target)
+        var prober = Prober(options: transfer, loop: loop, counting: connectionsOpened)
         prober.stop = stop
         return prober
     }

@@ -53,13 +53,20 @@ public struct RemoteFile: Sendable, Equatable {
         HeaderPolicy.headers(headers, givenFor: url, sentTo: effectiveURL)
     }
 
-    /// How `other` (the same URL probed again) differs in size or
-    /// validators, as the end of a sentence; nil when it is the same file.
+    /// How `other` (the same URL probed again, or a new URL for it) differs
+    /// in size or validators, as the end of a sentence; nil when it is the
+    /// same file. ETags are compared when both have one, else Last-Modified
+    /// when both have it.
     func differs(from other: RemoteFile) -> String? {
         if size != other.size {
             return "has \(other.size.map(String.init) ?? "an unknown number of") bytes, not \(size ?? 0)"
         }
-        if let etag, let now = other.etag, etag != now { return "has ETag \(now), not \(etag)" }
+        if let etag, let now = other.etag {
+            return etag == now ? nil : "has ETag \(now), not \(etag)"
+        }
+        if let lastModified, let now = other.lastModified, lastModified != now {
+            return "was last modified \(now), not \(lastModified)"
+        }
         return nil
     }
 }
