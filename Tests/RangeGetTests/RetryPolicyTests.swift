@@ -304,16 +304,16 @@ final class RetryPolicyTests: XCTestCase {
                 failure {
                     $0.rejection = .status(503, retryAfter: 3600)
                     $0.mirrorHasOtherTransfers = true
-                }, decision(.requeue(delay: 0, failures: 0), fewer: true)
+                }, decision(.requeue(delay: 0.5, failures: 0), fewer: true)
             ),
-            // The piece is not at fault: a working connection takes it at once, uncounted.
+            // The server's limit is not the piece's fault: it waits as asked, uncounted.
             (
                 "Retry-After on an extra connection",
                 failure {
                     $0.rejection = .status(503, retryAfter: 1)
                     $0.mirrorHasOtherTransfers = true
                     $0.pieceFailures = 2
-                }, decision(.requeue(delay: 0, failures: 2), fewer: true)
+                }, decision(.requeue(delay: 1, failures: 2), fewer: true)
             ),
             (
                 "a mirror dropped before",

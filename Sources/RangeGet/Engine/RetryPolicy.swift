@@ -187,6 +187,13 @@ struct RetryPolicy {
         // end: every restart counts.
         decision.restartCounted = failure.plain
         var failures = failure.plain ? failure.plainRestarts + 1 : failure.progressed ? 1 : failure.pieceFailures + 1
+        // An extra connection refused (429, 503) while others of the mirror
+        // run: the server's limit, not the piece's fault. The piece waits as
+        // the server asks, but the refusal is not one of its attempts (a
+        // server taking 4 at once refused 12 of -n 16's first requests).
+        if decision.fewerConnections, failure.mirrorHasOtherTransfers, !failure.plain {
+            failures = failure.pieceFailures
+        }
         let exhausted = failures > settings.retries || (!retryable && failures > settings.retries / 2)
         // A mirror that used up the piece's attempts gives the piece to the
         // others, and its failures are not held against the piece there.
@@ -220,15 +227,6 @@ struct RetryPolicy {
             }
             // Else an extra connection was refused: the mirror's connection
             // limit came down (rule 3), and its working connections take the piece.
-        }
-        // An extra connection refused (429, 503) while others of the mirror
-        // run: the Retry-After is for that connection, which the lower count
-        // no longer opens; the piece is not at fault, and a working
-        // connection takes it as soon as one frees (waiting out the server's
-        // second made -n 8 against a 4-connection server 1.7x -n 4's wall).
-        if decision.fewerConnections, failure.mirrorHasOtherTransfers {
-            delay = 0
-            failures = failure.pieceFailures
         }
         if !usable { delay = 0 }
         return ending(.requeue(delay: delay, failures: failures))
