@@ -107,4 +107,35 @@ final class ConnectionTunerTests: XCTestCase {
         XCTAssertEqual(ConnectionTuner.window(longestGap: 0.1), 0.3, accuracy: 1e-9)
         XCTAssertEqual(ConnectionTuner.window(longestGap: 5), ConnectionTuner.longestWindow)
     }
+
+    /// A loop with no idle moment (loopback: the CPU is the limit) sheds
+    /// to two whatever the noise says, and never tries more.
+    func testASaturatedLoopShedsToTwo() {
+        var tuner = ConnectionTuner(start: 16, ceiling: 16)
+        var now = 0.0
+        var tried = Set<Int>()
+        for window in 0..<60 {
+            now += 0.2
+            // 1 GB/s give or take 15%, at every count.
+            let noise = [1.0, 0.85, 1.15, 0.9][window % 4]
+            tuner.update(rate: 1e9 * noise, saturated: true, now: now, worthProbing: true)
+            tried.insert(tuner.target)
+        }
+        XCTAssertEqual(tuner.settled, 2, tuner.reason)
+        XCTAssertEqual(tried.sorted(), [2, 3, 6, 12, 16], "sheds only, no doubling tried while saturated")
+        XCTAssertTrue(tuner.reason.contains("saturated"), tuner.reason)
+    }
+
+    /// Saturated at 16 but not at 12, and 12 loses a quarter: a cap on
+    /// each connection after all; the count goes back to 16.
+    func testFewerThatFreeTheLoopAndLoseAreUndone() {
+        var tuner = ConnectionTuner(start: 16, ceiling: 16)
+        var now = 0.0
+        for _ in 0..<20 {
+            now += 0.2
+            let count = tuner.target
+            tuner.update(rate: Double(count) * 60e6, saturated: count == 16, now: now, worthProbing: true)
+        }
+        XCTAssertEqual(tuner.settled, 16, tuner.reason)
+    }
 }

@@ -5,31 +5,60 @@
 // (startIdleConnections); fewer stop the transfers with most left, whose
 // rest goes back to the queue.
 
-nonisolated(unsafe) var lastDebug = 0.0
 extension Engine {
-    /// Feeds the tuner a total when the last window (`ConnectionTuner.window`)
-    /// seconds had its count of transfers all delivering, and carries out
-    /// its count.
+    /// Feeds the tuner the total over the last window when its count of
+    /// transfers delivered through it (on average: on loopback transfers
+    /// end and steal all the time), with whether the loop was saturated,
+    /// and carries out its count.
     func tuneConnections(now: Double) {
         loop.assertOnLoopThread()
         guard var tuner, now - lastTuning >= 0.01 else { return }
-        lastTuning = now
         let running = connections.filter(\.isBusy)
+        let delivering = running.count(where: \.hasDelivered)
+        tuningDelivering += Int64(Double(delivering) * (now - lastTuning) * 1e6)
+        lastTuning = now
         tuningMeter.add(bytes: bytesReceived, at: now)
+        deliveringMeter.add(bytes: tuningDelivering, at: now)
+        idleMeter.add(bytes: loop.idleMicroseconds, at: now)
         tuningPause.note(running, now: now)
-        // A window counts from when this many transfers all deliver.
-        if running.count != tuningCount || !running.allSatisfy(\.hasDelivered) {
-            tuningSince = now
-            tuningCount = running.count
+        // A count is measured from when nearly all its transfers first
+        // deliver together (new ones wait a round trip), then over windows in
+        // which, on average, most deliver (on loopback transfers end and
+        // steal all the time).
+        if tuner.target != tuningCount {
+            tuningCount = tuner.target
+            tuningChanged = now
+            tuningRamped = nil
+        }
+        if tuningRamped == nil, Double(delivering) >= (Self.rampedShare * Double(tuner.target)).rounded(.up) {
+            tuningRamped = now
         }
         let window = ConnectionTuner.window(longestGap: tuningPause.seconds)
-        let steady = running.count == tuner.target && now - tuningSince >= window
+        // Measured from the latest sample a window back: a turn on loopback
+        // can outlast the window.
+        let averageDelivering = (deliveringMeter.rate(over: window) ?? 0) / 1e6
+        // Idle less than a tenth of the window: the loop is the bottleneck,
+        // and a window counts however many transfers it kept busy (on
+        // loopback it rarely keeps them all: they end and steal).
+        let saturated = (idleMeter.rate(over: window) ?? 1e6) < Self.saturatedIdle * 1e6
+        let steady =
+            now - tuningChanged >= window
+            && (saturated
+                || tuningRamped.map { now - $0 >= window } ?? false
+                    && averageDelivering >= Self.steadyShare * Double(tuner.target))
         tuner.update(
-            rate: steady ? tuningMeter.rate(since: now - window) : nil, now: now,
+            rate: steady ? tuningMeter.rate(over: window) : nil, saturated: saturated, window: window, now: now,
             worthProbing: worthProbing(window: window))
         self.tuner = tuner
         apply(tuner, now: now)
     }
+
+    /// The share of the count that must deliver at once before it is
+    /// measured, and on average over a window for its total to count.
+    static let rampedShare = 0.85
+    static let steadyShare = 0.85
+    /// The share of a window the loop idles below which it is saturated.
+    static let saturatedIdle = 0.1
 
     /// The server refused a connection while others of its mirror ran: the
     /// count stays at those from now on (fixed counts drop to them too).

@@ -126,12 +126,18 @@ final class Engine: LoopClient {
     var tuner: ConnectionTuner?
     /// All bytes received, over the tuner's longest window.
     var tuningMeter = RateMeter(window: ConnectionTuner.longestWindow)
+    /// The loop's idle microseconds, over the tuner's longest window.
+    var idleMeter = RateMeter(window: ConnectionTuner.longestWindow)
+    /// Microseconds of delivering transfers, summed over them, and over the window.
+    var tuningDelivering: Int64 = 0
+    var deliveringMeter = RateMeter(window: ConnectionTuner.longestWindow)
     /// The longest silence of a delivering transfer lately: a bursty
     /// server's pause, which the tuner's window must span several times.
     var tuningPause = RecentPause(memory: 1)
-    /// Since when `tuningCount` transfers all deliver.
-    var tuningSince = 0.0
+    /// The tuner's count, and when nearly all its transfers first delivered together.
     var tuningCount = 0
+    var tuningChanged = 0.0
+    var tuningRamped: Double?
     var lastTuning = 0.0
     var lastReport = 0.0
 

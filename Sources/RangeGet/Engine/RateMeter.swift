@@ -31,6 +31,15 @@ struct RateMeter {
         return (Double(last.bytes) - Double(first.bytes)) / (last.time - first.time)
     }
 
+    /// Bytes per second from the latest sample at least `seconds` before
+    /// the newest to the newest; nil when there is none that old.
+    func rate(over seconds: Double) -> Double? {
+        guard let last = samples.last, let first = samples.last(where: { $0.time <= last.time - seconds }),
+            last.time > first.time
+        else { return nil }
+        return (Double(last.bytes) - Double(first.bytes)) / (last.time - first.time)
+    }
+
     /// Bytes per second across the window, 0 until two samples exist.
     var rate: Double {
         guard let first = samples.first, let last = samples.last, last.time > first.time else { return 0 }

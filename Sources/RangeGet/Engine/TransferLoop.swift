@@ -388,6 +388,10 @@ package final class TransferLoop: @unchecked Sendable {
     /// One turn: take arrivals and commands, let clients start work, move
     /// bytes, settle finished transfers, let clients look after the rest,
     /// then wait for sockets unless a transfer just ended.
+    /// Microseconds the loop spent waiting for sockets, over its life: a
+    /// loop that never waits is the bottleneck (`Engine.tuneConnections`).
+    private(set) var idleMicroseconds: Int64 = 0
+
     private func turn() {
         driver.store(UInt(bitPattern: Int(bitPattern: pthread_self())), ordering: .relaxed)
         let (arrivals, commands) = state.withLock { shared in
@@ -445,6 +449,7 @@ package final class TransferLoop: @unchecked Sendable {
             failAll(error)
             clients.removeAll(where: \.finished)
         }
+        idleMicroseconds += Int64((MonotonicClock.now() - later) * 1e6)
     }
 
     /// libcurl itself failed: every client still served ends with the error.

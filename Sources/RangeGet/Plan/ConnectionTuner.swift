@@ -17,12 +17,16 @@
 // total: one that moves by more than `driftShare` for two windows in a row
 // (a server that throttles late, a limit lifted) starts a new round, and
 // every `interval` seconds (doubling while the count holds) it tries one
-// doubling. A server that refuses a connection while others run (503, 429)
+// doubling. A loop with no idle moment (the CPU or the disk is the limit,
+// as on loopback) only sheds, down to `saturatedFloor`, while it stays
+// saturated and within `saturatedLossShare`: there totals swing with
+// writeback and the other core, and fewer connections cost less. A server that
+// refuses a connection while others run (503, 429)
 // sets a limit the count never goes above again. Pure: the engine measures,
 // starts and sheds connections.
 
 /// The number of connections a download should run, learned from changes of count.
-struct ConnectionTuner: Sendable, Equatable {
+struct ConnectionTuner: Sendable {
     /// The connections to run now.
     private(set) var target: Int
     /// The most connections it ever asked for.
@@ -53,6 +57,9 @@ struct ConnectionTuner: Sendable, Equatable {
     private var interval = Self.firstInterval
     /// What the round found, for `reason`.
     private var findings: [String] = []
+    /// Windows measured at `target` and not yet acted on: their sum, count,
+    /// and when the last ended.
+    private var pending = (sum: 0.0, count: 0, at: 0.0)
 
     /// Seconds of all connections delivering that measure one count: three
     /// times the longest pause of a connection (`longestGap`; nginx's default
@@ -67,6 +74,13 @@ struct ConnectionTuner: Sendable, Equatable {
     static let gainShare = 0.25
     /// Fewer connections may lose this share of the round's best total.
     static let lossShare = 0.07
+    /// The fewest connections a saturated loop sheds to: with one, the loop
+    /// idles while its request is between pieces (on loopback, -n 1 took
+    /// 1.16x -n 2's wall, and 2 to 8 were within 3%).
+    static let saturatedFloor = 2
+    /// The loss fewer connections are allowed while the loop stays
+    /// saturated: its totals swing with writeback and the other core.
+    static let saturatedLossShare = 0.15
     /// A settled total that moves by more than this share starts a new round.
     static let driftShare = 0.3
     static let firstInterval = 2.0
@@ -85,14 +99,30 @@ struct ConnectionTuner: Sendable, Equatable {
 
     /// Takes the total bytes per second over the last `window` with
     /// `target` connections all delivering (nil when there is no such
-    /// window) and moves `target`. `worthProbing` is false near the end,
-    /// where a round would not pay back its new requests.
-    mutating func update(rate: Double?, now: Double, worthProbing: Bool) {
-        guard let rate, rate > 0 else { return }
+    /// window) and moves `target`. `saturated`: the transfer loop had no
+    /// idle moment in that window (the bottleneck is here: the CPU or the
+    /// disk, not the server). `worthProbing` is false near the end, where a
+    /// round would not pay back its new requests.
+    mutating func update(
+        rate measured: Double?, saturated: Bool = false, window: Double = 0, now: Double, worthProbing: Bool
+    ) {
+        guard let measured, measured > 0 else { return }
+        // Fewer connections are judged on two windows, a `window` apart: the
+        // loss they are allowed is within one window's noise.
+        if pending.count > 0, now - pending.at < window { return }
+        pending = (pending.sum + measured, pending.count + 1, now)
+        var needed = 1
+        switch phase {
+        case .measuring, .round(_, _, _, false, _): needed = 2
+        default: break
+        }
+        guard pending.count >= needed else { return }
+        let rate = pending.sum / Double(pending.count)
+        pending = (0, 0, now)
         switch phase {
         case let .measuring(probe):
             if probe && worthProbing {
-                startRound(rate: rate)
+                startRound(rate: rate, saturated: saturated)
             } else {
                 settle(rate: rate, now: now)
             }
@@ -120,11 +150,16 @@ struct ConnectionTuner: Sendable, Equatable {
                     settle(rate: baseRate, now: now)
                 }
             } else {
-                let kept = rate >= (1 - Self.lossShare) * best
-                findings.append("\(target) \(kept ? "kept" : "lost") \(percent(1 - rate / best))")
-                if kept && target > 1 {
+                // Still saturated, fewer connections lose nothing the
+                // server gave: the loop was the limit at both counts.
+                let stillSaturated = saturated && target >= Self.saturatedFloor
+                let kept = rate >= (1 - (stillSaturated ? Self.saturatedLossShare : Self.lossShare)) * best
+                let lost = percent(1 - rate / best)
+                findings.append("\(target) \(kept ? "kept" : "lost") \(lost)\(stillSaturated ? " (saturated)" : "")")
+                let floor = saturated ? Self.saturatedFloor : 1
+                if kept && target > floor {
                     phase = .round(base: target, rate: rate, best: best, up: false, grew: false)
-                    set(max(1, target / 2))
+                    set(max(floor, target / 2))
                 } else if kept {
                     settle(rate: rate, now: now)
                 } else {
@@ -138,12 +173,12 @@ struct ConnectionTuner: Sendable, Equatable {
                 guard drift >= 2 else { return }
                 let moved = "the total moved \(percent(rate / settledRate - 1)) at \(target)"
                 interval = Self.firstInterval
-                startRound(rate: rate)
+                startRound(rate: rate, saturated: saturated)
                 findings.insert(moved, at: 0)
                 return
             }
             drift = 0
-            if now - since >= interval, target < limit, worthProbing {
+            if now - since >= interval, target < limit, worthProbing, !saturated {
                 interval = min(Self.longestInterval, 2 * interval)
                 findings = []
                 phase = .round(base: target, rate: rate, best: rate, up: true, grew: true)
@@ -165,13 +200,14 @@ struct ConnectionTuner: Sendable, Equatable {
         phase = .measuring(probe: false)
     }
 
-    private mutating func startRound(rate: Double) {
-        guard target < limit || target > 1 else {
+    private mutating func startRound(rate: Double, saturated: Bool) {
+        guard target < limit && !saturated || target > 1 else {
             phase = .settled(rate: rate, since: 0)
             return
         }
         findings = []
-        if target < limit {
+        // Saturated, more connections cannot help: the round only sheds.
+        if target < limit && !saturated {
             phase = .round(base: target, rate: rate, best: rate, up: true, grew: false)
             set(min(limit, 2 * target))
         } else {
@@ -201,6 +237,7 @@ struct ConnectionTuner: Sendable, Equatable {
     }
 
     private mutating func set(_ count: Int) {
+        pending = (0, 0, 0)
         target = count
         peak = max(peak, count)
     }
