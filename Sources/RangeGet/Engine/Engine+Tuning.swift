@@ -15,6 +15,7 @@ extension Engine {
         guard var tuner, now - lastTuning >= 0.01 else { return }
         let running = connections.filter(\.isBusy)
         let delivering = running.count(where: \.hasDelivered)
+        if delivering >= mostDelivering.count || now - mostDelivering.at > 2 { mostDelivering = (delivering, now) }
         tuningDelivering += Int64(Double(delivering) * (now - lastTuning) * 1e6)
         lastTuning = now
         tuningMeter.add(bytes: bytesReceived, at: now)
@@ -70,21 +71,27 @@ extension Engine {
         }
         // Refused with nothing else running: a busy server, not a limit.
         guard running > 0 else { return }
-        tuner.refused(running: running)
+        // As many as it served at once lately: the refusals of one burst
+        // come in while accepted transfers end and start (a server taking 4
+        // left -n auto at 3, 1.42x the wall of -n 4).
+        tuner.refused(running: max(running, mostDelivering.count))
         self.tuner = tuner
-        apply(tuner, now: now)
+        // Nothing is stopped: the requests beyond the limit are refused
+        // anyway, and stopping one the server took (they look alike here)
+        // cost a fresh request refused in its place and a second's wait.
+        apply(tuner, now: now, shedding: false)
     }
 
     /// Sets the connection limit to the tuner's count, stopping the
     /// transfers beyond it (those with most left: their rest goes back to
     /// the queue as one piece).
-    private func apply(_ tuner: ConnectionTuner, now: Double) {
+    private func apply(_ tuner: ConnectionTuner, now: Double, shedding: Bool = true) {
         guard tuner.target != connectionLimit else { return }
         connectionLimit = tuner.target
         onEvent(.transfer(.connectionCountChanged(count: tuner.target, reason: tuner.reason)))
         let running = connections.filter { $0.isBusy && $0.race == nil && !$0.isRechecking }
         let excess = connections.count(where: \.isBusy) - connectionLimit
-        guard excess > 0 else { return }
+        guard shedding, excess > 0 else { return }
         let shed = running.sorted { ($0.remaining?.count ?? 0) > ($1.remaining?.count ?? 0) }.prefix(excess)
         for connection in shed {
             cancel(connection, reason: "fewer connections do as well", requeue: true, now: now)

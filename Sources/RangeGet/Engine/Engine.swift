@@ -137,6 +137,8 @@ final class Engine: LoopClient {
     /// The tuner's count, and when nearly all its transfers first delivered together.
     var tuningCount = 0
     var tuningChanged = 0.0
+    /// The most transfers delivering at once in the last two seconds or so.
+    var mostDelivering = (count: 0, at: 0.0)
     var tuningRamped: Double?
     var lastTuning = 0.0
     var lastReport = 0.0

@@ -81,6 +81,8 @@ struct ConnectionTuner: Sendable {
     /// The loss fewer connections are allowed while the loop stays
     /// saturated: its totals swing with writeback and the other core.
     static let saturatedLossShare = 0.15
+    /// A loss this large is judged on one window.
+    static let clearLoss = 0.2
     /// A settled total that moves by more than this share starts a new round.
     static let driftShare = 0.3
     static let firstInterval = 2.0
@@ -113,7 +115,10 @@ struct ConnectionTuner: Sendable {
         pending = (pending.sum + measured, pending.count + 1, now)
         var needed = 1
         switch phase {
-        case .measuring, .round(_, _, _, false, _): needed = 2
+        case .measuring: needed = 2
+        // A clear loss needs no second window: each one costs the shed
+        // connections' share (on a server 300 ms away, a tenth of the run).
+        case let .round(_, _, best, false, _) where measured >= (1 - Self.clearLoss) * best: needed = 2
         default: break
         }
         guard pending.count >= needed else { return }
@@ -201,7 +206,10 @@ struct ConnectionTuner: Sendable {
     }
 
     private mutating func startRound(rate: Double, saturated: Bool) {
-        guard target < limit && !saturated || target > 1 else {
+        // At the count a server accepted, a shed's connection, once back,
+        // is refused while the server still counts the one stopped (and
+        // waits out its Retry-After): a server's limit is not probed.
+        guard (target < limit && !saturated || target > 1) && target != serverLimit else {
             phase = .settled(rate: rate, since: 0)
             return
         }
