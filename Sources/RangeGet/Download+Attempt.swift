@@ -402,17 +402,18 @@ extension Download {
         let file: OutputFile
         do { file = try OutputFile(existing: output, calls: options.systemCalls) } catch { throw .io(error) }
         var random = SystemRandomNumberGenerator()
-        return try spotCheck(file, remote.url, size, SpotCheck.spread(size: size, using: &random))
+        return try spotCheck(file, remote.url, remote.url, size, SpotCheck.spread(size: size, using: &random))
     }
 
     /// How bytes on disk are compared with a server's (a resume's spot check,
     /// `PartialFile.resume`, and a finished file's): fetched with this
     /// download's transfer options.
     private func spotCheck(
-        _ file: OutputFile, _ url: String, _ size: Int64,
+        _ file: OutputFile, _ url: String, _ origin: String, _ size: Int64,
         _ samples: [ByteRange]
     ) throws(DownloadError) -> ByteRange? {
-        try SpotCheck.firstDifference(in: file, url: url, size: size, samples: samples, options: options.transfer)
+        try SpotCheck.firstDifference(
+            in: file, url: url, headersGivenFor: origin, size: size, samples: samples, options: options.transfer)
     }
 }
 

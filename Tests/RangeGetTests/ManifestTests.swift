@@ -496,9 +496,33 @@ final class SpotCheckTests: XCTestCase {
         let file = try OutputFile(existing: path, calls: .live)
         return Result { () throws(DownloadError) in
             try SpotCheck.firstDifference(
-                in: file, url: server.url("f"), size: size, samples: samples,
+                in: file, url: server.url("f"), headersGivenFor: server.url("f"), size: size, samples: samples,
                 options: TransferOptions())
         }
+    }
+
+    /// A sample fetched where a redirect of the user's URL led (another
+    /// origin: another port) carries only the headers that cannot hold a
+    /// credential, as the redirect itself would; at the URL's own origin,
+    /// all of them.
+    func testASampleAtAnotherOriginGetsNoCredential() throws {
+        let resource = Resource.generated(size: 64 << 10, seed: 91)
+        let server = RangeServer()
+        server.setResource(resource, at: "f")
+        try server.start()
+        defer { server.stop() }
+        var options = TransferOptions()
+        options.headerLines = ["Authorization: Bearer secret", "User-Agent: sampler"]
+        let elsewhere = "http://127.0.0.1:1/f"
+        _ = try RangeFetch(
+            url: server.url("f"), range: ByteRange(0, 1024), options: options, headersGivenFor: elsewhere)
+        _ = try RangeFetch(
+            url: server.url("f"), range: ByteRange(0, 1024), options: options, headersGivenFor: server.url("f"))
+        let sent = server.statistics.requests.map(\.headers)
+        XCTAssertEqual(sent.count, 2)
+        XCTAssertNil(sent[0]["authorization"], "a credential went to another origin: \(sent[0])")
+        XCTAssertEqual(sent[0]["user-agent"], "sampler")
+        XCTAssertEqual(sent[1]["authorization"], "Bearer secret")
     }
 
     /// The same bytes agree; other bytes, or another length in a 206, are a difference.

@@ -215,14 +215,15 @@ package struct MirrorBenchmark: Sendable {
 
     /// A one-byte ranged GET: time to first byte, HTTP version, Server header.
     private func firstByte(of url: String) throws -> (seconds: Double, httpVersion: String?, server: String?) {
-        let fetched = try RangeFetch(url: url, range: ByteRange(0, 1), options: transfer)
+        let fetched = try RangeFetch(url: url, range: ByteRange(0, 1), options: transfer, headersGivenFor: url)
         return (fetched.timeToFirstByte, fetched.httpVersion, fetched.head["server"])
     }
 
     /// SHA-256 of `range` as `remote` serves it: only a usable 206 for
     /// exactly that range of the file its probe found counts.
     private func digest(of remote: RemoteFile, range: ByteRange) throws -> String {
-        let fetched = try RangeFetch(url: remote.effectiveURL, range: range, options: transfer)
+        let fetched = try RangeFetch(
+            url: remote.effectiveURL, range: range, options: transfer, headersGivenFor: remote.url)
         guard case let .success(bytes) = fetched.bytes(of: range, expected: Expectation(remote)) else {
             throw DownloadError.server(url: remote.effectiveURL, message: "sample \(range) not served as asked")
         }

@@ -16,8 +16,13 @@ struct RangeFetch {
     /// "1.1", "2", ...
     let httpVersion: String?
 
-    /// GETs `range` of `url` with `options`' headers, TLS settings and timeouts.
-    init(url: String, range: ByteRange, options: TransferOptions) throws(CurlError) {
+    /// GETs `range` of `url` with `options`' headers, TLS settings and
+    /// timeouts. The headers were given for `origin` (the URL the user
+    /// named): another origin (where a redirect of it led) gets only those
+    /// that cannot carry a credential, as the redirect itself would.
+    init(url: String, range: ByteRange, options: TransferOptions, headersGivenFor origin: String) throws(CurlError) {
+        var options = options
+        options.headerLines = HeaderPolicy.headers(options.headerLines, givenFor: origin, sentTo: url)
         let easy = try EasyHandle()
         try easy.configure(url: url, options: options)
         try easy.setHeaders(options.headerLines)

@@ -84,7 +84,10 @@ enum MirrorVote {
         var bytes: [[UInt8]] = []
         for sample in samples {
             let fetched: RangeFetch
-            do { fetched = try RangeFetch(url: mirror.effectiveURL, range: sample, options: options) } catch {
+            do {
+                fetched = try RangeFetch(
+                    url: mirror.effectiveURL, range: sample, options: options, headersGivenFor: mirror.url)
+            } catch {
                 throw .network(url: mirror.url, message: error.message, failure: error.failure)
             }
             switch fetched.bytes(of: sample, expected: Expectation(mirror)) {

@@ -74,13 +74,16 @@ enum SpotCheck {
     /// once. An answer naming another length is a difference; any other
     /// answer `ResponseCheck.partialContent` refuses (an error status,
     /// another range, a coded or multipart body) fails the check, which
-    /// leaves the partial download as it is.
+    /// leaves the partial download as it is. `origin`: the URL the
+    /// headers were given for (`RangeFetch`).
     static func firstDifference(
-        in file: OutputFile, url: String, size: Int64, samples: [ByteRange],
+        in file: OutputFile, url: String, headersGivenFor origin: String, size: Int64, samples: [ByteRange],
         options: TransferOptions
     ) throws(DownloadError) -> ByteRange? {
         let fetched = concurrently(samples, named: "rangeget check") { sample in
-            Result { () throws(CurlError) in try RangeFetch(url: url, range: sample, options: options) }
+            Result { () throws(CurlError) in
+                try RangeFetch(url: url, range: sample, options: options, headersGivenFor: origin)
+            }
         }
         for sample in samples {
             let response: RangeFetch

@@ -266,9 +266,10 @@ final class PartialFile {
 
     /// Compares the bytes of `file` at `samples` with those a `size`-byte
     /// file at `url` serves there: the first sample that differs, or nil.
-    /// The caller's fetch (`SpotCheck.firstDifference`).
+    /// The request headers were given for `origin`. The caller's fetch
+    /// (`SpotCheck.firstDifference`).
     typealias SampleComparison = (
-        _ file: OutputFile, _ url: String, _ size: Int64,
+        _ file: OutputFile, _ url: String, _ origin: String, _ size: Int64,
         _ samples: [ByteRange]
     ) throws(DownloadError) -> ByteRange?
 
@@ -282,7 +283,7 @@ final class PartialFile {
         let samples = SpotCheck.samples(
             of: stored.done, count: SpotCheck.sampleCount, length: SpotCheck.sampleLength,
             using: &random)
-        return try compare(file, remote.effectiveURL, stored.size, samples)
+        return try compare(file, remote.effectiveURL, remote.url, stored.size, samples)
     }
 
     /// Gives a new plan for `remote`, a `size`-byte file fetched from
