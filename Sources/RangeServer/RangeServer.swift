@@ -183,6 +183,13 @@ public final class RangeServer: Sendable {
         core.state.withLock { $0.statistics }
     }
 
+    /// Requests being processed now: the places of `connectionLimit` taken.
+    /// A place is given back once the response's last byte is written, a
+    /// moment after a client may have read it.
+    public var requestsInProgress: Int {
+        core.state.withLock { $0.activeRequests }
+    }
+
     /// Client connections open now (accepted and not yet closed).
     public var openConnections: Int {
         core.state.withLock { $0.clients.count }
