@@ -22,7 +22,9 @@ public struct DownloadOptions: Sendable {
     /// (it refused one with 503 or 429). ``DownloadResult/connectionCount``
     /// says what it settled at and why. Applies to a download from one URL to
     /// a file, run on its own (not a list's shared connections, a stream or
-    /// several mirrors, which keep `connections`).
+    /// several mirrors, which keep `connections`). The command line turns it
+    /// on unless given `-n N`; here it stays a choice, so that setting
+    /// `connections` alone keeps meaning that many.
     public var automaticConnections = false
     /// No piece is split below this many bytes.
     public var minimumSplit: Int64 = 1 << 20

@@ -102,6 +102,32 @@ final class ConnectionTunerTests: XCTestCase {
         XCTAssertEqual(tuner.peak, 16)
     }
 
+    /// At the ceiling, a round can only shed, and a shed connection that
+    /// counted comes back a round trip late: where that costs more than the
+    /// engine says fewer could save, the count stays, and says why.
+    func testNoSheddingWhereItCostsMoreThanItCouldSave() {
+        var tuner = ConnectionTuner(start: 16, ceiling: 16)
+        var now = 0.0
+        for _ in 0..<10 {
+            now += 0.2
+            tuner.update(rate: 80e6, now: now, worthProbing: true, worthShedding: false)
+        }
+        XCTAssertEqual(tuner.target, 16)
+        XCTAssertEqual(tuner.peak, 16)
+        XCTAssertEqual(tuner.settled, 16)
+        XCTAssertTrue(tuner.reason.contains("cost more than they could save"), tuner.reason)
+        // Below the ceiling a round still doubles; a doubling that did not
+        // pay goes back, and sheds nothing below.
+        var below = ConnectionTuner(start: 4, ceiling: 16)
+        now = 0
+        for _ in 0..<10 {
+            now += 0.2
+            below.update(rate: 40e6, now: now, worthProbing: true, worthShedding: false)
+        }
+        XCTAssertEqual(below.peak, 8)
+        XCTAssertEqual(below.target, 4, below.reason)
+    }
+
     func testTheWindowSpansABurstyServersPauses() {
         XCTAssertEqual(ConnectionTuner.window(longestGap: 0.01), ConnectionTuner.shortestWindow)
         XCTAssertEqual(ConnectionTuner.window(longestGap: 0.1), 0.3, accuracy: 1e-9)

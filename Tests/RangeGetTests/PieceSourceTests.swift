@@ -31,6 +31,23 @@ final class PieceSourceTests: TemporaryDirectoryTestCase {
         }
     }
 
+    /// A piece refused beyond a server's connection limit waits without
+    /// holding back the connections the server took; any other waiting
+    /// piece still holds everything back.
+    func testAPieceRefusedBeyondTheLimitHoldsNothingBack() {
+        let cases: [(notBefore: [Double], holding: [Bool], sources: [PieceSource])] = [
+            ([30], [false], [.steal, .reserve, .race]),
+            ([30, 30], [false, true], []),
+            ([30, 0], [false, true], [.queued(index: 1)])
+        ]
+        for (notBefore, holding, sources) in cases {
+            XCTAssertEqual(
+                PieceSource.order(
+                    notBefore: notBefore, holding: holding, now: 10, plain: false, reserve: true, running: true),
+                sources, "queue \(notBefore) holding \(holding)")
+        }
+    }
+
     /// Issue 36: an engine with no transfer tells the loop it waits for its
     /// first connection exactly when a free connection would get a piece.
     /// A file whose queued pieces all wait out a Retry-After while it keeps

@@ -304,16 +304,75 @@ final class RetryPolicyTests: XCTestCase {
                 failure {
                     $0.rejection = .status(503, retryAfter: 3600)
                     $0.mirrorHasOtherTransfers = true
-                }, decision(.requeue(delay: 0.5, failures: 0), fewer: true)
+                }, decision(.requeue(delay: 0, failures: 0), fewer: true)
             ),
-            // The server's limit is not the piece's fault: it waits as asked, uncounted.
+            // The server's limit is not the piece's fault: uncounted, it goes
+            // to the connections the server took (the extra one is not sent
+            // again: the count came down).
             (
                 "Retry-After on an extra connection",
                 failure {
                     $0.rejection = .status(503, retryAfter: 1)
                     $0.mirrorHasOtherTransfers = true
                     $0.pieceFailures = 2
-                }, decision(.requeue(delay: 1, failures: 2), fewer: true)
+                    $0.refusalsInARow = 1
+                }, decision(.requeue(delay: 0, failures: 2), fewer: true)
+            ),
+            (
+                "refused beyond the limit, beside another mirror, after many in a row: kept",
+                failure {
+                    $0.rejection = .status(503, retryAfter: 1)
+                    $0.mirrorHasOtherTransfers = true
+                    $0.otherMirrors = 1
+                    $0.refusalsInARow = 12
+                }, decision(.requeue(delay: 0, failures: 0), fewer: true)
+            ),
+            // Sent within the limit the server had shown: a place not yet
+            // given back. A grace, doubled for each refusal in a row, at
+            // most what the server asked.
+            (
+                "a place not yet given back",
+                failure {
+                    $0.rejection = .status(503, retryAfter: 1)
+                    $0.mirrorHasOtherTransfers = true
+                    $0.sentWithinLimit = true
+                    $0.refusalsInARow = 1
+                }, decision(.requeue(delay: 0.1, failures: 0), fewer: true)
+            ),
+            (
+                "a place not yet given back, the fourth refusal in a row",
+                failure {
+                    $0.rejection = .status(503, retryAfter: 1)
+                    $0.mirrorHasOtherTransfers = true
+                    $0.sentWithinLimit = true
+                    $0.refusalsInARow = 4
+                }, decision(.requeue(delay: 0.8, failures: 0), fewer: true)
+            ),
+            (
+                "a place not yet given back, the sixth refusal in a row: the server's wait",
+                failure {
+                    $0.rejection = .status(503, retryAfter: 1)
+                    $0.mirrorHasOtherTransfers = true
+                    $0.sentWithinLimit = true
+                    $0.refusalsInARow = 6
+                }, decision(.requeue(delay: 1, failures: 0), fewer: true)
+            ),
+            (
+                "a place not yet given back, 429 without Retry-After",
+                failure {
+                    $0.rejection = .status(429, retryAfter: nil)
+                    $0.cause = .status(429)
+                    $0.mirrorHasOtherTransfers = true
+                    $0.sentWithinLimit = true
+                    $0.refusalsInARow = 2
+                }, decision(.requeue(delay: 0.2, failures: 0), fewer: true)
+            ),
+            (
+                "sent within the limit but alone: the server is busy, not full",
+                failure {
+                    $0.rejection = .status(503, retryAfter: 1)
+                    $0.sentWithinLimit = true
+                }, decision(.requeue(delay: 1, failures: 1), fewer: true)
             ),
             (
                 "a mirror dropped before",

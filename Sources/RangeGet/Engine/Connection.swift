@@ -170,6 +170,10 @@ final class Connection {
         return endedBefore
     }
 
+    /// True when its request went out with no more transfers running than
+    /// the server had accepted at once (`Engine.learnedLimit`).
+    var sentWithinLimit = false
+
     /// idle → transferring: prepares the handle to fetch `piece` from
     /// `mirror` (ranged unless `plain`).
     func start(_ piece: Piece, from mirror: Mirror, plain: Bool, race: Race? = nil, now: Double) throws(CurlError) {
@@ -200,12 +204,16 @@ final class Connection {
     }
 
     /// transferring → idle: what the transfer did, for the engine to settle.
-    private func release(_ end: TransferEnd, curlError: CurlError? = nil, now: Double) -> FinishedTransfer {
+    /// `cutByUs`: rangeget ended it (a steal's boundary, a cancel).
+    private func release(
+        _ end: TransferEnd, curlError: CurlError? = nil, cutByUs: Bool = false, now: Double
+    ) -> FinishedTransfer {
         guard let transfer else { preconditionFailure("no transfer to finish") }
         let mirror = transfer.mirror
         let finished = FinishedTransfer(
             piece: cursor.piece, end: end, written: cursor.written, mirror: mirror,
-            race: cursor.race, curlError: curlError)
+            race: cursor.race, curlError: curlError,
+            cutShort: cutByUs && transfer.requested.map { cursor.position < $0.end } ?? false)
         journal?.end(slot: id, wrote: finished.written)
         totalBytes += cursor.bytes
         mirror.bytes += cursor.bytes
@@ -348,7 +356,7 @@ final class Connection {
             lastRate = Double(cursor.bytes) / max(0.01, now - (transfer.firstByteAt ?? transfer.startedAt))
         }
         if case let .refuse(.writeFailed(failure)) = cursor.intake { return release(.localFailure(failure), now: now) }
-        if case .refuse(.reachedEnd) = cursor.intake { return release(.complete, now: now) }
+        if case .refuse(.reachedEnd) = cursor.intake { return release(.complete, cutByUs: true, now: now) }
         if result == CURLE_OK && cursor.position == cursor.end { return release(.complete, now: now) }
         if case let .refuse(.rejected(rejection)) = cursor.intake {
             return release(
@@ -382,7 +390,8 @@ final class Connection {
         now: Double
     ) -> FinishedTransfer {
         if let offset { disown(from: offset) }
-        return release(.incomplete(reason: reason, cause: cause, rejection: nil), curlError: error, now: now)
+        return release(
+            .incomplete(reason: reason, cause: cause, rejection: nil), curlError: error, cutByUs: true, now: now)
     }
 
     /// Takes back the bytes of the transfer in flight from `offset` on: they

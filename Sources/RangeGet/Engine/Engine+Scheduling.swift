@@ -13,10 +13,13 @@ extension Engine {
     func startIdleConnections(now: Double) -> EngineOutcome? {
         loop.assertOnLoopThread()
         planAhead()
+        // At a server's limit, the place of a transfer cut short stays taken
+        // at the server a moment: a request sent meanwhile would be refused.
+        placesHeldUntil.removeAll { $0 <= now }
         while true {
             // Counted anew each turn: a steal below may end a transfer.
             let busy = connections.count(where: \.isBusy)
-            guard busy < connectionLimit else { break }
+            guard busy + placesHeldUntil.count < connectionLimit else { break }
             // The slot is taken before the piece, and joins slotsHeld only as
             // its transfer starts: a steal that takes a victim's whole rest
             // ends the victim (`cancel` gives back the slots no transfer
@@ -265,7 +268,7 @@ extension Engine {
     /// Where a free connection may find its next piece now, in order (`PieceSource.order`).
     func pieceSources(now: Double) -> [PieceSource] {
         PieceSource.order(
-            notBefore: queue.map(\.notBefore), now: now, plain: plain,
+            notBefore: queue.map(\.notBefore), holding: queue.map(\.holdsOthers), now: now, plain: plain,
             reserve: window == nil && !unplanned.isEmpty, running: connections.contains(where: \.isBusy))
     }
 
@@ -282,7 +285,12 @@ extension Engine {
                 if let stolen = steal(thiefRate: thiefRate, now: now) { return (stolen, nil) }
             case .reserve:
                 settleEndReserve(now: true)
-                if !queue.isEmpty { return (queue.removeFirst(), nil) }
+                // Pieces refused beyond a server's limit may wait in the queue.
+                if let ready = queue.firstIndex(where: { $0.notBefore <= now }),
+                    let pick = queuedPiece(from: ready, for: mirror, now: now)
+                {
+                    return (queue.remove(at: pick), nil)
+                }
                 if let reserved = planner.reservedPiece(from: unplanned) {
                     unplanned.remove(reserved)
                     return (Piece(range: reserved), nil)

@@ -10,6 +10,7 @@ extension Engine {
     func settle(_ connection: Connection, _ finished: FinishedTransfer, now: Double) -> EngineOutcome? {
         loop.assertOnLoopThread()
         returnSlots()
+        notePlaceHeld(by: finished, now: now)
         recordWritten(finished.written, by: finished.mirror)
         var complete = false
         if case .complete = finished.end { complete = true }
@@ -18,6 +19,7 @@ extension Engine {
         switch finished.end {
         case .complete:
             mirror.consecutiveFailures = 0
+            mirror.refusalsInARow = 0
             sizeDisagreements = 0
             if let race = finished.race {
                 for other in connections where other !== connection && other.race === race && other.isBusy {
@@ -41,7 +43,7 @@ extension Engine {
             }
             return retry(
                 finished, on: connection.id, reason: reason, cause: cause, rejection: rejection, now: now,
-                partnerBusy: partnerIsBusy(connection, in: finished.race))
+                partnerBusy: partnerIsBusy(connection, in: finished.race), sentWithinLimit: connection.sentWithinLimit)
         }
     }
 
@@ -50,14 +52,22 @@ extension Engine {
     /// requeue the rest of the piece after a wait, or end the run.
     func retry(
         _ finished: FinishedTransfer, on connection: Int, reason: String, cause: RetryCause, rejection: Rejection?,
-        now: Double, partnerBusy: Bool
+        now: Double, partnerBusy: Bool, sentWithinLimit: Bool = false
     ) -> EngineOutcome? {
         loop.assertOnLoopThread()
         let mirror = finished.mirror
         let piece = finished.piece
         let progressed = !finished.written.isEmpty && finished.written.end > piece.range.start
+        let othersRunning = connections.contains { $0.isBusy && $0.mirror === mirror && $0.id != connection }
+        let beyondLimit = RetryPolicy.refusedBeyondLimit(
+            rejection, mirrorHasOtherTransfers: othersRunning, plain: plain)
         mirror.errors += 1
-        mirror.consecutiveFailures = progressed ? 0 : mirror.consecutiveFailures + 1
+        if beyondLimit {
+            mirror.refusalsInARow += 1
+        } else {
+            mirror.consecutiveFailures = progressed ? 0 : mirror.consecutiveFailures + 1
+            if progressed { mirror.refusalsInARow = 0 }
+        }
         retries += 1
         if case let .otherTotal(total)? = rejection {
             sizeDisagreements = lastOtherTotal == total ? sizeDisagreements + 1 : 1
@@ -70,7 +80,8 @@ extension Engine {
             plain: plain, plainRestarts: plainRestarts, pieceFailures: piece.failures,
             mirrorFailuresInARow: mirror.consecutiveFailures, mirrorUsable: mirror.isUsable,
             otherMirrors: mirrors.count { $0.isUsable && $0 !== mirror },
-            mirrorHasOtherTransfers: connections.contains { $0.isBusy && $0.mirror === mirror && $0.id != connection },
+            mirrorHasOtherTransfers: othersRunning, refusalsInARow: mirror.refusalsInARow,
+            sentWithinLimit: sentWithinLimit,
             partnerBusy: partnerBusy, redirected: mirror.remote.effectiveURL != mirror.remote.url,
             refreshable: settings.refreshURL != nil, mirrorServed: served(by: mirror),
             sizeDisagreementsReached: sizeDisagreements >= (unprobed ? 1 : Self.sizeDisagreementLimit))
@@ -85,9 +96,12 @@ extension Engine {
                     connection: connection, cause: cause, reason: reason, delay: delay, attempt: failures + 1,
                     attempts: settings.retries + 1))
             if plain { written = RangeSet() }
+            // A piece refused beyond the limit waits without holding back
+            // the connections the server took: they go on stealing and
+            // taking the end reserve meanwhile.
             requeue(
                 piece, from: plain ? piece.range.start : max(finished.written.end, finished.race?.frontier ?? 0),
-                failures: failures, notBefore: now + delay)
+                failures: failures, notBefore: now + delay, holdsOthers: !beyondLimit)
             return nil
         case .none:
             return nil
@@ -158,6 +172,12 @@ extension Engine {
         untrust(untrusted)
     }
 
+    /// A transfer cut short at a server with a known limit keeps its place
+    /// there a moment (`placesHeldUntil`).
+    func notePlaceHeld(by finished: FinishedTransfer, now: Double) {
+        if finished.cutShort, learnedLimit != nil { placesHeldUntil.append(now + RetryPolicy.limitGrace) }
+    }
+
     func partnerIsBusy(_ connection: Connection, in race: Race?) -> Bool {
         guard let race else { return false }
         return connections.contains { $0 !== connection && $0.race === race && $0.isBusy }
@@ -165,12 +185,16 @@ extension Engine {
 
     /// Queues the rest of `piece` from `start`; `avoiding`: mirrors that
     /// should not fetch it while another can (they served it bad).
-    func requeue(_ piece: Piece, from start: Int64, failures: Int, notBefore: Double, avoiding: [Int]? = nil) {
+    /// `holdsOthers`: while it waits, nothing else starts (`PieceSource`).
+    func requeue(
+        _ piece: Piece, from start: Int64, failures: Int, notBefore: Double, avoiding: [Int]? = nil,
+        holdsOthers: Bool = true
+    ) {
         loop.assertOnLoopThread()
         guard start < piece.range.end else { return }
         let rest = Piece(
             range: ByteRange(start, piece.range.end), failures: failures, notBefore: notBefore,
-            avoid: avoiding ?? piece.avoid, recheck: piece.recheck)
+            avoid: avoiding ?? piece.avoid, recheck: piece.recheck, holdsOthers: holdsOthers)
         let index = queue.firstIndex(where: { $0.range.start > start }) ?? queue.endIndex
         queue.insert(rest, at: index)
     }

@@ -99,6 +99,12 @@ final class Engine: LoopClient {
     var queue: [Piece] = []
     var written: RangeSet
     var connectionLimit: Int
+    /// The most transfers the server took at once when it refused one more
+    /// (`connectionRefused`); nil before any refusal.
+    var learnedLimit: Int?
+    /// When the places of transfers cut short (with `learnedLimit` known)
+    /// are free at the server again, as far as rangeget can tell.
+    var placesHeldUntil: [Double] = []
     /// Typical seconds from a request to its first byte (moving average).
     var setupDelay = 0.1
     var retries = 0
@@ -208,7 +214,7 @@ final class Engine: LoopClient {
         self.loop = loop
         stop = StopSignal(loop: loop)
         self.opening = opening
-        planner = Planner(connections: settings.connections, minimumSplit: settings.minimumSplit)
+        planner = Planner(connections: tuner?.target ?? settings.connections, minimumSplit: settings.minimumSplit)
         placement = MirrorPlacement(connections: settings.connections, room: mirrors.map { _ in settings.maxPerHost })
         connectionLimit = plain ? 1 : tuner?.target ?? settings.connections
     }
@@ -270,8 +276,8 @@ final class Engine: LoopClient {
             // On a shared loop, plan for the connections it can give now (a
             // piece per connection that will wait would cost a request each);
             // slots that free up later take work by stealing.
-            let reachable =
-                loop.freeSlots.map { min(settings.connections, max(1, slotsHeld + $0)) } ?? settings.connections
+            let count = tuner?.target ?? settings.connections
+            let reachable = loop.freeSlots.map { min(count, max(1, slotsHeld + $0)) } ?? count
             // An opening that asked for the whole file (a list's, from a
             // distant server) keeps its first piece running to the end.
             let whole = adopted?.served.map { $0.end == size } ?? false
@@ -422,6 +428,7 @@ final class Engine: LoopClient {
     {
         loop.assertOnLoopThread()
         try connection.start(piece, from: mirror, plain: plain, race: race, now: now)
+        connection.sentWithinLimit = learnedLimit.map { connections.count(where: \.isBusy) <= $0 } ?? false
         try loop.add(connection.easy)
         onEvent(.transfer(.pieceStarted(connection: connection.id, range: piece.range, url: mirror.remote.url)))
     }
@@ -436,6 +443,7 @@ final class Engine: LoopClient {
         loop.remove(connection.easy)
         let finished = connection.abandon(reason: reason, distrustingFrom: offset, now: now)
         returnSlots()
+        notePlaceHeld(by: finished, now: now)
         recordWritten(finished.written, by: finished.mirror)
         onEvent(.transfer(.pieceFinished(connection: connection.id, written: finished.written, complete: false)))
         if requeue, !partnerIsBusy(connection, in: finished.race) {
@@ -449,7 +457,9 @@ final class Engine: LoopClient {
         loop.assertOnLoopThread()
         if drain != nil { return 0.001 }
         var timeout = connections.contains(where: \.isPaused) ? 0.01 : 0.1
-        if let wake = queue.map(\.notBefore).min(), wake > now { timeout = min(timeout, wake - now) }
+        if let wake = (queue.map(\.notBefore) + placesHeldUntil).min(), wake > now {
+            timeout = min(timeout, wake - now)
+        }
         return timeout
     }
 

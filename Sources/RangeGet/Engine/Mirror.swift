@@ -18,6 +18,8 @@ final class Mirror {
     var droppedBecause: String?
     /// Failures in a row without a byte of progress.
     var consecutiveFailures = 0
+    /// Refusals beyond the server's connection limit in a row (`RetryPolicy.Failure.beyondLimit`).
+    var refusalsInARow = 0
     var errors = 0
     /// The pieces it wrote (alone or with others) that failed their checks.
     var badPieces: [Int] = []

@@ -12,7 +12,9 @@
 //  2. The answer says the file changed, or ranges do not work: with no other
 //     mirror that ends the run (start over, or one stream); else the mirror
 //     is dropped.
-//  3. 429 or 503: fewer connections at once from now on.
+//  3. 429 or 503: fewer connections at once from now on. Beside other
+//     transfers of the mirror, that is the server's limit (`beyondLimit`):
+//     not the piece's attempt, nor one of the mirror's failures in a row.
 //  4. A signed link's expiry: a redirect libcurl may not follow, or 401, 403
 //     or 410 from where a redirect led, or from a mirror that served bytes
 //     when the URL can be refreshed: the URL expired, and the run ends to
@@ -33,6 +35,12 @@
 //     waits four times the backoff; a `Retry-After` within the limit is
 //     waited; a longer one drops the mirror (or fails the run) when nothing
 //     else of it works; a dropped mirror's piece goes at once to the others.
+//     A piece refused beyond the server's limit goes to the connections
+//     the server took (the count came down to them: an extra connection is
+//     never sent again, which is how its Retry-After is honoured); refused
+//     by a request sent within the limit the server had shown
+//     (`slotNotYetFree`), it waits `limitGrace`, doubled for each refusal in
+//     a row, up to what the server asked.
 
 /// Decides what follows a failed transfer.
 struct RetryPolicy {
@@ -62,6 +70,12 @@ struct RetryPolicy {
         var otherMirrors: Int
         /// True when another connection is still fetching from this mirror.
         var mirrorHasOtherTransfers: Bool
+        /// The mirror's refusals beyond its limit in a row (`beyondLimit`),
+        /// this one counted when it is one.
+        var refusalsInARow = 0
+        /// True when the request went out with no more transfers running
+        /// than the server had accepted at once after refusing one more.
+        var sentWithinLimit = false
         /// True when a race partner still runs on the same piece.
         var partnerBusy: Bool
         /// True when the mirror's URL was redirected (a signed URL, say).
@@ -74,6 +88,25 @@ struct RetryPolicy {
         /// True when answers naming the same other total size reached the
         /// limit (one, for a download that has not probed).
         var sizeDisagreementsReached: Bool
+
+        /// True for a refusal beyond the server's connection limit: 429 or
+        /// 503 to one of several ranged transfers from the mirror.
+        var beyondLimit: Bool {
+            RetryPolicy.refusedBeyondLimit(rejection, mirrorHasOtherTransfers: mirrorHasOtherTransfers, plain: plain)
+        }
+
+        /// True for a refusal beyond the limit of a request sent within it:
+        /// the server had not yet given back the place of a transfer that
+        /// ended (one cut short by a steal runs on at the server until it
+        /// notices the closed connection).
+        var slotNotYetFree: Bool { beyondLimit && sentWithinLimit }
+    }
+
+    /// True when `rejection` refuses a request beyond the server's limit:
+    /// 429 or 503 while other ranged transfers from the mirror run.
+    static func refusedBeyondLimit(_ rejection: Rejection?, mirrorHasOtherTransfers: Bool, plain: Bool) -> Bool {
+        guard case let .status(code, _)? = rejection, code == 429 || code == 503 else { return false }
+        return mirrorHasOtherTransfers && !plain
     }
 
     /// What the engine carries out.
@@ -110,8 +143,15 @@ struct RetryPolicy {
     /// The file's size as the probe found it, for the errors.
     var size: Int64?
 
-    /// Failures in a row without progress before a mirror is dropped (while others remain).
+    /// Failures in a row without progress before a mirror is dropped (while
+    /// others remain). Refusals beyond the server's limit are not failures:
+    /// 16 connections to a server taking 4 are refused 12 times in a row.
     static let mirrorFailureLimit = 3
+    /// The first wait of a piece refused beyond the server's limit: a server
+    /// gives back a finished request's place a moment after its last byte
+    /// (nginx's limit_conn at the request's end), and a request sent on the
+    /// heels of one that ended can be refused in that moment.
+    static let limitGrace = 0.1
     /// A 429 without `Retry-After` waits this many times the usual backoff:
     /// the server says it is throttling, not for how long, and retrying on
     /// the usual schedule would only be refused again.
@@ -188,12 +228,10 @@ struct RetryPolicy {
         decision.restartCounted = failure.plain
         var failures = failure.plain ? failure.plainRestarts + 1 : failure.progressed ? 1 : failure.pieceFailures + 1
         // An extra connection refused (429, 503) while others of the mirror
-        // run: the server's limit, not the piece's fault. The piece waits as
-        // the server asks, but the refusal is not one of its attempts (a
-        // server taking 4 at once refused 12 of -n 16's first requests).
-        if decision.fewerConnections, failure.mirrorHasOtherTransfers, !failure.plain {
-            failures = failure.pieceFailures
-        }
+        // run: the server's limit, not the piece's fault, and not one of its
+        // attempts (a server taking 4 at once refused 12 of -n 16's first
+        // requests).
+        if failure.beyondLimit { failures = failure.pieceFailures }
         let exhausted = failures > settings.retries || (!retryable && failures > settings.retries / 2)
         // A mirror that used up the piece's attempts gives the piece to the
         // others, and its failures are not held against the piece there.
@@ -227,6 +265,22 @@ struct RetryPolicy {
             }
             // Else an extra connection was refused: the mirror's connection
             // limit came down (rule 3), and its working connections take the piece.
+        }
+        // The server's limit. The Retry-After is for the connection beyond
+        // it, which the count no longer runs: the piece goes to the first
+        // connection the server took that frees (it waited the Retry-After
+        // before, and -n auto against a server taking 4 of its first 16
+        // requests took 1.4x the wall of -n 4, its connections idle while
+        // the refused pieces waited). A request sent within the limit was
+        // refused for a place the server had not yet given back: it waits a
+        // grace, doubled for each refusal in a row, up to the server's own
+        // wait, so a server whose limit fell, or is shared with another
+        // client, is not asked ten times a second.
+        if failure.slotNotYetFree {
+            let doublings = min(30, max(0, failure.refusalsInARow - 1))
+            delay = min(delay, Self.limitGrace * Double(1 << doublings))
+        } else if failure.beyondLimit {
+            delay = 0
         }
         if !usable { delay = 0 }
         return ending(.requeue(delay: delay, failures: failures))

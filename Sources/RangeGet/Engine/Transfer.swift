@@ -14,6 +14,9 @@ struct Piece: Sendable {
     /// one mirror, never cut nor raced, so that a second failure names
     /// the mirror that served it.
     var recheck = false
+    /// False for a piece refused beyond the server's connection limit: while
+    /// it waits, the connections the server took go on with other work.
+    var holdsOthers = true
 }
 
 /// Two connections fetching the same tail: each writes only bytes beyond
@@ -53,4 +56,8 @@ struct FinishedTransfer {
     /// as libcurl's timeout); nil when libcurl reported success or rangeget
     /// itself ended it (a rejection, a lost race, a stop).
     var curlError: CurlError?
+    /// True when rangeget closed it before the server sent all it was asked
+    /// for: the server goes on a moment, until it notices, and holds the
+    /// request's place in its connection limit meanwhile.
+    var cutShort = false
 }

@@ -104,9 +104,13 @@ struct ConnectionTuner: Sendable {
     /// window) and moves `target`. `saturated`: the transfer loop had no
     /// idle moment in that window (the bottleneck is here: the CPU or the
     /// disk, not the server). `worthProbing` is false near the end, where a
-    /// round would not pay back its new requests.
+    /// round would not pay back its new requests; `worthShedding` is false
+    /// while fewer connections would cost more than they could save: a shed
+    /// connection that turns out to have counted comes back a window and a
+    /// request's round trip behind, and the download ends that much later.
     mutating func update(
-        rate measured: Double?, saturated: Bool = false, window: Double = 0, now: Double, worthProbing: Bool
+        rate measured: Double?, saturated: Bool = false, window: Double = 0, now: Double, worthProbing: Bool,
+        worthShedding: Bool = true
     ) {
         guard let measured, measured > 0 else { return }
         // Fewer connections are judged on two windows, a `window` apart: the
@@ -127,7 +131,7 @@ struct ConnectionTuner: Sendable {
         switch phase {
         case let .measuring(probe):
             if probe && worthProbing {
-                startRound(rate: rate, saturated: saturated)
+                startRound(rate: rate, saturated: saturated, worthShedding: worthShedding, now: now)
             } else {
                 settle(rate: rate, now: now)
             }
@@ -147,7 +151,7 @@ struct ConnectionTuner: Sendable {
                 findings.append("\(target) added \(percent(rate / baseRate - 1))")
                 // Back to the count that paid; below it only when no doubling
                 // paid this round (then fewer may do as well).
-                if !grew && base > 1 {
+                if !grew && base > 1 && worthShedding {
                     phase = .round(base: base, rate: baseRate, best: max(best, baseRate), up: false, grew: false)
                     set(Self.firstShed(from: base))
                 } else {
@@ -162,7 +166,7 @@ struct ConnectionTuner: Sendable {
                 let lost = percent(1 - rate / best)
                 findings.append("\(target) \(kept ? "kept" : "lost") \(lost)\(stillSaturated ? " (saturated)" : "")")
                 let floor = saturated ? Self.saturatedFloor : 1
-                if kept && target > floor {
+                if kept && target > floor && worthShedding {
                     phase = .round(base: target, rate: rate, best: best, up: false, grew: false)
                     set(max(floor, target / 2))
                 } else if kept {
@@ -178,7 +182,7 @@ struct ConnectionTuner: Sendable {
                 guard drift >= 2 else { return }
                 let moved = "the total moved \(percent(rate / settledRate - 1)) at \(target)"
                 interval = Self.firstInterval
-                startRound(rate: rate, saturated: saturated)
+                startRound(rate: rate, saturated: saturated, worthShedding: worthShedding, now: now)
                 findings.insert(moved, at: 0)
                 return
             }
@@ -205,7 +209,7 @@ struct ConnectionTuner: Sendable {
         phase = .measuring(probe: false)
     }
 
-    private mutating func startRound(rate: Double, saturated: Bool) {
+    private mutating func startRound(rate: Double, saturated: Bool, worthShedding: Bool, now: Double) {
         // At the count a server accepted, a shed's connection, once back,
         // is refused while the server still counts the one stopped (and
         // waits out its Retry-After): a server's limit is not probed.
@@ -218,6 +222,9 @@ struct ConnectionTuner: Sendable {
         if target < limit && !saturated {
             phase = .round(base: target, rate: rate, best: rate, up: true, grew: false)
             set(min(limit, 2 * target))
+        } else if !worthShedding {
+            findings = ["fewer would cost more than they could save"]
+            settle(rate: rate, now: now)
         } else {
             phase = .round(base: target, rate: rate, best: rate, up: false, grew: false)
             set(Self.firstShed(from: target))

@@ -1,7 +1,8 @@
 // PieceSource: where a free connection looks for its next piece, in order.
 // A queued piece whose backoff is over comes first. While a queued piece
 // waits out its backoff, nothing else starts: no steal, no piece of the end
-// reserve, no race. Else the end of a running transfer (a steal), then a
+// reserve, no race; unless it was refused beyond a server's connection
+// limit, where the connections the server took go on meanwhile. Else the end of a running transfer (a steal), then a
 // piece of the end reserve, then a race for a slow transfer's tail. Pure:
 // the engine asks it for a free connection, and to tell the loop whether
 // the file waits for its first connection, so the two cannot disagree
@@ -25,9 +26,14 @@ enum PieceSource: Equatable, Sendable {
     /// stream from byte 0 (its only piece is queued); `reserve` is true while
     /// an end reserve is left; `running` while a transfer runs (one to steal
     /// from or race). Empty: nothing to start now.
-    static func order(notBefore: [Double], now: Double, plain: Bool, reserve: Bool, running: Bool) -> [PieceSource] {
+    /// `holding` is false for the queued pieces whose wait holds nothing
+    /// back (refused beyond a server's connection limit: the connections it
+    /// took go on); absent, every one holds.
+    static func order(
+        notBefore: [Double], holding: [Bool]? = nil, now: Double, plain: Bool, reserve: Bool, running: Bool
+    ) -> [PieceSource] {
         if let index = notBefore.firstIndex(where: { $0 <= now }) { return [.queued(index: index)] }
-        guard notBefore.isEmpty, !plain else { return [] }
+        guard !(holding ?? notBefore.map { _ in true }).contains(true), !plain else { return [] }
         var sources: [PieceSource] = running ? [.steal] : []
         if reserve { sources.append(.reserve) }
         if running { sources.append(.race) }
