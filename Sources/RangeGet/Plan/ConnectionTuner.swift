@@ -108,6 +108,7 @@ struct ConnectionTuner: Sendable {
     /// while fewer connections would cost more than they could save: a shed
     /// connection that turns out to have counted comes back a window and a
     /// request's round trip behind, and the download ends that much later.
+    /// A saturated loop sheds all the same: there the shed ones did not count.
     mutating func update(
         rate measured: Double?, saturated: Bool = false, window: Double = 0, now: Double, worthProbing: Bool,
         worthShedding: Bool = true
@@ -166,7 +167,9 @@ struct ConnectionTuner: Sendable {
                 let lost = percent(1 - rate / best)
                 findings.append("\(target) \(kept ? "kept" : "lost") \(lost)\(stillSaturated ? " (saturated)" : "")")
                 let floor = saturated ? Self.saturatedFloor : 1
-                if kept && target > floor && worthShedding {
+                // Saturated, a shed costs nothing the server gave: the
+                // payback rule is for connections that counted.
+                if kept && target > floor && (worthShedding || stillSaturated) {
                     phase = .round(base: target, rate: rate, best: best, up: false, grew: false)
                     set(max(floor, target / 2))
                 } else if kept {
@@ -222,7 +225,7 @@ struct ConnectionTuner: Sendable {
         if target < limit && !saturated {
             phase = .round(base: target, rate: rate, best: rate, up: true, grew: false)
             set(min(limit, 2 * target))
-        } else if !worthShedding {
+        } else if !worthShedding && !saturated {
             findings = ["fewer would cost more than they could save"]
             settle(rate: rate, now: now)
         } else {
