@@ -13,7 +13,13 @@ import Darwin
 #endif
 
 struct GetSettings {
-    var options = DownloadOptions()
+    /// The library's defaults but for the count: the command line learns it
+    /// (`-n auto`) unless given one; a list, mirrors and a stream keep 8.
+    var options: DownloadOptions = {
+        var options = DownloadOptions()
+        options.automaticConnections = true
+        return options
+    }()
     var output: String?
     var directory: String?
     var inputFile: String?
@@ -73,8 +79,8 @@ enum GetCommand {
                 },
                 .value(
                     "n", "connections", "N|auto",
-                    "connections at once, for the whole run, shared by the files of a list (default 8, at most 256); "
-                        + "auto: learned as one URL downloads, from 8 up to --max-per-host"
+                    "connections at once, at most 256 (default auto: learned while one URL downloads, from --max-per-host "
+                        + "down; a list (shared by its files), mirrors and -o - run 8)"
                 ) { settings, text throws(UsageError) in
                     if text == "auto" {
                         settings.options.automaticConnections = true
@@ -335,7 +341,9 @@ enum GetCommand {
                 display.message(
                     result.alreadyComplete
                         ? skipped(result)
-                        : summary(result, retries: retries.withLock { $0 }, connections: settings.options.connections))
+                        : summary(
+                            result, retries: retries.withLock { $0 },
+                            connections: result.connectionCount?.peak ?? settings.options.connections))
             }
             return ExitCode.success.rawValue
         } catch {

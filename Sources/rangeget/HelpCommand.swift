@@ -47,7 +47,7 @@ enum HelpCommand {
 
     /// The man page's EXAMPLES: the README's examples (a test keeps them the same), each with what it does.
     static let examples: [(command: String, meaning: String)] = [
-        ("rangeget https://example.org/big.iso", "8 connections, saved as ./big.iso"),
+        ("rangeget https://example.org/big.iso", "as many connections as help, saved as ./big.iso"),
         ("rangeget -n 16 -o /data/big.iso https://example.org/big.iso", "16 connections, saved as /data/big.iso"),
         (
             "rangeget -n 12 https://a.example/big.iso https://b.example/big.iso https://c.example/big.iso",
