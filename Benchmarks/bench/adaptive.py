@@ -84,13 +84,26 @@ def connection_count(summary):
 class AdaptiveDownloads:
     """Mixed into Bench (runner.py): self.rounds, self.check, self.out_dir, ..."""
 
-    def count_server(self, sc, fname):
+    def scenario_url(self, sc, fname):
         """For a scenario on nginx or a relay: (url, "") once the server runs, or
         (None, why).  A `serve` scenario starts its server per run instead."""
         if sc["server"] == "serve":
             return None, ""
         why = self.start_servers([sc["server"]])
         return (None, why) if why else (f"{self.base_url(sc['server'])}/{fname}", "")
+
+    def scenario_file(self, sc):
+        """A one-file scenario's setup: (dict(size, src, sha, name, url, tools,
+        notes), None) with its server running, or (None, the result that says
+        why it is skipped)."""
+        size = self.pick(sc["size"])
+        src, sha = data_file(f"rand-{size // MiB}M.bin", size)
+        fname = os.path.basename(src)
+        url, why = self.scenario_url(sc, fname)
+        if why:
+            return None, dict(skipped="skipped: " + why, size=size)
+        tools, notes = self.tools_for(sc)
+        return dict(size=size, src=src, sha=sha, name=fname, url=url, tools=tools, notes=notes), None
 
     def auto_count(self, name, sc):
         """`rangeget -n auto` (the row `rangeget`) and `rangeget -n N` for every N
@@ -100,13 +113,11 @@ class AdaptiveDownloads:
         served and 503s per run from its last report, and with
         sc["change_after"] each run's rate after the change + settle seconds
         (rate_after)."""
-        size = self.pick(sc["size"])
-        src, sha = data_file(f"rand-{size // MiB}M.bin", size)
-        fname = os.path.basename(src)
-        url, why = self.count_server(sc, fname)
-        if why:
-            return dict(skipped="skipped: " + why, size=size)
-        tools, notes = self.tools_for(sc)
+        setup, skipped = self.scenario_file(sc)
+        if skipped:
+            return skipped
+        size, src, sha, fname, url = (setup[k] for k in ("size", "src", "sha", "name", "url"))
+        tools, notes = setup["tools"], setup["notes"]
         timeout = self.timeout_for(sc["slowest"](size))
         change = sc.get("change_after")
 

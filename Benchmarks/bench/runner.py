@@ -16,10 +16,11 @@ from .servers import (NGINX_SERVERS, RELAYS, data_file, delivered_rate, file_set
                       served_bytes, start_relay, start_serve, stop_group)
 from .tools import AXEL_TLS_NOTE, BULK_NOTES, STREAMS, base_tool, bulk_command, command, row_order, slug
 from .adaptive import AdaptiveDownloads
+from .traced import TracedDownloads
 from .verified import VerifiedDownloads
 
 
-class Bench(VerifiedDownloads, AdaptiveDownloads):
+class Bench(VerifiedDownloads, AdaptiveDownloads, TracedDownloads):
     def __init__(self, args):
         self.args = args
         self.quick = args.quick
@@ -82,7 +83,7 @@ class Bench(VerifiedDownloads, AdaptiveDownloads):
     def timeout_for(self, ideal):
         return 3 * ideal + (15 if self.quick else 30)
 
-    def rounds(self, tools, fn, label):
+    def rounds(self, tools, fn, label, runs=None):
         """Runs fn(tool, round) for every round, the tools in another order each
         round: shuffled, seeded by the scenario and the round (the same order in
         every set).  A rotation kept each tool after the same one in every round,
@@ -90,10 +91,12 @@ class Bench(VerifiedDownloads, AdaptiveDownloads):
         deleted: the build under test always followed wget2, its baseline always
         followed it (4 sets in a row: +4% to +27% against its baseline, with the
         same code on that path, the same CPU on tmpfs over 30 runs, and -4% on a
-        fresh file system).  In --quick a tool that timed out is not repeated."""
+        fresh file system).  In --quick a tool that timed out is not repeated.
+        runs: rounds, when the scenario needs more than --runs (pairs)."""
         results = {t: [] for t in tools}
         gave_up = set()
-        for r in range(self.runs):
+        runs = runs or self.runs
+        for r in range(runs):
             order = list(tools)
             random.Random(f"{label} {r}").shuffle(order)
             for t in order:
@@ -102,7 +105,7 @@ class Bench(VerifiedDownloads, AdaptiveDownloads):
                 res = fn(t, r)
                 results[t].append(res)
                 self.raw.append(dict(scenario=label, tool=t, round=r + 1, **res))
-                log(f"  [{label} {r + 1}/{self.runs}] {t:8s} {'ok' if res['ok'] else 'NOT OK':6s} "
+                log(f"  [{label} {r + 1}/{runs}] {t:8s} {'ok' if res['ok'] else 'NOT OK':6s} "
                     f"{res['wall']:7.2f} s  cpu {res['cpu']:6.2f} s  rss {fmt(res['rss'], 1):>7s} MiB"
                     + (f"  served {res['served']:.3f}x" if res.get("served") is not None else "")
                     + (f"  ({res['why']})" if res["why"] else ""))

@@ -163,6 +163,21 @@ SCENARIOS = {
         goals=[ratio("curl+sync", "wall", 1.0), ratio("curl", "wall", 1.1), ratio("aria2c", "wall", 0.6),
                ratio("curl", "cpu", 1.0, "rangeget / curl CPU s/GiB")],
         cpu_per_gib=True),
+    "trace-overhead": dict(
+        kind="trace_overhead", size=(1 * GiB, 256 * MiB), server="open", n=8, pairs=10,
+        variants=["rangeget (--trace)"],
+        what=("unthrottled nginx: rangeget and `rangeget --trace FILE`, interleaved pairs (both in every "
+              "round, shuffled), at least 10 rounds whatever --runs says"),
+        ideal=None, ideal_tool="rangeget", ideal_text="median wall of rangeget without --trace in this run",
+        note=("Overhead: each round's traced wall / its plain wall, the median over the rounds (a pair shares "
+              "the machine's state of its moment: the page cache, the other core's load).  Trace MB: the "
+              "largest trace file written."),
+        goals=[derived("pair_ratio", "<=", 1.03, "median pair wall ratio (--trace / plain)"),
+               derived("trace_mb", "<=", 5, "trace file MB (largest)")],
+        skip={"aria2c": "writes no trace: the rows are rangeget with and without --trace",
+              "axel": "writes no trace: the rows are rangeget with and without --trace",
+              "lftp": "writes no trace: the rows are rangeget with and without --trace",
+              "curl": "writes no trace: the rows are rangeget with and without --trace"}),
     "https": dict(
         size=(1 * GiB, 256 * MiB), server="tls", n=8,
         what="nginx `ssl http2`, no limit (self-signed certificate, given to every tool as the CA)",

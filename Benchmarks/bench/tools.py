@@ -33,7 +33,9 @@ VARIANTS = {"curl+sync": "curl", "rangeget (fast only)": "rangeget", "rangeget (
             "aria2c (Metalink)": "aria2c",
             # verify-repair: yardsticks, one read of the same damaged file with coreutils' SHA-256 and
             # with OpenSSL's; rows of rangeget's group, so they run whenever rangeget does (--tools rangeget)
-            "sha256sum (read once)": "rangeget", "openssl sha256 (read once)": "rangeget"}
+            "sha256sum (read once)": "rangeget", "openssl sha256 (read once)": "rangeget",
+            # trace-overhead: the same download writing --trace FILE
+            "rangeget (--trace)": "rangeget"}
 # auto_count (bench/adaptive.py): rangeget with each fixed connection count, beside the row
 # `rangeget`, which there is `rangeget -n auto`.
 FIXED_COUNTS = (1, 2, 4, 8, 16)

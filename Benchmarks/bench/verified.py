@@ -309,14 +309,11 @@ class VerifiedDownloads:
         the plain download leaves a core free (piece-hash-cost-capped).  Per run:
         cores (the tool's CPU / its wall) and what nginx delivered per
         connection."""
-        size, piece = self.pick(sc["size"]), sc["piece"]
-        src, sha = data_file(f"rand-{size // MiB}M.bin", size)
-        fname = os.path.basename(src)
-        why = self.start_servers([sc["server"]])
-        if why:
-            return dict(skipped="skipped: " + why, size=size)
-        tools, notes = self.tools_for(sc)
-        url = f"{self.base_url(sc['server'])}/{fname}"
+        setup, skipped = self.scenario_file(sc)
+        if skipped:
+            return skipped
+        size, src, sha, fname, url = (setup[k] for k in ("size", "src", "sha", "name", "url"))
+        tools, notes, piece = setup["tools"], setup["notes"], sc["piece"]
         metas = {"pieces": write_metalink(os.path.join(WORK, f"{name}.meta4"), src, sha, [url], piece=piece,
                                           whole=False),
                  "file hash": write_metalink(os.path.join(WORK, f"{name}-file-hash.meta4"), src, sha, [url],

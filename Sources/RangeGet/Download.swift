@@ -72,7 +72,17 @@ public final class Download: Sendable {
         self.options = options
         self.session = session
         self.window = window
-        controller = DownloadController(keepsResumeState: window == nil)
+        controller = DownloadController(
+            keepsResumeState: window == nil,
+            trace: options.trace?.recorder(named: Self.traceName(destination, url: mirrors[0]), mirrors: mirrors))
+    }
+
+    /// The download's name in a trace: its file, else its URL's.
+    static func traceName(_ destination: Destination, url: String) -> String {
+        switch destination {
+        case let .file(path): path == "-" ? "stdout (\(url))" : path
+        case .directory: url
+        }
     }
 
     /// Stops the download soon, saving its resume state; safe from any thread.

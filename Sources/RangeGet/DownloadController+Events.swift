@@ -10,6 +10,7 @@ extension DownloadController {
     /// cleaned (`OutgoingText`); `finished` is the last event subscribers see.
     func emit(_ event: DownloadEvent) {
         let event = event.cleaned
+        trace?.record(event)
         state.withLock { $0.observer }(event)
         // Yielding under the lock keeps one order for all subscribers and
         // keeps a late event (a background checkpoint) from following `finished`.

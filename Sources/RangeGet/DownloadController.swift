@@ -105,9 +105,12 @@ final class DownloadController: Sendable {
     /// True for a download to a file, which keeps its partial download on
     /// a stop; false for a stream, which keeps nothing.
     private let keepsResumeState: Bool
+    /// Where the events are traced (`DownloadOptions.trace`), if anywhere.
+    let trace: TraceRecorder?
 
-    init(keepsResumeState: Bool) {
+    init(keepsResumeState: Bool, trace: TraceRecorder? = nil) {
         self.keepsResumeState = keepsResumeState
+        self.trace = trace
     }
 
     // MARK: - Starting

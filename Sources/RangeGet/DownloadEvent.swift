@@ -15,11 +15,13 @@ public struct DownloadProgress: Sendable, Equatable {
     public var completed: RangeSet
     /// The bytes the running transfers are still fetching.
     public var inFlight: [ByteRange]
+    /// Each running transfer's bytes so far, for a graph per connection.
+    public var transfers: [TransferProgress]
 
     /// Figures as given.
     public init(
         bytesDone: Int64, totalBytes: Int64?, bytesPerSecond: Double, activeConnections: Int,
-        completed: RangeSet = RangeSet(), inFlight: [ByteRange] = []
+        completed: RangeSet = RangeSet(), inFlight: [ByteRange] = [], transfers: [TransferProgress] = []
     ) {
         self.bytesDone = bytesDone
         self.totalBytes = totalBytes
@@ -27,6 +29,7 @@ public struct DownloadProgress: Sendable, Equatable {
         self.activeConnections = activeConnections
         self.completed = completed
         self.inFlight = inFlight
+        self.transfers = transfers
     }
 
     /// Seconds left at the current rate, nil when unknown; never negative,
@@ -82,6 +85,61 @@ public enum DownloadEvent: Sendable {
     case finished(DownloadResult)
 }
 
+/// One running transfer in a progress report (``DownloadProgress/transfers``).
+public struct TransferProgress: Sendable, Equatable {
+    /// The connection (as in ``TransferEvent/pieceStarted(connection:range:url:)``).
+    public var connection: Int
+    /// Bytes it received so far.
+    public var bytes: Int64
+
+    /// A transfer's progress, for tests and for events a program makes itself.
+    public init(connection: Int, bytes: Int64) {
+        self.connection = connection
+        self.bytes = bytes
+    }
+}
+
+/// How one transfer's request went, from libcurl's clock
+/// (``TransferEvent/transferTimed(connection:timing:)``).
+public struct TransferTiming: Sendable, Equatable {
+    /// The local port of its TCP connection, which names that connection
+    /// (keep-alive reuse keeps it; HTTP/2 streams share it); nil when none was made.
+    public var localPort: Int?
+    /// True when this request opened its TCP connection; false when it reused one.
+    public var newConnection: Bool
+    /// Seconds from the request until the TCP connection was made (0 when reused).
+    public var connect: Double
+    /// Seconds from the request until the TLS handshake was done (0 without TLS, or when reused).
+    public var tls: Double
+    /// Seconds from the request until its first byte; nil when none came.
+    public var firstByte: Double?
+    /// Bytes of the body it received and accepted (a mirror's
+    /// ``MirrorReport/bytes`` are the sum of its transfers').
+    public var bytes: Int64
+    /// The response's HTTP status; 0 when none came.
+    public var status: Int
+    /// The response's HTTP version ("1.1", "2"); nil when none came.
+    public var httpVersion: String?
+    /// Why it ended early; nil when it fetched all it was asked for.
+    public var endedEarly: String?
+
+    /// A timing, for tests and for events a program makes itself.
+    public init(
+        localPort: Int?, newConnection: Bool, connect: Double, tls: Double, firstByte: Double?, bytes: Int64,
+        status: Int, httpVersion: String?, endedEarly: String?
+    ) {
+        self.localPort = localPort
+        self.newConnection = newConnection
+        self.connect = connect
+        self.tls = tls
+        self.firstByte = firstByte
+        self.bytes = bytes
+        self.status = status
+        self.httpVersion = httpVersion
+        self.endedEarly = endedEarly
+    }
+}
+
 /// What the engine did with a download's pieces and connections
 /// (``DownloadEvent/transfer(_:)``).
 public enum TransferEvent: Sendable {
@@ -89,6 +147,9 @@ public enum TransferEvent: Sendable {
     case pieceStarted(connection: Int, range: ByteRange, url: String)
     /// A connection's transfer ended; `written` is what it put on disk.
     case pieceFinished(connection: Int, written: ByteRange, complete: Bool)
+    /// How the transfer that ends next on `connection` went (it comes just
+    /// before that transfer's `pieceFinished`).
+    case transferTimed(connection: Int, timing: TransferTiming)
     /// A free connection took over `range`, the end of connection `from`'s piece.
     case stolen(from: Int, range: ByteRange)
     /// The placement moved `count` connections from the mirror at `from`

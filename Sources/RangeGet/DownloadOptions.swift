@@ -26,6 +26,11 @@ public struct DownloadOptions: Sendable {
     /// on unless given `-n N`; here it stays a choice, so that setting
     /// `connections` alone keeps meaning that many.
     public var automaticConnections = false
+    /// Record the download into this trace (docs/TRACE.md): every transfer
+    /// on the lane of its TCP connection, steals, races, retries, the rates.
+    /// Several downloads may share one (a list's); ``DownloadTrace/write()``
+    /// writes it. Nil (the default): nothing is recorded.
+    public var trace: DownloadTrace?
     /// No piece is split below this many bytes.
     public var minimumSplit: Int64 = 1 << 20
     /// Attempts at one piece that end with no byte written before giving up.

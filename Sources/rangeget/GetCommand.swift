@@ -104,6 +104,10 @@ enum GetCommand {
                     $0.options.probeWithHead = true
                 },
                 .flag("q", "quiet", "no progress display and no summary") { $0.quiet = true },
+                .value(
+                    nil, "trace", "FILE",
+                    "write a timeline of the run to FILE (Chrome trace JSON: Perfetto, chrome://tracing, rangeget report)"
+                ) { $0.options.trace = DownloadTrace(path: $1) },
                 .flag(nil, "json", "print one JSON object with the outcome and per-mirror figures on stdout") {
                     $0.json = true
                 },
@@ -229,6 +233,19 @@ enum GetCommand {
 
     static func run(_ arguments: [String]) -> Int32 {
         var settings = GetSettings()
+        let code = run(arguments, settings: &settings)
+        // The trace of whatever ran, also of a run that failed.
+        guard let trace = settings.options.trace else { return code }
+        do throws(DownloadError) {
+            try trace.write()
+        } catch {
+            warn("--trace: \(error.commandLineText)")
+            return code == ExitCode.success.rawValue ? ExitCode.local.rawValue : code
+        }
+        return code
+    }
+
+    private static func run(_ arguments: [String], settings: inout GetSettings) -> Int32 {
         var urls: [String]
         do {
             urls = try command.parse(arguments, into: &settings)

@@ -153,6 +153,27 @@ final class EasyHandle {
         return count
     }
 
+    /// The local port of the last transfer's TCP connection; nil when it had none.
+    var localPort: Int? {
+        var port = 0
+        guard rg_easy_getinfo_long(raw, CURLINFO_LOCAL_PORT, &port) == CURLE_OK, port > 0 else { return nil }
+        return port
+    }
+
+    /// Seconds from the start of the last transfer until its TCP connection was made.
+    var connectSeconds: Double {
+        var seconds = 0.0
+        _ = rg_easy_getinfo_double(raw, CURLINFO_CONNECT_TIME, &seconds)
+        return seconds
+    }
+
+    /// Seconds from the start of the last transfer until its TLS handshake was done.
+    var tlsSeconds: Double {
+        var seconds = 0.0
+        _ = rg_easy_getinfo_double(raw, CURLINFO_APPCONNECT_TIME, &seconds)
+        return seconds
+    }
+
     /// Seconds from the start of the last transfer to its first byte.
     var timeToFirstByte: Double {
         var seconds = 0.0

@@ -213,7 +213,8 @@ final class Connection {
         let finished = FinishedTransfer(
             piece: cursor.piece, end: end, written: cursor.written, mirror: mirror,
             race: cursor.race, curlError: curlError,
-            cutShort: cutByUs && transfer.requested.map { cursor.position < $0.end } ?? false)
+            cutShort: cutByUs && transfer.requested.map { cursor.position < $0.end } ?? false,
+            timing: timing(of: end))
         journal?.end(slot: id, wrote: finished.written)
         totalBytes += cursor.bytes
         mirror.bytes += cursor.bytes
@@ -226,6 +227,22 @@ final class Connection {
         state = .idle
         cursor = Cursor()
         return finished
+    }
+
+    /// How the transfer ending as `end` went, from libcurl's clock.
+    private func timing(of end: TransferEnd) -> TransferTiming {
+        let opened = easy.connectionsOpened > 0
+        let firstByte = easy.timeToFirstByte
+        var endedEarly: String?
+        switch end {
+        case .complete: endedEarly = nil
+        case let .incomplete(reason, _, _): endedEarly = reason
+        case let .localFailure(error): endedEarly = error.description
+        }
+        return TransferTiming(
+            localPort: easy.localPort, newConnection: opened, connect: opened ? easy.connectSeconds : 0,
+            tls: opened ? easy.tlsSeconds : 0, firstByte: firstByte > 0 ? firstByte : nil, bytes: cursor.bytes,
+            status: easy.responseCode, httpVersion: easy.httpVersion, endedEarly: endedEarly)
     }
 
     // MARK: - The transfer in flight

@@ -57,7 +57,10 @@ extension Engine {
                 DownloadProgress(
                     bytesDone: done, totalBytes: size, bytesPerSecond: meter.rate,
                     activeConnections: connections.count(where: \.isBusy),
-                    completed: completed, inFlight: connections.compactMap(\.remaining))))
+                    completed: completed, inFlight: connections.compactMap(\.remaining),
+                    transfers: connections.filter(\.isBusy).map {
+                        TransferProgress(connection: $0.id, bytes: $0.transferBytes)
+                    })))
     }
 
     /// What is written now: finished ranges plus each running transfer's prefix.

@@ -14,6 +14,9 @@ extension Engine {
         recordWritten(finished.written, by: finished.mirror)
         var complete = false
         if case .complete = finished.end { complete = true }
+        if let timing = finished.timing {
+            onEvent(.transfer(.transferTimed(connection: connection.id, timing: timing)))
+        }
         onEvent(.transfer(.pieceFinished(connection: connection.id, written: finished.written, complete: complete)))
         let mirror = finished.mirror
         switch finished.end {

@@ -445,6 +445,9 @@ final class Engine: LoopClient {
         returnSlots()
         notePlaceHeld(by: finished, now: now)
         recordWritten(finished.written, by: finished.mirror)
+        if let timing = finished.timing {
+            onEvent(.transfer(.transferTimed(connection: connection.id, timing: timing)))
+        }
         onEvent(.transfer(.pieceFinished(connection: connection.id, written: finished.written, complete: false)))
         if requeue, !partnerIsBusy(connection, in: finished.race) {
             self.requeue(

@@ -60,4 +60,6 @@ struct FinishedTransfer {
     /// for: the server goes on a moment, until it notices, and holds the
     /// request's place in its connection limit meanwhile.
     var cutShort = false
+    /// How its request went (for `TransferEvent.transferTimed`).
+    var timing: TransferTiming?
 }
