@@ -7,85 +7,34 @@
 
 /// The page for a trace.
 enum ReportPage {
-    /// The SVGs' width, and where their plots start and end: the timeline's
-    /// lane labels take the left, and the charts share its time axis.
-    private static let width = 1200.0
-    private static let plotLeft = 230.0
-    private static let plotRight = 1180.0
+    private static let width = PageShell.width
     private static let rowHeight = 20.0
 
     /// The page for `report`, read from `source` (the trace's path), written by `writer` (its `otherData`).
     static func html(_ report: TraceReport, source: String, writer: String?, eventsLeftOut: Int64?) -> String {
         let title = report.downloads.count == 1 ? report.downloads[0].name : source
-        var page = """
-            <!DOCTYPE html>
-            <html lang="en">
-            <head>
-            <meta charset="utf-8"/>
-            <meta name="viewport" content="width=device-width, initial-scale=1"/>
-            <title>rangeget report: \(HTMLText.escaped(title))</title>
-            <style>\(style)</style>
-            </head>
-            <body>
-            <header>
-            <h1>rangeget report</h1>
-            <p class="source">Trace <code>\(HTMLText.escaped(source))</code>
-            """
-        if let writer { page += ", written by rangeget \(HTMLText.escaped(writer))" }
-        page += ": \(count(report.downloads.count + report.downloadsLeftOut, "download")), "
-        page += "\(count(report.transferCount, "transfer")).</p>\n"
+        var header = "<h1>rangeget report</h1>\n"
+        header += "<p class=\"source\">Trace <code>\(HTMLText.escaped(source))</code>"
+        if let writer { header += ", written by rangeget \(HTMLText.escaped(writer))" }
+        header += ": \(PageShell.count(report.downloads.count + report.downloadsLeftOut, "download")), "
+        header += "\(PageShell.count(report.transferCount, "transfer")).</p>\n"
         if let eventsLeftOut, eventsLeftOut > 0 {
-            page += "<p class=\"note\">The trace itself lacks \(eventsLeftOut) events: rangeget left them out "
-            page += "when the trace reached its size limit.</p>\n"
+            header += "<p class=\"note\">The trace itself lacks \(eventsLeftOut) events: rangeget left them out "
+            header += "when the trace reached its size limit.</p>\n"
         }
         if report.downloadsLeftOut > 0 {
-            page += "<p class=\"note\">\(count(report.downloadsLeftOut, "more download")) in the trace "
-            page += "\(report.downloadsLeftOut == 1 ? "is" : "are") not drawn: the page draws the first "
-            page += "\(report.downloads.count).</p>\n"
+            header += "<p class=\"note\">\(PageShell.count(report.downloadsLeftOut, "more download")) in the trace "
+            header += "\(report.downloadsLeftOut == 1 ? "is" : "are") not drawn: the page draws the first "
+            header += "\(report.downloads.count).</p>\n"
         }
-        page += "</header>\n"
+        var body = ""
         if report.transferCount == 0 {
-            page += "<p class=\"empty\">Nothing to draw: the trace has no transfers.</p>\n"
+            body += "<p class=\"empty\">Nothing to draw: the trace has no transfers.</p>\n"
         }
         for download in report.downloads {
-            page += section(download)
+            body += section(download)
         }
-        page += "</body>\n</html>\n"
-        return page
-    }
-
-    private static let style = """
-        body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1d2230;background:#fff;\
-        max-width:1240px;margin:24px auto;padding:0 16px}
-        h1{font-size:21px;margin:0 0 2px}
-        h2{font-size:18px;margin:30px 0 4px;padding-top:16px;border-top:1px solid #d8dce6;word-break:break-all}
-        h3{font-size:12px;margin:22px 0 6px;color:#59607a;text-transform:uppercase;letter-spacing:.06em}
-        .source{color:#59607a;margin:0}
-        code{font:12px ui-monospace,SFMono-Regular,Menlo,monospace;word-break:break-all}
-        .facts{display:flex;flex-wrap:wrap;gap:6px 32px;margin:10px 0}
-        .facts dt{font-size:11px;color:#6b7186;text-transform:uppercase;letter-spacing:.05em}
-        .facts dd{margin:0;font-size:17px;font-variant-numeric:tabular-nums}
-        table{border-collapse:collapse;font-variant-numeric:tabular-nums;margin:4px 0}
-        th{font-size:11px;color:#6b7186;text-transform:uppercase;letter-spacing:.05em;font-weight:600}
-        th,td{padding:4px 12px 4px 0;text-align:left;border-bottom:1px solid #eceef3;vertical-align:top}
-        td.number,th.number{text-align:right}
-        td.url{word-break:break-all;max-width:640px}
-        .swatch{display:inline-block;width:12px;height:12px;border-radius:2px;vertical-align:-1px;margin-right:6px}
-        .legend{display:flex;flex-wrap:wrap;gap:4px 18px;font-size:12px;color:#3c4257;margin:6px 0}
-        .legend svg{display:inline-block;vertical-align:-3px;margin-right:4px}
-        svg{display:block;max-width:100%;height:auto}
-        svg text{font:11px system-ui,sans-serif;fill:#3c4257}
-        svg .axis-title{font-size:12px;fill:#59607a}
-        svg .grid{stroke:#e6e8ee;stroke-width:1}
-        svg .axis{stroke:#9aa0b4;stroke-width:1}
-        svg .stripe{fill:#f6f7fa}
-        .note{background:#fff7e0;border-left:3px solid #e0a800;padding:6px 10px;margin:8px 0}
-        .empty{color:#59607a;font-style:italic}
-        """
-
-    /// `3 transfers`, `1 transfer`.
-    private static func count(_ number: Int, _ noun: String) -> String {
-        "\(number) \(noun)\(number == 1 ? "" : "s")"
+        return PageShell.document(title: "rangeget report: " + title, header: header, body: body)
     }
 
     // MARK: - A download
@@ -122,8 +71,7 @@ enum ReportPage {
         for (name, label) in [("stolen", "Steals"), ("raced", "Races"), ("retry", "Retries"), ("stall", "Stalls")] {
             items.append((label, String(download.eventCounts[name] ?? 0)))
         }
-        let cells = items.map { "<div><dt>\($0.0)</dt><dd>\($0.1)</dd></div>" }
-        return "<dl class=\"facts\">" + cells.joined() + "</dl>\n"
+        return PageShell.facts(items)
     }
 
     /// The mirrors with their colors, bytes and transfers: the legend of every chart below.
@@ -194,36 +142,25 @@ enum ReportPage {
         return html + "</div>\n"
     }
 
-    /// Where time `time` (microseconds) is across the plot.
-    private struct TimeScale {
-        let start: Double
-        let end: Double
-
-        init(_ download: DownloadReport) {
-            start = download.start
-            end = max(download.end, download.start + 1)
-        }
-
-        func x(_ time: Double) -> Double {
-            ReportPage.plotLeft + (time - start) / (end - start) * (ReportPage.plotRight - ReportPage.plotLeft)
-        }
-
-        /// Ticks at round seconds: where, and their labels.
-        var ticks: [(x: Double, label: String)] {
-            let (values, step) = AxisTicks.between(start / 1e6, end / 1e6, count: 8)
-            return values.map { (x($0 * 1e6), Figure.tick($0, step: step)) }
-        }
+    /// A frame whose x axis is the download's time (microseconds), from `top` to `bottom`.
+    private static func timeFrame(_ download: DownloadReport, top: Double, bottom: Double) -> ChartFrame {
+        ChartFrame(x: download.start, to: max(download.end, download.start + 1), top: top, bottom: bottom)
     }
 
+    /// Ticks at round seconds.
+    private static func timeTicks(_ frame: ChartFrame) -> [(value: Double, label: String)] {
+        frame.xTicks(count: 8, scale: 1e6)
+    }
+
+    private static let timeTitle = "seconds from the trace's start"
+
     private static func timeline(_ download: DownloadReport) -> String {
-        let scale = TimeScale(download)
         let rows = [download.row] + download.lanes
         let top = 6.0
         let axisY = top + Double(rows.count) * rowHeight + 4
+        let scale = timeFrame(download, top: top, bottom: axisY)
         let height = axisY + 40
-        var svg = "<svg class=\"timeline\" viewBox=\"0 0 \(Int(width)) \(Int(height))\" "
-        svg += "width=\"\(Int(width))\" height=\"\(Int(height))\" role=\"img\" "
-        svg += "aria-label=\"one lane per TCP connection\">\n"
+        var svg = ChartFrame.open("timeline", height: height, label: "one lane per TCP connection")
         for index in rows.indices {
             let y = top + Double(index) * rowHeight
             if index.isMultiple(of: 2) {
@@ -231,39 +168,17 @@ enum ReportPage {
                 svg += "height=\"\(Int(rowHeight))\"></rect>\n"
             }
         }
-        svg += timeGrid(scale, top: top, bottom: axisY)
+        svg += scale.verticalGrid(timeTicks(scale).map(\.value))
         for (index, lane) in rows.enumerated() {
             svg += self.lane(lane, y: top + Double(index) * rowHeight, scale: scale, isRow: index == 0)
         }
-        svg += timeAxis(scale, y: axisY)
+        svg += scale.bottomAxis(timeTicks(scale), title: timeTitle)
         return svg + "</svg>\n"
-    }
-
-    private static func timeGrid(_ scale: TimeScale, top: Double, bottom: Double) -> String {
-        scale.ticks.map { tick in
-            let x = Figure.coordinate(tick.x)
-            return "<line class=\"grid\" x1=\"\(x)\" y1=\"\(Figure.coordinate(top))\" x2=\"\(x)\" "
-                + "y2=\"\(Figure.coordinate(bottom))\"></line>\n"
-        }.joined()
-    }
-
-    private static func timeAxis(_ scale: TimeScale, y: Double) -> String {
-        var svg = "<line class=\"axis\" x1=\"\(plotLeft)\" y1=\"\(Figure.coordinate(y))\" x2=\"\(plotRight)\" "
-        svg += "y2=\"\(Figure.coordinate(y))\"></line>\n"
-        for tick in scale.ticks {
-            let x = Figure.coordinate(tick.x)
-            svg += "<line class=\"axis\" x1=\"\(x)\" y1=\"\(Figure.coordinate(y))\" x2=\"\(x)\" "
-            svg += "y2=\"\(Figure.coordinate(y + 4))\"></line>"
-            svg += "<text x=\"\(x)\" y=\"\(Figure.coordinate(y + 16))\" text-anchor=\"middle\">\(tick.label)</text>\n"
-        }
-        svg += "<text class=\"axis-title\" x=\"\((plotLeft + plotRight) / 2)\" y=\"\(Figure.coordinate(y + 33))\" "
-        svg += "text-anchor=\"middle\">seconds from the trace's start</text>\n"
-        return svg
     }
 
     /// One row of the timeline: its label, its transfers as bars in their
     /// mirror's color, its phases as a strip under them, its markers.
-    private static func lane(_ lane: ReportLane, y: Double, scale: TimeScale, isRow: Bool) -> String {
+    private static func lane(_ lane: ReportLane, y: Double, scale: ChartFrame, isRow: Bool) -> String {
         var svg = isRow ? "<g class=\"download-row\">" : "<g class=\"lane\" data-lane=\"\(lane.id)\">"
         let label = lane.name.count > 34 ? String(lane.name.prefix(33)) + "..." : lane.name
         svg += "<text x=\"8\" y=\"\(Figure.coordinate(y + 14))\">\(HTMLText.escaped(label))"
@@ -333,45 +248,33 @@ enum ReportPage {
         guard download.rates.contains(where: { !$0.points.isEmpty }) else {
             return "<p class=\"empty\">No rate samples in the trace.</p>\n"
         }
-        let scale = TimeScale(download)
-        let (top, bottom) = (12.0, 232.0)
         let mebibyte = 1_048_576.0
         let highest = download.rates.flatMap { $0.points.map { $0.rate } }.max() ?? 0
-        let (values, step) = AxisTicks.between(0, max(highest / mebibyte, 0.001), count: 5)
-        let ceiling = max(values.last ?? 1, highest / mebibyte, 0.001)
-        func y(_ rate: Double) -> Double { bottom - rate / mebibyte / ceiling * (bottom - top) }
-        var svg = "<svg class=\"rate\" viewBox=\"0 0 \(Int(width)) 280\" width=\"\(Int(width))\" height=\"280\" "
-        svg += "role=\"img\" aria-label=\"rate over time\">\n"
-        for value in values {
-            let lineY = Figure.coordinate(y(value * mebibyte))
-            svg += "<line class=\"grid\" x1=\"\(plotLeft)\" y1=\"\(lineY)\" x2=\"\(plotRight)\" y2=\"\(lineY)\"></line>"
-            svg += "<text x=\"\(plotLeft - 8)\" y=\"\(Figure.coordinate(y(value * mebibyte) + 4))\" "
-            svg += "text-anchor=\"end\">\(Figure.tick(value, step: step))</text>\n"
-        }
-        svg += "<line class=\"axis\" x1=\"\(plotLeft)\" y1=\"\(top)\" x2=\"\(plotLeft)\" y2=\"\(bottom)\"></line>\n"
-        svg += "<text class=\"axis-title\" transform=\"translate(\(plotLeft - 52),\((top + bottom) / 2)) rotate(-90)\" "
-        svg += "text-anchor=\"middle\">MiB/s</text>\n"
-        svg += timeGrid(scale, top: top, bottom: bottom)
-        svg += timeAxis(scale, y: bottom)
+        let (frame, values, step) = timeFrame(download, top: 12, bottom: 232).withValueTicks(
+            highest: highest / mebibyte)
+        var svg = ChartFrame.open("rate", height: 280, label: "rate over time")
+        svg += frame.valueAxis(values, step: step, title: "MiB/s")
+        svg += frame.verticalGrid(timeTicks(frame).map(\.value))
+        svg += frame.bottomAxis(timeTicks(frame), title: timeTitle)
         // Mirrors first, the total over them.
         for series in download.rates.reversed() where !series.points.isEmpty {
-            let points = series.points.map { Figure.coordinate(scale.x($0.at)) + "," + Figure.coordinate(y($0.rate)) }
             let isTotal = series.mirror == nil
-            let color = isTotal ? "#1d2230" : MirrorColor.of(series.mirror)
             let name = series.mirror.map { "mirror \($0)" } ?? "total"
-            svg += "<polyline class=\"series\" data-series=\"\(name)\" fill=\"none\" stroke=\"\(color)\" "
-            svg += "stroke-width=\"\(isTotal ? 2.2 : 1.6)\" stroke-linejoin=\"round\" points=\""
-            svg += points.joined(separator: " ") + "\"><title>\(name): up to "
-            svg += "\(Figure.rate(series.points.map { $0.rate }.max() ?? 0))</title></polyline>\n"
+            svg += frame.line(
+                series.points.map { ($0.at, $0.rate / mebibyte) },
+                attributes: "class=\"series\" data-series=\"\(name)\"",
+                color: isTotal ? "#1d2230" : MirrorColor.of(series.mirror), width: isTotal ? 2.2 : 1.6,
+                title: "\(name): up to \(Figure.rate(series.points.map { $0.rate }.max() ?? 0))")
         }
         svg += "</svg>\n"
-        var legend = "<div class=\"legend\">"
-        for series in download.rates {
-            let color = series.mirror == nil ? "#1d2230" : MirrorColor.of(series.mirror)
-            legend += "<span><span class=\"swatch\" style=\"background:\(color)\"></span>"
-            legend += (series.mirror.map { "mirror \($0)" } ?? "total") + "</span>"
-        }
-        return svg + legend + "</div>\n"
+        return svg
+            + PageShell.legend(
+                download.rates.map { series in
+                    (
+                        series.mirror == nil ? "#1d2230" : MirrorColor.of(series.mirror),
+                        series.mirror.map { "mirror \($0)" } ?? "total"
+                    )
+                })
     }
 
     // MARK: - The file's map
@@ -383,12 +286,12 @@ enum ReportPage {
         }
         let (top, barHeight) = (8.0, 36.0)
         func x(_ offset: Int64) -> Double {
-            plotLeft + Double(offset) / Double(size) * (plotRight - plotLeft)
+            PageShell.plotLeft + Double(offset) / Double(size) * (PageShell.plotRight - PageShell.plotLeft)
         }
-        var svg = "<svg class=\"file-map\" viewBox=\"0 0 \(Int(width)) 96\" width=\"\(Int(width))\" height=\"96\" "
-        svg += "role=\"img\" aria-label=\"the file's bytes by mirror\">\n"
+        var svg = ChartFrame.open("file-map", height: 96, label: "the file's bytes by mirror")
         svg += "<text x=\"8\" y=\"\(Figure.coordinate(top + 22))\">\(ByteCount.format(size))</text>\n"
-        svg += "<rect x=\"\(plotLeft)\" y=\"\(top)\" width=\"\(plotRight - plotLeft)\" height=\"\(barHeight)\" "
+        svg +=
+            "<rect x=\"\(PageShell.plotLeft)\" y=\"\(top)\" width=\"\(PageShell.plotRight - PageShell.plotLeft)\" height=\"\(barHeight)\" "
         svg += "fill=\"#eceef3\"><title>not written by a transfer in the trace</title></rect>\n"
         for piece in download.map {
             let left = x(piece.range.start)
@@ -405,20 +308,12 @@ enum ReportPage {
             }
             svg += "</title></rect>\n"
         }
-        let axisY = top + barHeight + 2
         let unit =
             [(1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")].first {
                 size >= Int64($0.0)
             } ?? (1, "B")
-        let (values, step) = AxisTicks.between(0, Double(size) / Double(unit.0), count: 8)
-        for value in values {
-            let tickX = Figure.coordinate(plotLeft + value * Double(unit.0) / Double(size) * (plotRight - plotLeft))
-            svg += "<line class=\"axis\" x1=\"\(tickX)\" y1=\"\(axisY)\" x2=\"\(tickX)\" y2=\"\(axisY + 4)\"></line>"
-            svg += "<text x=\"\(tickX)\" y=\"\(axisY + 16)\" text-anchor=\"middle\">\(Figure.tick(value, step: step))"
-            svg += "</text>\n"
-        }
-        svg += "<text class=\"axis-title\" x=\"\((plotLeft + plotRight) / 2)\" y=\"\(axisY + 33)\" "
-        svg += "text-anchor=\"middle\">offset in the file (\(unit.1))</text>\n"
+        let axis = ChartFrame(x: 0, to: Double(size) / Double(unit.0), top: top, bottom: top + barHeight + 2)
+        svg += axis.bottomAxis(axis.xTicks(count: 8), title: "offset in the file (\(unit.1))")
         return svg + "</svg>\n"
     }
 }
