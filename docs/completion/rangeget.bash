@@ -6,7 +6,7 @@ _rangeget() {
         status) words="--json --help" ;;
         verify) words="--metalink --checksum --repair --connections --json --quiet --help" ;;
         report) words="--output --help" ;;
-        bench) words="--connections --seconds --runs --samples --header --insecure --json --help" ;;
+        bench) words="--connections --seconds --runs --samples --header --insecure --json --report --csv --help" ;;
         serve) words="--port --rate-per-connection --rate-total --burst --latency --connection-limit --expiring-urls --change-after --then-rate-per-connection --then-rate-total --report-every --fault --help" ;;
         help) words="status verify report bench serve help --man --completion --help" ;;
         *) words="status verify report bench serve help --output --window --dir --input-file --metalink --jobs --connections --min-split --max-per-host --use-head --quiet --json --restart --checksum --checksum-file --no-discovery --force --xattr --retries --retry-wait --max-wait --refresh-cmd --stall-timeout --connect-timeout --max-speed --netrc --header --user-agent --proxy --http2 --multiplex --insecure --cacert --help --version" ;;

@@ -22,7 +22,7 @@ enum ReportCommand {
     static var command: Command<ReportSettings> {
         Command(
             name: "report",
-            usage: [Usage("[OPTIONS] TRACE", "draw a --trace file as one HTML page")],
+            usage: [Usage("[OPTIONS] TRACE", "draw a trace of downloads as one HTML page")],
             summary: """
                 Draw TRACE, a file --trace wrote, as one self-contained HTML page (inline SVG and CSS, no script):
                 for each download, one lane per TCP connection with its transfers colored by mirror and its steals,
@@ -81,7 +81,7 @@ enum ReportCommand {
         let report = TraceReport(trace.events)
         let page = ReportPage.html(
             report, source: source, writer: trace.writer, eventsLeftOut: trace.eventsLeftOut)
-        if let failure = write(page, to: output) { return fail(failure, .local) }
+        if let failure = PageFile.write(page, to: output) { return fail(failure, .local) }
         if report.transferCount == 0 {
             warn("\(source) has no transfers: \(output) says there is nothing to draw")
         }
@@ -139,34 +139,5 @@ enum ReportCommand {
         var second = stat()
         guard stat(output, &first) == 0, stat(source, &second) == 0 else { return false }
         return first.st_dev == second.st_dev && first.st_ino == second.st_ino
-    }
-
-    /// Writes `page` to `path` (stdout for `-`): to a file beside it, then
-    /// renamed over it, so a failed write leaves no half page. Why it failed, or nil.
-    private static func write(_ page: String, to path: String) -> String? {
-        let bytes = Array(page.utf8)
-        guard path != "-" else {
-            let failed = bytes.withUnsafeBytes { writeAll($0, to: STDOUT_FILENO) }
-            return failed.map { "cannot write the page to stdout: \(systemReason($0))" }
-        }
-        let temporary = path + ".rangeget-\(getpid())"
-        let descriptor = retryingOnInterrupt { open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644) }
-        guard descriptor >= 0 else { return "cannot write \(path): \(systemReason(errno))" }
-        let failed = bytes.withUnsafeBytes { writeAll($0, to: descriptor) }
-        if close(descriptor) != 0, failed == nil {
-            let reason = errno
-            unlink(temporary)
-            return "cannot write \(path): \(systemReason(reason))"
-        }
-        if let failed {
-            unlink(temporary)
-            return "cannot write \(path): \(systemReason(failed))"
-        }
-        guard rename(temporary, path) == 0 else {
-            let reason = errno
-            unlink(temporary)
-            return "cannot write \(path): \(systemReason(reason))"
-        }
-        return nil
     }
 }
