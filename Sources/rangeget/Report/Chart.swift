@@ -120,17 +120,27 @@ struct ChartFrame {
         return (frame, values, step)
     }
 
+    /// A line of `kind` (`grid`, `axis`) from (`x1`, `y1`) to (`x2`, `y2`) in the SVG.
+    static func segment(_ kind: String, _ x1: Double, _ y1: Double, _ x2: Double, _ y2: Double) -> String {
+        "<line class=\"\(kind)\" x1=\"\(Figure.coordinate(x1))\" y1=\"\(Figure.coordinate(y1))\" "
+            + "x2=\"\(Figure.coordinate(x2))\" y2=\"\(Figure.coordinate(y2))\"></line>"
+    }
+
+    /// `text` (already escaped) at (`x`, `y`) in the SVG, anchored `anchor`, with its extra `attributes`.
+    static func label(_ text: String, x: Double, y: Double, anchor: String, attributes: String = "") -> String {
+        "<text \(attributes)x=\"\(Figure.coordinate(x))\" y=\"\(Figure.coordinate(y))\" "
+            + "text-anchor=\"\(anchor)\">\(text)</text>\n"
+    }
+
     /// Horizontal grid lines at `values`, their labels left of the plot, the
     /// y axis, and its `title` turned up it.
     func valueAxis(_ values: [Double], step: Double, title: String) -> String {
         var svg = ""
         for value in values {
-            let lineY = Figure.coordinate(y(value))
-            svg += "<line class=\"grid\" x1=\"\(left)\" y1=\"\(lineY)\" x2=\"\(right)\" y2=\"\(lineY)\"></line>"
-            svg += "<text x=\"\(left - 8)\" y=\"\(Figure.coordinate(y(value) + 4))\" "
-            svg += "text-anchor=\"end\">\(Figure.tick(value, step: step))</text>\n"
+            svg += Self.segment("grid", left, y(value), right, y(value))
+            svg += Self.label(Figure.tick(value, step: step), x: left - 8, y: y(value) + 4, anchor: "end")
         }
-        svg += "<line class=\"axis\" x1=\"\(left)\" y1=\"\(top)\" x2=\"\(left)\" y2=\"\(bottom)\"></line>\n"
+        svg += Self.segment("axis", left, top, left, bottom) + "\n"
         svg += "<text class=\"axis-title\" transform=\"translate(\(left - 52),\((top + bottom) / 2)) rotate(-90)\" "
         svg += "text-anchor=\"middle\">\(title)</text>\n"
         return svg
@@ -138,27 +148,19 @@ struct ChartFrame {
 
     /// Vertical grid lines at the x values `values`, from `top` to `bottom`.
     func verticalGrid(_ values: [Double]) -> String {
-        values.map { value in
-            let lineX = Figure.coordinate(x(value))
-            return "<line class=\"grid\" x1=\"\(lineX)\" y1=\"\(Figure.coordinate(top))\" x2=\"\(lineX)\" "
-                + "y2=\"\(Figure.coordinate(bottom))\"></line>\n"
-        }.joined()
+        values.map { Self.segment("grid", x($0), top, x($0), bottom) + "\n" }.joined()
     }
 
     /// The x axis along `bottom`: ticks at `ticks` (x values and labels) and `title` under them.
     func bottomAxis(_ ticks: [(value: Double, label: String)], title: String) -> String {
-        let axisY = Figure.coordinate(bottom)
-        var svg = "<line class=\"axis\" x1=\"\(left)\" y1=\"\(axisY)\" x2=\"\(right)\" y2=\"\(axisY)\"></line>\n"
+        var svg = Self.segment("axis", left, bottom, right, bottom) + "\n"
         for tick in ticks {
-            let tickX = Figure.coordinate(x(tick.value))
-            svg += "<line class=\"axis\" x1=\"\(tickX)\" y1=\"\(axisY)\" x2=\"\(tickX)\" "
-            svg += "y2=\"\(Figure.coordinate(bottom + 4))\"></line>"
-            svg += "<text x=\"\(tickX)\" y=\"\(Figure.coordinate(bottom + 16))\" text-anchor=\"middle\">"
-            svg += "\(tick.label)</text>\n"
+            svg += Self.segment("axis", x(tick.value), bottom, x(tick.value), bottom + 4)
+            svg += Self.label(tick.label, x: x(tick.value), y: bottom + 16, anchor: "middle")
         }
-        svg += "<text class=\"axis-title\" x=\"\((left + right) / 2)\" y=\"\(Figure.coordinate(bottom + 33))\" "
-        svg += "text-anchor=\"middle\">\(title)</text>\n"
         return svg
+            + Self.label(
+                title, x: (left + right) / 2, y: bottom + 33, anchor: "middle", attributes: "class=\"axis-title\" ")
     }
 
     /// Round ticks across the x range, with their labels.
