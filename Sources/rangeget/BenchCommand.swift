@@ -14,6 +14,8 @@ import Darwin
 struct BenchSettings {
     var benchmark = MirrorBenchmark(urls: [])
     var json = false
+    var report: String?
+    var csv: String?
     var help = false
 }
 
@@ -56,9 +58,19 @@ enum BenchCommand {
                 },
                 .flag(nil, "insecure", "do not verify TLS certificates") { $0.benchmark.transfer.insecure = true },
                 .flag(nil, "json", "print a JSON object instead of a table") { $0.json = true },
+                .value(
+                    nil, "report", "FILE",
+                    "also write an HTML page: per mirror, throughput against connections and first byte, with the recommendation"
+                ) { $0.report = $1 },
+                .value(nil, "csv", "FILE", "also write the raw samples (each run, probe, first byte) as CSV") {
+                    $0.csv = $1
+                },
                 .flag("h", "help", "show this help") { $0.help = true }
             ],
-            details: "Mirrors are measured one after another, so they do not compete for your link."
+            details: """
+                Mirrors are measured one after another, so they do not compete for your link. A --report or --csv
+                file that cannot be written is exit 4 (the results are still printed).
+                """
         )
     }
 
@@ -90,7 +102,23 @@ enum BenchCommand {
             print(table(results))
             print(advice(choice, results))
         }
+        let outcome = BenchOutcome(
+            results: results, choice: choice, connections: settings.benchmark.connections,
+            seconds: settings.benchmark.seconds, runs: settings.benchmark.runs, samples: settings.benchmark.samples)
+        if let failure = writeFiles(settings, outcome) { return fail(failure, .local) }
         return results.contains { $0.error == nil } ? ExitCode.success.rawValue : ExitCode.network.rawValue
+    }
+
+    /// Writes the --report page and the --csv samples asked for; why one could not be written, or nil.
+    private static func writeFiles(_ settings: BenchSettings, _ outcome: BenchOutcome) -> String? {
+        if let page = settings.report, let failure = PageFile.write(BenchPage.html(outcome), to: page) {
+            return failure
+        }
+        if let csv = settings.csv {
+            let text = BenchSamples.csv(outcome.results, connections: outcome.connections)
+            if let failure = PageFile.write(text, to: csv) { return failure }
+        }
+        return nil
     }
 
     struct BenchReport: Encodable {

@@ -26,6 +26,7 @@ struct Subcommand {
         [
             Subcommand(StatusCommand.command, run: StatusCommand.run),
             Subcommand(VerifyCommand.command, run: VerifyCommand.run),
+            Subcommand(ReportCommand.command, run: ReportCommand.run),
             Subcommand(BenchCommand.command, run: BenchCommand.run),
             Subcommand(ServeCommand.command, run: ServeCommand.run),
             Subcommand(HelpCommand.command, run: HelpCommand.run)

@@ -99,6 +99,15 @@ package struct MirrorChoice: Sendable, Codable, Equatable {
         self.reason = reason
     }
 
+    /// What the recommendation predicts of one mirror alone: its total in
+    /// bytes per second at 0, 1, ... `connections` connections (the curve
+    /// its two measurements make; all 0 for a mirror it cannot use). The
+    /// bench report draws it.
+    package static func predictedTotals(_ measurement: MirrorMeasurement, connections: Int) -> [Double] {
+        let curve = curve(measurement, connections: connections)
+        return (0...max(1, connections)).map { curve.total(at: $0, optimistic: false) }
+    }
+
     /// The two measured points of one mirror: 1 connection and `connections`.
     private static func curve(_ measurement: MirrorMeasurement, connections: Int) -> ThroughputCurve {
         var curve = ThroughputCurve()
