@@ -19,10 +19,10 @@
 // every `interval` seconds (doubling while the count holds) it tries one
 // doubling. A loop with no idle moment (the CPU or the disk is the limit,
 // as on loopback) only sheds, down to `saturatedFloor`, while it stays
-// saturated and within `saturatedLossShare`: there totals swing with
-// writeback and the other core, and fewer connections cost less. A server that
-// refuses a connection while others run (503, 429)
-// sets a limit the count never goes above again. Pure: the engine measures,
+// saturated, whatever the totals say: there they swing with writeback, the
+// other core and the host, the count is not what limits them, and fewer
+// connections cost less. A server that refuses a connection while others
+// run (503, 429) sets a limit the count never goes above again. Pure: the engine measures,
 // starts and sheds connections.
 
 /// The number of connections a download should run, learned from changes of count.
@@ -78,9 +78,6 @@ struct ConnectionTuner: Sendable {
     /// idles while its request is between pieces (on loopback, -n 1 took
     /// 1.16x -n 2's wall, and 2 to 8 were within 3%).
     static let saturatedFloor = 2
-    /// The loss fewer connections are allowed while the loop stays
-    /// saturated: its totals swing with writeback and the other core.
-    static let saturatedLossShare = 0.15
     /// A loss this large is judged on one window.
     static let clearLoss = 0.2
     /// A settled total that moves by more than this share starts a new round.
@@ -161,9 +158,12 @@ struct ConnectionTuner: Sendable {
                 }
             } else {
                 // Still saturated, fewer connections lose nothing the
-                // server gave: the loop was the limit at both counts.
+                // server gave: the loop was the limit at both counts, and
+                // what its total lost went to the machine (writeback, the
+                // other core, a host's page faults: on a VM, loopback totals
+                // swung by half from one window to the next at every count).
                 let stillSaturated = saturated && target >= Self.saturatedFloor
-                let kept = rate >= (1 - (stillSaturated ? Self.saturatedLossShare : Self.lossShare)) * best
+                let kept = stillSaturated || rate >= (1 - Self.lossShare) * best
                 let lost = percent(1 - rate / best)
                 findings.append("\(target) \(kept ? "kept" : "lost") \(lost)\(stillSaturated ? " (saturated)" : "")")
                 let floor = saturated ? Self.saturatedFloor : 1
@@ -216,7 +216,9 @@ struct ConnectionTuner: Sendable {
         // At the count a server accepted, a shed's connection, once back,
         // is refused while the server still counts the one stopped (and
         // waits out its Retry-After): a server's limit is not probed.
-        guard (target < limit && !saturated || target > 1) && target != serverLimit else {
+        // Saturated, a round sheds no lower than `saturatedFloor`.
+        let floor = saturated ? Self.saturatedFloor : 1
+        guard (target < limit && !saturated || target > floor) && target != serverLimit else {
             phase = .settled(rate: rate, since: 0)
             return
         }
@@ -230,7 +232,7 @@ struct ConnectionTuner: Sendable {
             settle(rate: rate, now: now)
         } else {
             phase = .round(base: target, rate: rate, best: rate, up: false, grew: false)
-            set(Self.firstShed(from: target))
+            set(max(floor, Self.firstShed(from: target)))
         }
     }
 
