@@ -37,7 +37,7 @@ class TracedDownloads:
                 res["trace_mb"] = os.path.getsize(trace) / 1e6 if os.path.exists(trace) else None
                 if res["ok"] and res["trace_mb"] is None:
                     res["ok"], res["why"] = False, "no trace written"
-            res["round"] = r
+            res["pair"] = r
             return res
 
         warm_page_cache(src)
@@ -45,8 +45,8 @@ class TracedDownloads:
         results, gave_up = self.rounds(tools, fn, name, runs=max(self.runs, sc["pairs"]))
         for t in gave_up:
             notes[t] = "timed out: not repeated (--quick)"
-        plain = {x["round"]: x["wall"] for x in results.get("rangeget", []) if x["ok"]}
-        traced = {x["round"]: x["wall"] for x in results.get(TRACED, []) if x["ok"]}
+        plain = {x["pair"]: x["wall"] for x in results.get("rangeget", []) if x["ok"]}
+        traced = {x["pair"]: x["wall"] for x in results.get(TRACED, []) if x["ok"]}
         ratios = [traced[r] / plain[r] for r in sorted(plain) if r in traced and plain[r] > 0]
         sizes = [x["trace_mb"] for x in results.get(TRACED, []) if x.get("trace_mb") is not None]
         derived = {

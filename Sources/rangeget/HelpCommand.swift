@@ -65,7 +65,6 @@ enum HelpCommand {
         ),
         ("rangeget -H 'Authorization: Bearer TOKEN' https://example.org/private.tar", "a header, never stored on disk"),
         ("rangeget --max-speed 5M https://example.org/big.iso", "the whole run stays under 5 MiB/s"),
-        ("rangeget --restart https://example.org/big.iso", "throw away a partial download"),
         (
             "rangeget -n 16 -d isos -i list.txt --checksum-file SHA256SUMS",
             "a list, each file checked against SHA256SUMS"
@@ -77,8 +76,12 @@ enum HelpCommand {
         ),
         ("rangeget status ~/Downloads", "the partial downloads there"),
         (
-            "rangeget bench --seconds 5 https://a.example/big.iso https://b.example/big.iso",
-            "which mirrors to use, and how many connections"
+            "rangeget --trace run.json https://example.org/big.iso",
+            "a timeline of every connection: rangeget report run.json draws it (Perfetto opens it too)"
+        ),
+        (
+            "rangeget bench --report mirrors.html https://a.example/big.iso https://b.example/big.iso",
+            "which mirrors to use, and how many connections, with the curves drawn"
         ),
         (
             "rangeget serve ./files --rate-per-connection 10M --latency 50 --fault 'stall:1048576@request=3'",

@@ -19,6 +19,33 @@ final class ReportRenderTests: EndToEndTestCase {
         try assertRenders(path("page.html"), count: trace.transferLanes.count, of: "data-lane")
     }
 
+    /// A trace `--trace` wrote (three mirrors, each capping its connections)
+    /// drawn and rendered: one lane per TCP connection it traced, and a file
+    /// map that covers the file once.
+    func testARealTraceRendersOneLanePerTCPConnection() throws {
+        let resource = Resource.generated(size: 12 << 20, seed: 4205)
+        let mirrors = try cappedMirrors(serving: resource)
+        let download = try CLI.run(
+            ["-q", "-n", "8", "--trace", path("trace.json"), "-o", path("f")] + mirrors.map { $0.url("f") },
+            in: directory, timeout: 60)
+        XCTAssertEqual(download.status, 0, download.stderr)
+        let data = try Data(contentsOf: URL(fileURLWithPath: path("trace.json")))
+        let object = try XCTUnwrap(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        let events = try XCTUnwrap(object["traceEvents"] as? [[String: Any]])
+        let lanes = Set(
+            events.filter { $0["ph"] as? String == "X" && $0["cat"] as? String == "transfer" }
+                .compactMap { $0["tid"] as? Int })
+        XCTAssertGreaterThanOrEqual(lanes.count, 3)
+
+        let report = try CLI.run(["report", path("trace.json"), "-o", path("page.html")], in: directory)
+        XCTAssertEqual(report.status, 0, report.stderr)
+        let page = try String(contentsOfFile: path("page.html"), encoding: .utf8)
+        let mapped = page.components(separatedBy: "data-bytes=\"").dropFirst()
+            .compactMap { Int64($0.prefix { $0.isNumber }) }.reduce(0, +)
+        XCTAssertEqual(mapped, resource.size, "the file map covers the file once")
+        try assertRenders(path("page.html"), count: lanes.count, of: "data-lane")
+    }
+
     func testTheBenchReportRendersInHeadlessChromium() throws {
         let resource = Resource.generated(size: 2 << 20, seed: 142)
         let other = try anotherServer()

@@ -19,11 +19,7 @@ final class TraceTests: EndToEndTestCase {
 
     func testAThreeMirrorDownloadIsTracedOneLanePerTCPConnection() throws {
         let resource = Resource.generated(size: 24 << 20, seed: 4201)
-        let mirrors = [server!, try anotherServer(), try anotherServer()]
-        for (mirror, rate) in zip(mirrors, [1 << 19, 2 << 20, 8 << 20]) {
-            mirror.setResource(resource, at: "f")
-            mirror.setRatePerConnection(rate)
-        }
+        let mirrors = try cappedMirrors(serving: resource)
         let output = path("f")
         let trace = path("trace.json")
         let run = try CLI.run(

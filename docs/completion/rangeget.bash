@@ -5,10 +5,11 @@ _rangeget() {
     case "$sub" in
         status) words="--json --help" ;;
         verify) words="--metalink --checksum --repair --connections --json --quiet --help" ;;
-        bench) words="--connections --seconds --runs --samples --header --insecure --json --help" ;;
+        report) words="--output --help" ;;
+        bench) words="--connections --seconds --runs --samples --header --insecure --json --report --csv --help" ;;
         serve) words="--port --rate-per-connection --rate-total --burst --latency --connection-limit --expiring-urls --change-after --then-rate-per-connection --then-rate-total --report-every --fault --help" ;;
-        help) words="status verify bench serve help --man --completion --help" ;;
-        *) words="status verify bench serve help --output --window --dir --input-file --metalink --jobs --connections --min-split --max-per-host --use-head --quiet --trace --json --restart --checksum --checksum-file --no-discovery --force --xattr --retries --retry-wait --max-wait --refresh-cmd --stall-timeout --connect-timeout --max-speed --netrc --header --user-agent --proxy --http2 --multiplex --insecure --cacert --help --version" ;;
+        help) words="status verify report bench serve help --man --completion --help" ;;
+        *) words="status verify report bench serve help --output --window --dir --input-file --metalink --jobs --connections --min-split --max-per-host --use-head --quiet --trace --json --restart --checksum --checksum-file --no-discovery --force --xattr --retries --retry-wait --max-wait --refresh-cmd --stall-timeout --connect-timeout --max-speed --netrc --header --user-agent --proxy --http2 --multiplex --insecure --cacert --help --version" ;;
     esac
     if [[ $cur == -* || $COMP_CWORD -eq 1 || $sub == help ]]; then
         COMPREPLY=($(compgen -W "$words" -- "$cur"))

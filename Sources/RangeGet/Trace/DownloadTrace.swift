@@ -168,17 +168,17 @@ enum TraceJSON {
         }
     }
 
-    /// A JSON object built key by key, in order; written as a literal, its
-    /// nil values are left out.
+    /// A JSON object, its members in the order given; nil values are left out.
     struct Object: ExpressibleByDictionaryLiteral {
         private var members: [String] = []
 
-        init(dictionaryLiteral members: (String, Value?)...) {
-            for case let (key, value?) in members { add(key, value) }
+        init(dictionaryLiteral members: (String, TraceJSON.Value?)...) {
+            self.init(members: members)
         }
 
-        mutating func add(_ key: String, _ value: Value) {
-            members.append(TraceJSON.string(key) + ":" + value.text)
+        /// An object of `members` whose keys are known only at run time.
+        init(members: [(String, TraceJSON.Value?)]) {
+            self.members = members.compactMap { key, value in value.map { TraceJSON.string(key) + ":" + $0.text } }
         }
 
         var text: String { "{" + members.joined(separator: ",") + "}" }

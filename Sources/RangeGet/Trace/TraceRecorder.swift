@@ -210,8 +210,8 @@ final class TraceRecorder: Sendable {
         let ts = trace.timestamp(now)
         var events = [event("done", phase: "C", lane: nil, at: ts, args: ["bytes": .int(progress.bytesDone)])]
         if let rates {
-            var args: TraceJSON.Object = ["total": .number(progress.bytesPerSecond)]
-            for (name, rate) in rates { args.add(name, TraceJSON.Value.number(rate)) }
+            let args = TraceJSON.Object(
+                members: [("total", .number(progress.bytesPerSecond))] + rates.map { ($0, .number($1)) })
             events.append(event("rate", phase: "C", lane: nil, at: ts, args: args))
         }
         trace.append(events, sample: true)

@@ -301,7 +301,9 @@ extension DownloadReport {
     }
 
     /// The written ranges of `transfers`, in file order, adjacent or
-    /// overlapping ranges of one mirror merged into one.
+    /// overlapping ranges of one mirror merged into one. Bytes two
+    /// transfers both wrote (a race: the same bytes, from both) are drawn
+    /// once, for the one whose range starts first: the map covers each byte once.
     private static func fileMap(_ transfers: [TraceTransfer]) -> [(
         range: ByteRange, mirror: Int, connections: Set<Int>
     )] {
@@ -310,7 +312,10 @@ extension DownloadReport {
             return (written, max(-1, transfer.mirrorIndex ?? -1), transfer.connection)
         }.sorted { $0.0.start < $1.0.start }
         var merged: [(range: ByteRange, mirror: Int, connections: Set<Int>)] = []
-        for (range, mirror, connection) in pieces {
+        for (whole, mirror, connection) in pieces {
+            let start = max(whole.start, merged.last?.range.end ?? 0)
+            guard start < whole.end else { continue }
+            let range = ByteRange(start, whole.end)
             if let last = merged.last, last.mirror == mirror, range.start <= last.range.end {
                 merged[merged.count - 1].range = ByteRange(last.range.start, max(last.range.end, range.end))
                 if let connection { merged[merged.count - 1].connections.insert(connection) }

@@ -119,6 +119,19 @@ class EndToEndTestCase: XCTestCase {
         return other
     }
 
+    /// `server` and two more, each serving `resource` at "f" capping each
+    /// connection at its rate in `rates` (the 2/8/32 MiB/s, scaled down).
+    func cappedMirrors(
+        serving resource: Resource, rates: [Int] = [1 << 19, 2 << 20, 8 << 20]
+    ) throws -> [RangeServer] {
+        let mirrors = [server!] + (try (1..<rates.count).map { _ in try anotherServer() })
+        for (mirror, rate) in zip(mirrors, rates) {
+            mirror.setResource(resource, at: "f")
+            mirror.setRatePerConnection(rate)
+        }
+        return mirrors
+    }
+
     /// Waits until `condition` holds or `timeout` passes, asking every
     /// `interval` seconds; returns whether it holds.
     func wait(timeout: Double, every interval: Double = 0.02, until condition: () -> Bool) -> Bool {
