@@ -164,13 +164,15 @@ SCENARIOS = {
                ratio("curl", "cpu", 1.0, "rangeget / curl CPU s/GiB")],
         cpu_per_gib=True),
     "trace-overhead": dict(
-        kind="trace_overhead", size=(1 * GiB, 256 * MiB), server="open", n=8, pairs=10,
+        kind="trace_overhead", size=(1 * GiB, 256 * MiB), server="open", n=8, pairs=20,
         variants=["rangeget (--trace)"],
         what=("unthrottled nginx: rangeget and `rangeget --trace FILE`, interleaved pairs (both in every "
-              "round, shuffled), at least 10 rounds whatever --runs says"),
+              "round, shuffled), at least 20 rounds whatever --runs says"),
         ideal=None, ideal_tool="rangeget", ideal_text="median wall of rangeget without --trace in this run",
         note=("Overhead: each round's traced wall / its plain wall, the median over the rounds (a pair shares "
-              "the machine's state of its moment: the page cache, the other core's load).  Trace MB: the "
+              "the machine's state of its moment: the page cache, the other core's load).  The issue asks for "
+              "10 pairs; on this VM single walls swing from 1 to 3 s for both rows alike, and the median of 10 "
+              "ratios moved from 0.96 to 1.05 between two runs of one binary, so 20 are taken.  Trace MB: the "
               "largest trace file written."),
         goals=[derived("pair_ratio", "<=", 1.03, "median pair wall ratio (--trace / plain)"),
                derived("trace_mb", "<=", 5, "trace file MB (largest)")],
