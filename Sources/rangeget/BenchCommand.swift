@@ -69,7 +69,8 @@ enum BenchCommand {
             ],
             details: """
                 Mirrors are measured one after another, so they do not compete for your link. A --report or --csv
-                file that cannot be written is exit 4 (the results are still printed).
+                file that cannot be written is exit 4: before anything is measured when its directory refuses it,
+                else after the results are printed.
                 """
         )
     }
@@ -87,6 +88,9 @@ enum BenchCommand {
             settings.benchmark.urls = urls
         } catch {
             return fail("\(error)", .usage)
+        }
+        if let failure = [settings.report, settings.csv].compactMap({ $0 }).lazy.compactMap(PageFile.unwritable).first {
+            return fail(failure, .local)
         }
         let display = ProgressDisplay(quiet: settings.json)
         // URLs are shown without user:password (a table or a log must not carry them).

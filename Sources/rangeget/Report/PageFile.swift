@@ -17,7 +17,7 @@ enum PageFile {
             let failed = bytes.withUnsafeBytes { writeAll($0, to: STDOUT_FILENO) }
             return failed.map { "cannot write to stdout: \(systemReason($0))" }
         }
-        let temporary = path + ".rangeget-\(getpid())"
+        let temporary = temporaryName(of: path)
         let descriptor = retryingOnInterrupt { open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644) }
         guard descriptor >= 0 else { return "cannot write \(path): \(systemReason(errno))" }
         let failed = bytes.withUnsafeBytes { writeAll($0, to: descriptor) }
@@ -36,5 +36,22 @@ enum PageFile {
             return "cannot write \(path): \(systemReason(reason))"
         }
         return nil
+    }
+
+    /// Why `write(_:to:)` could not write `path` now (its file beside it
+    /// cannot be created), or nil: asked before a run that takes a while,
+    /// so a mistyped directory costs no measurement.
+    static func unwritable(_ path: String) -> String? {
+        guard path != "-" else { return nil }
+        let temporary = temporaryName(of: path)
+        let descriptor = retryingOnInterrupt { open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644) }
+        guard descriptor >= 0 else { return "cannot write \(path): \(systemReason(errno))" }
+        close(descriptor)
+        unlink(temporary)
+        return nil
+    }
+
+    private static func temporaryName(of path: String) -> String {
+        path + ".rangeget-\(getpid())"
     }
 }
