@@ -52,15 +52,14 @@ extension Engine {
         let completed = writtenSnapshot()
         let done = completed.byteCount
         meter.add(bytes: done, at: now)
+        let running = connections.filter(\.isBusy)
         onEvent(
             .progress(
                 DownloadProgress(
                     bytesDone: done, totalBytes: size, bytesPerSecond: meter.rate,
-                    activeConnections: connections.count(where: \.isBusy),
-                    completed: completed, inFlight: connections.compactMap(\.remaining),
-                    transfers: connections.filter(\.isBusy).map {
-                        TransferProgress(connection: $0.id, bytes: $0.transferBytes)
-                    })))
+                    activeConnections: running.count, completed: completed,
+                    inFlight: connections.compactMap(\.remaining),
+                    transfers: running.map { TransferProgress(connection: $0.id, bytes: $0.transferBytes) })))
     }
 
     /// What is written now: finished ranges plus each running transfer's prefix.

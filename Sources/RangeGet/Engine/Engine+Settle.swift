@@ -6,18 +6,23 @@
 // attempt is `CurlError.classification`.
 
 extension Engine {
-    /// Records what a finished transfer wrote and decides what happens to the rest.
-    func settle(_ connection: Connection, _ finished: FinishedTransfer, now: Double) -> EngineOutcome? {
-        loop.assertOnLoopThread()
+    /// What every transfer's end leaves, finished or cancelled: its slots
+    /// back, its place at the server held a moment, what it wrote, and the
+    /// events that say so (its timing, then `pieceFinished`).
+    func recordEnd(of finished: FinishedTransfer, on connection: Connection, now: Double) {
         returnSlots()
         notePlaceHeld(by: finished, now: now)
         recordWritten(finished.written, by: finished.mirror)
         var complete = false
         if case .complete = finished.end { complete = true }
-        if let timing = finished.timing {
-            onEvent(.transfer(.transferTimed(connection: connection.id, timing: timing)))
-        }
+        onEvent(.transfer(.transferTimed(connection: connection.id, timing: finished.timing)))
         onEvent(.transfer(.pieceFinished(connection: connection.id, written: finished.written, complete: complete)))
+    }
+
+    /// Records what a finished transfer wrote and decides what happens to the rest.
+    func settle(_ connection: Connection, _ finished: FinishedTransfer, now: Double) -> EngineOutcome? {
+        loop.assertOnLoopThread()
+        recordEnd(of: finished, on: connection, now: now)
         let mirror = finished.mirror
         switch finished.end {
         case .complete:

@@ -442,13 +442,7 @@ final class Engine: LoopClient {
         loop.assertOnLoopThread()
         loop.remove(connection.easy)
         let finished = connection.abandon(reason: reason, distrustingFrom: offset, now: now)
-        returnSlots()
-        notePlaceHeld(by: finished, now: now)
-        recordWritten(finished.written, by: finished.mirror)
-        if let timing = finished.timing {
-            onEvent(.transfer(.transferTimed(connection: connection.id, timing: timing)))
-        }
-        onEvent(.transfer(.pieceFinished(connection: connection.id, written: finished.written, complete: false)))
+        recordEnd(of: finished, on: connection, now: now)
         if requeue, !partnerIsBusy(connection, in: finished.race) {
             self.requeue(
                 finished.piece, from: max(finished.written.end, finished.race?.frontier ?? 0),

@@ -61,5 +61,5 @@ struct FinishedTransfer {
     /// request's place in its connection limit meanwhile.
     var cutShort = false
     /// How its request went (for `TransferEvent.transferTimed`).
-    var timing: TransferTiming?
+    var timing: TransferTiming
 }
