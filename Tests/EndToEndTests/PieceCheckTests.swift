@@ -8,9 +8,10 @@
 import Digests
 import Foundation
 import Glibc
-import RangeGet
 import RangeServer
 import XCTest
+
+@testable import RangeGet
 
 final class PieceCheckTests: EndToEndTestCase {
     private let size: Int64 = 8 << 20
@@ -85,6 +86,26 @@ final class PieceCheckTests: EndToEndTestCase {
         XCTAssertEqual(refetch.count, 1, "piece 0 fetched again from the mirror that did not write it")
         XCTAssertLessThanOrEqual(result.bytesFetched, size + pieceLength, "one piece again")
         XCTAssertFalse(FileManager.default.fileExists(atPath: output + ".part.json"))
+    }
+
+    func testPiecesOneTransferWritesWholeAreHashedAsTheyAreWrittenNotReadBack() throws {
+        // Cuts fall on piece boundaries, so each piece has one writer, which
+        // hashes it on the write path; only a piece a steal or a race split
+        // between two transfers is read back from the file.
+        server.setResource(good, at: "f")
+        server.setRatePerConnection(8 << 20)
+        let output = path("f")
+        let (streamedBefore, readBefore) = (
+            PieceCheck.hashedAsWritten.load(ordering: .relaxed), PieceCheck.readBack.load(ordering: .relaxed)
+        )
+        let run = runWithPieces([server.url("f")], to: output)
+        _ = try run.result.get()
+        assertSameBytes(output, good)
+        let streamed = PieceCheck.hashedAsWritten.load(ordering: .relaxed) - streamedBefore
+        let read = PieceCheck.readBack.load(ordering: .relaxed) - readBefore
+        XCTAssertEqual(checks(run).good, 32, "every piece verified once")
+        XCTAssertGreaterThanOrEqual(streamed, 28, "read back: \(read)")
+        XCTAssertLessThanOrEqual(read, 4, "hashed as written: \(streamed)")
     }
 
     func testAMirrorServingAnotherFileUnderTheSameValidatorsIsDroppedAndTheFileIsRight() throws {

@@ -143,6 +143,44 @@ final class PlannerTests: XCTestCase {
             ByteRange(0, 10))
     }
 
+    func testWithAGrainEveryCutFallsOnAMultipleOfIt() {
+        // A piece hash's length: each hash piece then has one writer.
+        let grain: Int64 = 256 << 10
+        let planner = Planner(connections: 7, minimumSplit: grain, grain: grain)
+        let missing = RangeSet([ByteRange(12_345, 10 * mib + 77), ByteRange(20 * mib, 31 * mib + 5)])
+        let plan = planner.plan(missing)
+        XCTAssertEqual(RangeSet(plan), missing)
+        XCTAssertEqual(plan.count, 7)
+        let edges = Set(missing.ranges.flatMap { [$0.start, $0.end] })
+        for piece in plan {
+            for cut in [piece.start, piece.end] where !edges.contains(cut) {
+                XCTAssertEqual(cut % grain, 0, "\(plan)")
+            }
+        }
+        // A steal's cut, by rate and by halves, is moved up to the grain.
+        let remaining = ByteRange(3 * mib + 1000, 9 * mib + 3)
+        let byRate = planner.steal(from: remaining, victimRate: 3e6, thiefRate: 5e6, setupDelay: 0.01)
+        let byHalf = planner.steal(from: remaining, victimRate: nil, thiefRate: nil, setupDelay: 0.01)
+        for stolen in [byRate, byHalf] {
+            let stolen = try! XCTUnwrap(stolen)
+            XCTAssertEqual(stolen.start % grain, 0, "\(stolen)")
+            XCTAssertEqual(stolen.end, remaining.end)
+        }
+        // Without a grain the cut is where the rates put it.
+        let free = Planner(connections: 7, minimumSplit: grain).steal(
+            from: remaining, victimRate: 3e6, thiefRate: 5e6, setupDelay: 0.01)
+        XCTAssertNotEqual(free.map { $0.start % grain }, 0)
+        // A reserved piece ends on the grain too.
+        let reserved = try! XCTUnwrap(planner.reservedPiece(from: RangeSet([ByteRange(1000, 5 * mib)])))
+        XCTAssertEqual(reserved.end % grain, 0)
+        XCTAssertGreaterThanOrEqual(reserved.count, grain)
+        // A cut that would reach the range's end stays where it was: the
+        // grain never drops a piece's last bytes.
+        XCTAssertEqual(
+            Planner(connections: 2, minimumSplit: 1, grain: Int64.max / 2).plan(RangeSet([ByteRange(0, 10)])).count,
+            2)
+    }
+
     func testRaceOnlyWhenAFreshRequestIsClearlyFaster() {
         let planner = Planner(connections: 8, minimumSplit: mib)
         let tail = ByteRange(0, mib)

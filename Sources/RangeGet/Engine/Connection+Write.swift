@@ -130,6 +130,7 @@ extension Connection {
                         cursor.pause = .forRoom
                         return Int(CURL_WRITEFUNC_PAUSE)
                     }
+                    pieceStream?.add(data + skip, count: length - skip, at: position + Int64(skip))
                 } catch {
                     cursor.intake = .refuse(.writeFailed(error))
                     return 0

@@ -48,6 +48,9 @@ final class Connection {
     private(set) var sink: (any ByteSink)?
     /// Where each write is recorded as soon as it is made (nil: no journal).
     private(set) var journal: WriteJournal?
+    /// Hashes the pieces this connection writes whole, as it writes them
+    /// (nil: the download has no piece hashes).
+    private(set) var pieceStream: PieceCheck.Stream?
     private let baseHeaders: [String]
     let rateLimit: RateLimit?
     /// Bytes received over the connection's life.
@@ -75,11 +78,12 @@ final class Connection {
         try responseHeaders.install(on: easy)
     }
 
-    /// Gives the connection the sink its bytes go to and the journal its
-    /// writes are recorded in (slot `id`).
-    func attach(_ sink: any ByteSink, journal: WriteJournal?) {
+    /// Gives the connection the sink its bytes go to, the journal its
+    /// writes are recorded in (slot `id`) and the check of their pieces.
+    func attach(_ sink: any ByteSink, journal: WriteJournal?, pieces: PieceCheck?) {
         self.sink = sink
         self.journal = journal
+        pieceStream = pieces.map { PieceCheck.Stream(check: $0) }
     }
 
     /// The response head of the transfer in flight (or the last one).
@@ -199,6 +203,7 @@ final class Connection {
                 start: piece.range.start, now: now))
         cursor = Cursor(piece: piece, position: piece.range.start, race: race)
         journal?.begin(slot: id, at: piece.range.start)
+        pieceStream?.interrupt()
         wasUsed = true
         mirror.activeConnections += 1
     }
@@ -216,6 +221,7 @@ final class Connection {
             cutShort: cutByUs && transfer.requested.map { cursor.position < $0.end } ?? false,
             timing: timing(of: end))
         journal?.end(slot: id, wrote: finished.written)
+        pieceStream?.interrupt()
         totalBytes += cursor.bytes
         mirror.bytes += cursor.bytes
         mirror.tcpConnections += easy.connectionsOpened
@@ -417,7 +423,9 @@ final class Connection {
     /// transfer ends with (logged) stops at `offset`.
     func disown(from offset: Int64) {
         guard isBusy, offset < cursor.position else { return }
-        cursor.position = max(cursor.piece.range.start, offset)
+        let taken = ByteRange(max(cursor.piece.range.start, offset), cursor.position)
+        cursor.position = taken.start
         journal?.advance(slot: id, to: cursor.position)
+        pieceStream?.disown(taken)
     }
 }

@@ -214,7 +214,9 @@ final class Engine: LoopClient {
         self.loop = loop
         stop = StopSignal(loop: loop)
         self.opening = opening
-        planner = Planner(connections: tuner?.target ?? settings.connections, minimumSplit: settings.minimumSplit)
+        planner = Planner(
+            connections: tuner?.target ?? settings.connections, minimumSplit: settings.minimumSplit,
+            grain: pieceCheck?.hashes.length ?? 1)
         placement = MirrorPlacement(connections: settings.connections, room: mirrors.map { _ in settings.maxPerHost })
         connectionLimit = plain ? 1 : tuner?.target ?? settings.connections
     }
@@ -256,7 +258,7 @@ final class Engine: LoopClient {
         if let adopted {
             let connection = adopted.handOver()
             slotsHeld = 1
-            connection.attach(sink, journal: journal)
+            connection.attach(sink, journal: journal, pieces: pieceCheck)
             connection.client = self
             connections.append(connection)
         } else if let opening {
@@ -282,7 +284,7 @@ final class Engine: LoopClient {
             // distant server) keeps its first piece running to the end.
             let whole = adopted?.served.map { $0.end == size } ?? false
             let missing = written.complement(size: size)
-            queue = Planner(connections: reachable, minimumSplit: settings.minimumSplit)
+            queue = Planner(connections: reachable, minimumSplit: settings.minimumSplit, grain: planner.grain)
                 .plan(whole ? missing : keepEndReserve(of: missing)).map { Piece(range: $0) }
         }
         // Its transfer may have ended while no one owned it.
@@ -416,7 +418,7 @@ final class Engine: LoopClient {
     func newConnection() throws(CurlError) -> Connection {
         loop.assertOnLoopThread()
         let connection = try Connection(id: connections.count, sink: sink, options: settings.transfer)
-        connection.attach(sink, journal: journal)
+        connection.attach(sink, journal: journal, pieces: pieceCheck)
         connection.client = self
         connections.append(connection)
         return connection

@@ -1,11 +1,11 @@
 // PieceCheck: each piece of a file checked against its published digest
-// (PieceHashes) as soon as all its bytes are written, on a queue of its own
-// so the loop's thread never hashes. A piece is read back from the `.part`
-// (from the page cache, just written): its bytes may come from several
-// transfers, steals and races, in any order, so hashing on the write path
-// would need every piece's bytes in order, which they seldom are. The engine
-// hands in what is written each turn and takes the verdicts back
-// (Engine+Pieces.swift); the loop is woken when one is ready.
+// (PieceHashes) as soon as all its bytes are written. A piece one transfer
+// wrote whole, in order, was hashed on the write path as it came
+// (PieceCheck+Stream.swift); any other is read back from the `.part` (from
+// the page cache, just written) on a queue of its own, so the loop's thread
+// never reads: its bytes may come from several transfers, steals and races,
+// in any order. The engine hands in what is written each turn and takes the
+// verdicts back (Engine+Pieces.swift); the loop is woken when one is ready.
 import Dispatch
 import Synchronization
 
@@ -35,7 +35,9 @@ final class PieceCheck: @unchecked Sendable {
     /// Pieces sent to be hashed and not answered yet (loop thread).
     private var checking = RangeSet()
     /// Bumped by every `forget` (loop thread).
-    private var epoch = 0
+    private(set) var epoch = 0
+    /// Verdicts of pieces hashed on the write path, not taken yet (loop thread).
+    private var streamedVerdicts: [Verdict] = []
     private let descriptor: Int32
     private let queue = DispatchQueue(label: "rangeget.pieces")
     private let verdicts = Mutex<[Verdict]>([])
@@ -103,6 +105,7 @@ final class PieceCheck: @unchecked Sendable {
             return pending.remove(at: pick)
         }
         guard let job = next else { return }
+        Self.readBack.add(1, ordering: .relaxed)
         let matches = hashes.matches(
             piece: job.index, descriptor: descriptor, offset: job.range.start, count: job.range.count)
         let first = verdicts.withLock {
@@ -114,12 +117,23 @@ final class PieceCheck: @unchecked Sendable {
         if first { wake() }
     }
 
+    /// A piece hashed on the write path (`Stream`): taken with the others.
+    func streamed(_ verdict: Verdict) {
+        Self.hashedAsWritten.add(1, ordering: .relaxed)
+        checking.insert(verdict.range)
+        streamedVerdicts.append(verdict)
+    }
+
     /// The verdicts ready since the last call; each is acted on only if
     /// `accept` takes it.
     func takeVerdicts() -> [Verdict] {
-        let ready = verdicts.withLock { ready in
+        var ready = verdicts.withLock { ready in
             defer { ready = [] }
             return ready
+        }
+        if !streamedVerdicts.isEmpty {
+            ready += streamedVerdicts
+            streamedVerdicts = []
         }
         for verdict in ready { checking.remove(verdict.range) }
         return ready

@@ -10,11 +10,27 @@ struct Planner: Sendable {
     var connections: Int
     /// No piece is split below this many bytes (below 1 counts as 1).
     var minimumSplit: Int64
+    /// Cuts fall on multiples of this many bytes where they can: a piece
+    /// hash's length, so that each hash piece has one transfer, which hashes
+    /// it as it writes it (PieceCheck+Stream.swift). 1: anywhere.
+    var grain: Int64
 
-    /// A planner for `connections` connections that never cuts below `minimumSplit` bytes.
-    init(connections: Int, minimumSplit: Int64) {
+    /// A planner for `connections` connections that never cuts below
+    /// `minimumSplit` bytes, and cuts on multiples of `grain`.
+    init(connections: Int, minimumSplit: Int64, grain: Int64 = 1) {
         self.connections = connections
         self.minimumSplit = minimumSplit
+        self.grain = grain
+    }
+
+    /// `cut` moved up to the next multiple of the grain, unless that
+    /// reaches `range`'s end (then as it is).
+    private func aligned(_ cut: Int64, in range: ByteRange) -> Int64 {
+        guard grain > 1 else { return cut }
+        let (whole, rest) = cut.quotientAndRemainder(dividingBy: grain)
+        guard rest != 0 else { return cut }
+        let (up, overflow) = (whole + 1).multipliedReportingOverflow(by: grain)
+        return !overflow && up < range.end ? up : cut
     }
 
     /// The minimum split, at least one byte.
@@ -32,7 +48,7 @@ struct Planner: Sendable {
             pieces[index].count / 2 >= split
         {
             let piece = pieces[index]
-            let middle = piece.start + piece.count / 2
+            let middle = aligned(piece.start + piece.count / 2, in: piece)
             pieces[index] = ByteRange(piece.start, middle)
             pieces.insert(ByteRange(middle, piece.end), at: index + 1)
         }
@@ -76,7 +92,9 @@ struct Planner: Sendable {
     /// flight). Nil when the reserve is empty.
     func reservedPiece(from reserve: RangeSet) -> ByteRange? {
         guard let first = reserve.ranges.first else { return nil }
-        return first.count - min(first.count, split) < split ? first : ByteRange(first.start, first.start + split)
+        guard first.count - min(first.count, split) >= split else { return first }
+        let cut = aligned(first.start + split, in: first)
+        return first.end - cut < split ? first : ByteRange(first.start, cut)
     }
 
     /// Where to cut a piece still being fetched so a free connection can take
@@ -95,7 +113,8 @@ struct Planner: Sendable {
         guard remaining.count >= split else { return nil }
         guard let victim = victimRate ?? thiefRate, let thief = thiefRate ?? victimRate else {
             guard remaining.count / 2 >= split else { return nil }
-            return ByteRange(remaining.start + remaining.count / 2, remaining.end)
+            let cut = aligned(remaining.start + remaining.count / 2, in: remaining)
+            return remaining.end - cut < split ? nil : ByteRange(cut, remaining.end)
         }
         let bytes = Double(remaining.count)
         guard victim * (setupDelay + Self.minimumGain) < bytes, thief > 0 else { return nil }
@@ -105,7 +124,7 @@ struct Planner: Sendable {
         let share = victim * together
         // Double(count) may round up to 2^63, which Int64 cannot hold: compare in Double, convert only below it.
         guard share.isFinite, share < bytes else { return nil }
-        let cut = remaining.start + Int64(max(0, share))
+        let cut = aligned(remaining.start + Int64(max(0, share)), in: remaining)
         guard remaining.end - cut >= split else { return nil }
         return ByteRange(cut, remaining.end)
     }
