@@ -233,4 +233,63 @@ final class MetalinkEndToEndTests: EndToEndTestCase {
         XCTAssertEqual(unhashed.status, 2)
         XCTAssertTrue(unhashed.stderr.contains("no hashes to check it against"), unhashed.stderr)
     }
+
+    /// A finished `v.bin` of `good` with one byte flipped in piece 5, and its Metalink.
+    private func damagedFile() throws -> String {
+        server.setResource(good, at: "f")
+        let document = try metalink([fileElement("v.bin", good, urls: [server.url("f")])])
+        XCTAssertEqual(try CLI.run(["-q", document], in: directory).status, 0)
+        let descriptor = open(path("v.bin"), O_RDWR)
+        var byte: UInt8 = 0xAA
+        XCTAssertEqual(pwrite(descriptor, &byte, 1, off_t(5 * pieceLength + 17)), 1)
+        close(descriptor)
+        return document
+    }
+
+    private func identity(_ path: String) -> (inode: UInt, mode: UInt32) {
+        var info = stat()
+        XCTAssertEqual(stat(path, &info), 0)
+        return (UInt(info.st_ino), info.st_mode & 0o7777)
+    }
+
+    func testARepairFixesTheFileItselfNotACopy() throws {
+        let document = try damagedFile()
+        XCTAssertEqual(chmod(path("v.bin"), 0o640), 0)
+        let before = identity(path("v.bin"))
+        let repaired = try CLI.run(["verify", "--repair", "-q", "-M", document, path("v.bin")], in: directory)
+        XCTAssertEqual(repaired.status, 0, repaired.stderr)
+        assertSameBytes(path("v.bin"), good)
+        let after = identity(path("v.bin"))
+        XCTAssertEqual(after.inode, before.inode, "the same file, its good pieces never copied")
+        XCTAssertEqual(after.mode, 0o640, "its mode kept")
+        XCTAssertEqual(directoryEntries().filter { $0.hasPrefix("v.bin") }, ["v.bin"])
+    }
+
+    func testARepairThatCannotFetchPutsTheFileBackUnderItsName() throws {
+        let document = try damagedFile()
+        let damaged = try Data(contentsOf: URL(fileURLWithPath: path("v.bin")))
+        // The only mirror now serves the piece with the same bad byte.
+        server.setResource(.data([UInt8](damaged)), at: "f")
+        let failed = try CLI.run(["verify", "--repair", "-q", "-M", document, path("v.bin")], in: directory)
+        XCTAssertEqual(failed.status, 3, failed.stderr)
+        XCTAssertTrue(failed.stderr.contains("piece 5"), failed.stderr)
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: path("v.bin"))), damaged, "as it was")
+        XCTAssertEqual(directoryEntries().filter { $0.hasPrefix("v.bin") }, ["v.bin"], "no .part, no manifest")
+        // Once the mirror is right again, the same command repairs it.
+        server.setResource(good, at: "f")
+        XCTAssertEqual(
+            try CLI.run(["verify", "--repair", "-q", "-M", document, path("v.bin")], in: directory).status, 0)
+        assertSameBytes(path("v.bin"), good)
+    }
+
+    func testAFileWithOtherHardLinksIsNotRepairedBehindThem() throws {
+        let document = try damagedFile()
+        XCTAssertEqual(link(path("v.bin"), path("other-name")), 0)
+        let refused = try CLI.run(["verify", "--repair", "-q", "-M", document, path("v.bin")], in: directory)
+        XCTAssertEqual(refused.status, 2, refused.stderr)
+        XCTAssertTrue(refused.stderr.contains("2 hard links"), refused.stderr)
+        XCTAssertEqual(identity(path("v.bin")).inode, identity(path("other-name")).inode, "both names kept")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: path("v.bin.part")))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: path("v.bin.part.json")))
+    }
 }
