@@ -61,16 +61,23 @@ final class PieceCheckTests: EndToEndTestCase {
         }
     }
 
-    func testEveryPieceIsCheckedAndAFlippedByteCostsOnePieceFromAnotherMirror() throws {
+    /// Downloads "f" to `path("f")` from the test server, serving `goodBytes`
+    /// flipped at `offset`, then another serving the good file, both at
+    /// 8 MiB/s per connection.
+    private func runWithFlippedFirstMirror(at offset: Int) throws -> (run: LibraryRun, other: RangeServer) {
         let other = try anotherServer()
-        // The first mirror's piece 0, which its opening request always
-        // fetches, is wrong by one byte.
-        server.setResource(flipped(at: [1234]), at: "f")
+        server.setResource(flipped(at: [offset]), at: "f")
         other.setResource(sameValidators(good), at: "f")
         server.setRatePerConnection(8 << 20)
         other.setRatePerConnection(8 << 20)
+        return (runWithPieces([server.url("f"), other.url("f")], to: path("f")), other)
+    }
+
+    func testEveryPieceIsCheckedAndAFlippedByteCostsOnePieceFromAnotherMirror() throws {
+        // The first mirror's piece 0, which its opening request always
+        // fetches, is wrong by one byte.
+        let (run, other) = try runWithFlippedFirstMirror(at: 1234)
         let output = path("f")
-        let run = runWithPieces([server.url("f"), other.url("f")], to: output)
         let result = try run.result.get()
         assertSameBytes(output, good)
         let (matched, bad) = checks(run)
@@ -86,6 +93,32 @@ final class PieceCheckTests: EndToEndTestCase {
         XCTAssertEqual(refetch.count, 1, "piece 0 fetched again from the mirror that did not write it")
         XCTAssertLessThanOrEqual(result.bytesFetched, size + pieceLength, "one piece again")
         XCTAssertFalse(FileManager.default.fileExists(atPath: output + ".part.json"))
+    }
+
+    func testABadPieceFromAProvenMirrorStopsOnlyTheTransferThatWroteIt() throws {
+        // The first mirror is proven by piece 0 (its opening request), then
+        // runs seven connections at once; piece 9 lies in the second of
+        // their ranges (1.75 to 2.75 MiB), in the middle of the run.
+        let run = try runWithFlippedFirstMirror(at: 9 * Int(pieceLength) + 99).run
+        let result = try run.result.get()
+        assertSameBytes(path("f"), good)
+        XCTAssertEqual(checks(run).bad.map(\.0), [9])
+        // What the bad verdict stopped: the transfers that end right after
+        // it (each with its timing).
+        let after = run.events.drop { event in
+            guard case .transfer(.pieceChecked(_, _, false, _)) = event else { return true }
+            return false
+        }.dropFirst().filter { event in
+            guard case .transfer(.transferTimed) = event else { return true }
+            return false
+        }
+        let stopped = after.prefix { event in
+            guard case .transfer(.pieceFinished(_, _, false)) = event else { return false }
+            return true
+        }
+        XCTAssertLessThanOrEqual(stopped.count, 1, "only the transfer that wrote the bad piece: \(Array(stopped))")
+        XCTAssertEqual(result.mirrors.first { $0.url == server.url("f") }?.badPieces, [9])
+        XCTAssertNil(result.mirrors.first { $0.url == server.url("f") }?.dropped)
     }
 
     func testPiecesOneTransferWritesWholeAreHashedAsTheyAreWrittenNotReadBack() throws {
