@@ -282,7 +282,7 @@ final class MetalinkEndToEndTests: EndToEndTestCase {
         assertSameBytes(path("v.bin"), good)
     }
 
-    func testAFileWithOtherHardLinksIsNotRepairedBehindThem() throws {
+    func testAFileWithOtherHardLinksOrALinkIsNotRepairedBehindThem() throws {
         let document = try damagedFile()
         XCTAssertEqual(link(path("v.bin"), path("other-name")), 0)
         let refused = try CLI.run(["verify", "--repair", "-q", "-M", document, path("v.bin")], in: directory)
@@ -291,5 +291,12 @@ final class MetalinkEndToEndTests: EndToEndTestCase {
         XCTAssertEqual(identity(path("v.bin")).inode, identity(path("other-name")).inode, "both names kept")
         XCTAssertFalse(FileManager.default.fileExists(atPath: path("v.bin.part")))
         XCTAssertFalse(FileManager.default.fileExists(atPath: path("v.bin.part.json")))
+        // A symbolic link: the rename would move the link, not the file.
+        XCTAssertEqual(unlink(path("other-name")), 0)
+        XCTAssertEqual(symlink(path("v.bin"), path("link.bin")), 0)
+        let viaLink = try CLI.run(["verify", "--repair", "-q", "-M", document, path("link.bin")], in: directory)
+        XCTAssertEqual(viaLink.status, 2, viaLink.stderr)
+        XCTAssertTrue(viaLink.stderr.contains("not a regular file"), viaLink.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: path("link.bin.part")))
     }
 }

@@ -29,7 +29,9 @@ final class SaturatingArithmeticTests: XCTestCase {
             let missing = RangeSet([ByteRange(start, start + size)])
             let minimum = random.next() % 8 == 0 ? Int64.random(in: -5...0, using: &random) : value(&random)
             let connections = Int.random(in: 1...64, using: &random)
-            let plan = Planner(connections: connections, minimumSplit: minimum).plan(missing)
+            // A piece hash's length to cut on, now and then.
+            let grain = random.next() % 2 == 0 ? 1 : max(1, value(&random))
+            let plan = Planner(connections: connections, minimumSplit: minimum, grain: grain).plan(missing)
             XCTAssertEqual(RangeSet(plan), missing, "size \(size) at \(start), minimum \(minimum)")
             XCTAssertLessThanOrEqual(plan.count, connections)
             XCTAssertEqual(plan, plan.sorted())
@@ -46,7 +48,8 @@ final class SaturatingArithmeticTests: XCTestCase {
             let start = Int64.random(in: 0...(Int64.max - size), using: &random)
             let remaining = ByteRange(start, start + size)
             let minimum = value(&random)
-            let planner = Planner(connections: 8, minimumSplit: minimum)
+            let planner = Planner(
+                connections: 8, minimumSplit: minimum, grain: random.next() % 2 == 0 ? 1 : max(1, value(&random)))
             let victim = rates[Int(random.next() % UInt64(rates.count))]
             let thief = rates[Int(random.next() % UInt64(rates.count))]
             let delay = [0, 0.1, 1e300, -1][Int(random.next() % 4)]

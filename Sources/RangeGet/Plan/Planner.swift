@@ -24,13 +24,14 @@ struct Planner: Sendable {
     }
 
     /// `cut` moved up to the next multiple of the grain, unless that
-    /// reaches `range`'s end (then as it is).
+    /// leaves less than a minimum split of `range` after it (then as it is:
+    /// the grain never makes a piece shorter than the minimum split).
     private func aligned(_ cut: Int64, in range: ByteRange) -> Int64 {
         guard grain > 1 else { return cut }
         let (whole, rest) = cut.quotientAndRemainder(dividingBy: grain)
         guard rest != 0 else { return cut }
         let (up, overflow) = (whole + 1).multipliedReportingOverflow(by: grain)
-        return !overflow && up < range.end ? up : cut
+        return !overflow && up < range.end && range.end - up >= split ? up : cut
     }
 
     /// The minimum split, at least one byte.
