@@ -1,11 +1,11 @@
 // Pieces hashed on the write path: a piece one transfer writes whole, from
 // its first byte to its last in order, is hashed in the write callback right
 // after each pwrite, while its bytes are still in the CPU's cache, and its
-// verdict is ready the moment its last byte is written. Reading a piece back
-// from the page cache on the hashing queue cost 1.02 s of CPU per GiB where
-// the hash alone (`openssl speed`, one hot buffer) costs 0.75 to 0.82; on
-// the write path it costs what the hash costs (docs/PERFORMANCE-LOG.md,
-// 2026-12-07). With piece hashes the planner cuts at piece boundaries
+// verdict is ready the moment its last byte is written. Reading pieces back
+// from the page cache on the hashing queue added 0.97 s of CPU per GiB where
+// `openssl speed` hashes a GiB in 0.60 (one hot buffer); on the write path
+// they add 0.55 to 0.67 (docs/PERFORMANCE-LOG.md, 2026-12-07, "pieces hashed
+// on the write path"). With piece hashes the planner cuts at piece boundaries
 // (`Planner.grain`), so nearly every piece has one writer; the others (a
 // transfer starting or cut inside a piece, bytes a race's other side wrote, a
 // resume's pieces written before) are read back as before (PieceCheck).

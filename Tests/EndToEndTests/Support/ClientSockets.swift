@@ -60,12 +60,19 @@ final class ClientSockets: Sendable {
         try? file.close()
         let table = String(decoding: data, as: UTF8.self)
         let remote = String(format: ":%04X", port)
-        return table.split(separator: "\n").dropFirst().filter { line in
+        // Counted once each by their local address: the kernel writes the
+        // table a page at a time, and a socket opened or closed between two
+        // pages shifts the lines, so one read can list a socket twice (a
+        // peak of 14 where 8 were open).
+        var open = Set<Substring>()
+        for line in table.split(separator: "\n").dropFirst() {
             let fields = line.split(separator: " ")
-            guard fields.count > 9 else { return false }
-            return fields[2].hasSuffix(remote) && ["01", "02", "08"].contains(fields[3])
-                && !excluded.contains(fields[9])
-        }.count
+            guard fields.count > 9, fields[2].hasSuffix(remote), ["01", "02", "08"].contains(fields[3]),
+                !excluded.contains(fields[9])
+            else { continue }
+            open.insert(fields[1])
+        }
+        return open.count
     }
 
     /// The inodes of this process's sockets (/proc/self/fd links `socket:[inode]`).
