@@ -4,7 +4,8 @@
 // copied) whose good pieces are done and verified, and an ordinary download
 // from the mirrors fetches the bad pieces into it and renames it back once
 // every piece matches. A repair that fails puts the file back under its
-// name; one killed midway leaves a `.part` that a download resumes.
+// name; one killed midway leaves a `.part` that the same command, or a
+// download, resumes.
 import SystemSupport
 
 #if canImport(Glibc)
@@ -82,7 +83,9 @@ extension Download {
     ///
     /// Returns what the check found, and the download's result when pieces
     /// were fetched (nil when the file was intact). A repair that fails puts
-    /// the file back under its name before it throws. Throws
+    /// the file back under its name before it throws; one killed midway
+    /// leaves the `.part`, which the next call resumes (the check is then of
+    /// the finished file). Throws
     /// ``DownloadError/usage(_:remedy:)`` without piece hashes (a whole-file
     /// checksum cannot tell which part is bad), when a partial download of
     /// the file is in the way, or when `path` is a symbolic link or has
@@ -94,19 +97,35 @@ extension Download {
             throw .usage(
                 "a repair needs piece hashes (a Metalink's): a whole-file checksum cannot tell which part is bad")
         }
+        let files = PartialFiles(output: path)
+        let noMirror = DownloadError.usage("no URL to fetch the bad pieces from")
+        if access(path, F_OK) != 0, access(files.data, F_OK) == 0, access(files.manifest, F_OK) == 0 {
+            // A repair (or a download) cut short by a kill: its `.part` is
+            // resumed, then the file checked. One that fails again stays a
+            // `.part`: it may lack more than bad pieces.
+            guard !mirrors.isEmpty else { throw noMirror }
+            let repaired = try await fetchPieces(into: path, from: mirrors, options: options)
+            return (try verify(path, pieces: pieces, checksum: options.checksum), repaired)
+        }
         let found = try verify(path, pieces: pieces, checksum: options.checksum)
         guard !found.isIntact else { return (found, nil) }
-        guard !mirrors.isEmpty else { throw .usage("no URL to fetch the bad pieces from") }
+        guard !mirrors.isEmpty else { throw noMirror }
         try prepareRepair(of: path, found: found, pieces: pieces, options: options)
-        var repairing = options
-        repairing.overwrite = true
-        let download = Download(mirrors: mirrors, destination: .file(path), options: repairing)
         do {
-            return (found, try await download.run())
+            return (found, try await fetchPieces(into: path, from: mirrors, options: options))
         } catch {
             restore(path, calls: options.systemCalls)
             throw error
         }
+    }
+
+    /// Resumes the `.part` of `path` from `mirrors`: the pieces it lacks.
+    private static func fetchPieces(
+        into path: String, from mirrors: [String], options: DownloadOptions
+    ) async throws(DownloadError) -> DownloadResult {
+        var repairing = options
+        repairing.overwrite = true
+        return try await Download(mirrors: mirrors, destination: .file(path), options: repairing).run()
     }
 
     /// Puts the file of a repair that failed (or was stopped) back under its

@@ -299,4 +299,27 @@ final class MetalinkEndToEndTests: EndToEndTestCase {
         XCTAssertTrue(viaLink.stderr.contains("not a regular file"), viaLink.stderr)
         XCTAssertFalse(FileManager.default.fileExists(atPath: path("link.bin.part")))
     }
+
+    func testARepairKilledMidwayIsResumedByTheSameCommand() throws {
+        let document = try damagedFile()
+        // Slow enough that the bad piece is still on its way at the kill.
+        server.setRatePerConnection(32 << 10)
+        server.resetStatistics()
+        let killed = try interrupted(
+            ["verify", "--repair", "-q", "-M", document, path("v.bin")], by: SIGKILL,
+            once: "the bad piece is being fetched"
+        ) { server.statistics.bodyBytesSent > 0 }
+        XCTAssertEqual(killed.status, 128 + SIGKILL)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: path("v.bin")), "the file is its .part while repaired")
+        XCTAssertTrue(FileManager.default.fileExists(atPath: path("v.bin.part.json")))
+        server.setRatePerConnection(nil)
+        server.resetStatistics()
+        let resumed = try CLI.run(["verify", "--repair", "--json", "-M", document, path("v.bin")], in: directory)
+        XCTAssertEqual(resumed.status, 0, resumed.stderr)
+        assertSameBytes(path("v.bin"), good)
+        XCTAssertEqual(try resumed.jsonObject()["repaired"] as? Bool, true)
+        // The bad piece (or its rest), and the probe's and samples' few KiB.
+        XCTAssertLessThanOrEqual(server.statistics.bodyBytesSent, Int64(pieceLength + (64 << 10)))
+        XCTAssertEqual(directoryEntries().filter { $0.hasPrefix("v.bin") }, ["v.bin"])
+    }
 }
