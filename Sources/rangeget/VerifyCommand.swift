@@ -25,8 +25,9 @@ enum VerifyCommand {
             summary: """
                 Check a downloaded file against the hashes its publisher gave: each piece of a Metalink and its
                 whole-file hash, or --checksum. With --repair, the bad pieces are fetched again from the
-                Metalink's mirrors (and any URLs given after FILE) into FILE.part, which replaces FILE once every
-                piece matches; FILE keeps its bytes until then.
+                Metalink's mirrors (and any URLs given after FILE), in place: FILE is renamed FILE.part (nothing
+                is copied) and gets its name back once every piece matches, or when the repair fails. A repair
+                killed midway is resumed by the same command.
                 """,
             options: [
                 .value(
