@@ -131,7 +131,7 @@ extension Download {
     /// Puts the file of a repair that failed (or was stopped) back under its
     /// name, with what the repair wrote into its bad pieces, as it was
     /// before the repair: no `.part`, no mark. (A killed repair leaves the
-    /// `.part` and its manifest, which a download resumes.)
+    /// `.part` and its manifest, which the next repair resumes.)
     private static func restore(_ path: String, calls: SystemCalls) {
         let files = PartialFiles(output: path)
         guard access(path, F_OK) != 0, retryingOnInterrupt({ calls.rename(files.data, path) }) == 0 else { return }
@@ -160,16 +160,7 @@ extension Download {
         guard access(files.data, F_OK) != 0, access(files.manifest, F_OK) != 0 else {
             throw .usage("\(files.data) is there already: resume that download, or remove it, before a repair")
         }
-        var info = stat()
-        guard lstat(path, &info) == 0 else { throw .io(IOError("stat", path)) }
-        // A rename moves a link's name, not what it names, and takes one name
-        // of several from the file's inode.
-        guard (info.st_mode & S_IFMT) == S_IFREG else {
-            throw .usage("\(path) is not a regular file: repair the file it names")
-        }
-        guard info.st_nlink == 1 else {
-            throw .usage("\(path) has \(info.st_nlink) hard links, which a repair would split: repair a copy of it")
-        }
+        try checkRenamable(path)
         var good = RangeSet([ByteRange(0, found.size)])
         for index in found.badPieces { good.remove(pieces.range(ofPiece: index, size: found.size)) }
         let origin = RemoteFile(
@@ -190,6 +181,20 @@ extension Download {
         } catch {
             try? StateFile.remove(files.manifest, calls: calls)
             throw .io(error)
+        }
+    }
+
+    /// Throws unless `path` is a regular file with no other name: a rename
+    /// moves a link's name, not what it names, and takes one name of
+    /// several from the file's inode.
+    private static func checkRenamable(_ path: String) throws(DownloadError) {
+        var info = stat()
+        guard lstat(path, &info) == 0 else { throw .io(IOError("stat", path)) }
+        guard (info.st_mode & S_IFMT) == S_IFREG else {
+            throw .usage("\(path) is not a regular file: repair the file it names")
+        }
+        guard info.st_nlink == 1 else {
+            throw .usage("\(path) has \(info.st_nlink) hard links, which a repair would split: repair a copy of it")
         }
     }
 

@@ -39,14 +39,13 @@ extension PieceCheck {
                     offset += skipped
                     left -= skipped
                 }
-                guard var piece = current else { return }
+                guard let piece = current else { return }
                 let taken = min(left, piece.range.end - offset)
                 piece.digester.update(UnsafeRawBufferPointer(start: bytes, count: Int(taken)))
                 bytes += Int(taken)
                 offset += taken
                 left -= taken
-                piece.next = offset
-                current = piece
+                current?.next = offset
                 if offset == piece.range.end {
                     current = nil
                     check.streamed(

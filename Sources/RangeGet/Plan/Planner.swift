@@ -94,8 +94,7 @@ struct Planner: Sendable {
     func reservedPiece(from reserve: RangeSet) -> ByteRange? {
         guard let first = reserve.ranges.first else { return nil }
         guard first.count - min(first.count, split) >= split else { return first }
-        let cut = aligned(first.start + split, in: first)
-        return first.end - cut < split ? first : ByteRange(first.start, cut)
+        return ByteRange(first.start, aligned(first.start + split, in: first))
     }
 
     /// Where to cut a piece still being fetched so a free connection can take
@@ -114,8 +113,7 @@ struct Planner: Sendable {
         guard remaining.count >= split else { return nil }
         guard let victim = victimRate ?? thiefRate, let thief = thiefRate ?? victimRate else {
             guard remaining.count / 2 >= split else { return nil }
-            let cut = aligned(remaining.start + remaining.count / 2, in: remaining)
-            return remaining.end - cut < split ? nil : ByteRange(cut, remaining.end)
+            return ByteRange(aligned(remaining.start + remaining.count / 2, in: remaining), remaining.end)
         }
         let bytes = Double(remaining.count)
         guard victim * (setupDelay + Self.minimumGain) < bytes, thief > 0 else { return nil }
